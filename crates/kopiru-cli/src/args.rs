@@ -1,0 +1,176 @@
+//! Command-line arguments, converted into the engine's options.
+
+use clap::{ArgAction, Args, Parser, Subcommand, ValueEnum};
+use kopiru::{CopyOptions, Follow, MethodChoice, Preserve, SparseMode};
+use std::path::PathBuf;
+
+/// Copies files, directory trees and disk images as fast as the filesystem
+/// allows, without losing data.
+#[derive(Parser)]
+#[command(name = "kopiru", version, about, propagate_version = true)]
+pub struct Cli {
+    #[command(subcommand)]
+    pub command: Command,
+}
+
+#[derive(Subcommand)]
+pub enum Command {
+    /// Copy files and directory trees (cp-like destination rules).
+    #[command(visible_alias = "cp", after_help = COPY_AFTER_HELP)]
+    Copy(CopyArgs),
+    /// Show a path's filesystem and whether clone and offload work from one
+    /// path to another (tried on scratch files, removed afterwards).
+    Probe(ProbeArgs),
+}
+
+const COPY_AFTER_HELP: &str = "\
+Methods, tried per file in this order with --method auto: clone (share blocks:
+FICLONE on Linux, clonefile on macOS), offload (copy_file_range: the kernel
+copies), stream (read/write through one reused buffer). What failed is
+remembered per pair of devices.
+
+Exit codes: 0 everything copied; 23 some files failed, the rest was copied;
+1 nothing could be copied; 2 usage error.";
+
+#[derive(Clone, Copy, ValueEnum)]
+pub enum MethodArg {
+    /// Fastest that works: clone, then offload, then stream.
+    Auto,
+    /// Clone or fail (like cp --reflink=always).
+    Clone,
+    /// copy_file_range or fail (the kernel may still share blocks).
+    Offload,
+    /// Read and write only: never shares blocks.
+    Stream,
+}
+
+#[derive(Clone, Copy, ValueEnum)]
+pub enum SparseArg {
+    /// Keep the holes of files that have some.
+    Auto,
+    /// Also turn blocks of zeros into holes.
+    Always,
+    /// Write every byte (also rules out clone and offload).
+    Never,
+}
+
+#[derive(Args)]
+pub struct CopyArgs {
+    /// Sources, then the destination.
+    #[arg(required = true, num_args = 2.., value_name = "SOURCE... DEST")]
+    pub paths: Vec<PathBuf>,
+
+    /// Accepted for cp compatibility: directories are always copied whole.
+    #[arg(short = 'r', short_alias = 'R', long = "recursive", action = ArgAction::SetTrue)]
+    pub recursive: bool,
+
+    /// Keep everything: also owner, group and extended attributes (ACLs
+    /// included). What cannot be kept is reported as a warning.
+    #[arg(short = 'a', long)]
+    pub archive: bool,
+
+    /// Metadata to keep, comma-separated: mode, times, owner, xattrs, links,
+    /// or all [default: mode,times,links].
+    #[arg(long, value_name = "LIST", value_delimiter = ',')]
+    pub preserve: Vec<String>,
+
+    /// Follow every symbolic link in the sources (copy what they point to).
+    #[arg(short = 'L', long = "dereference", conflicts_with = "follow_args")]
+    pub dereference: bool,
+
+    /// Follow symbolic links given on the command line only.
+    #[arg(short = 'H', id = "follow_args")]
+    pub follow_args: bool,
+
+    /// How file data is moved.
+    #[arg(long, value_enum, default_value = "auto")]
+    pub method: MethodArg,
+
+    /// How holes in sparse files are kept.
+    #[arg(long, value_enum, default_value = "auto")]
+    pub sparse: SparseArg,
+
+    /// Worker threads [default: the number of CPUs].
+    #[arg(short = 'j', long, value_name = "N")]
+    pub jobs: Option<usize>,
+
+    /// Show a progress bar even when stderr is not a terminal.
+    #[arg(long, overrides_with = "no_progress")]
+    pub progress: bool,
+
+    /// Never show a progress bar.
+    #[arg(long)]
+    pub no_progress: bool,
+
+    /// Print, per file, the method used and why a faster one was not.
+    #[arg(long)]
+    pub explain: bool,
+
+    /// Print a JSON summary on stdout at the end.
+    #[arg(long)]
+    pub json: bool,
+}
+
+#[derive(Args)]
+pub struct ProbeArgs {
+    /// The path to probe, and optionally a second one to copy to.
+    #[arg(required = true, num_args = 1..=2, value_name = "PATH [PATH]")]
+    pub paths: Vec<PathBuf>,
+
+    /// Print JSON instead of text.
+    #[arg(long)]
+    pub json: bool,
+}
+
+impl CopyArgs {
+    /// The engine's options, or a usage error.
+    pub fn options(&self) -> Result<CopyOptions, String> {
+        let mut preserve = if self.archive {
+            Preserve::ALL
+        } else {
+            Preserve::DEFAULT
+        };
+        if !self.preserve.is_empty() {
+            preserve = Preserve {
+                mode: false,
+                times: false,
+                owner: false,
+                xattrs: false,
+                links: false,
+            };
+            for p in &self.preserve {
+                match p.as_str() {
+                    "mode" => preserve.mode = true,
+                    "times" | "timestamps" => preserve.times = true,
+                    "owner" | "ownership" => preserve.owner = true,
+                    "xattrs" | "xattr" => preserve.xattrs = true,
+                    "links" => preserve.links = true,
+                    "all" => preserve = Preserve::ALL,
+                    other => return Err(format!("unknown --preserve item '{other}'")),
+                }
+            }
+        }
+        Ok(CopyOptions {
+            method: match self.method {
+                MethodArg::Auto => MethodChoice::Auto,
+                MethodArg::Clone => MethodChoice::Clone,
+                MethodArg::Offload => MethodChoice::Offload,
+                MethodArg::Stream => MethodChoice::Stream,
+            },
+            sparse: match self.sparse {
+                SparseArg::Auto => SparseMode::Auto,
+                SparseArg::Always => SparseMode::Always,
+                SparseArg::Never => SparseMode::Never,
+            },
+            preserve,
+            follow: if self.dereference {
+                Follow::Always
+            } else if self.follow_args {
+                Follow::CommandLine
+            } else {
+                Follow::Never
+            },
+            jobs: self.jobs.unwrap_or(0),
+        })
+    }
+}

@@ -1,0 +1,131 @@
+//! `kopiru copy`: renders the engine's events (errors, --explain lines, the
+//! bar) and the --json summary.
+
+use crate::args::CopyArgs;
+use crate::exit;
+use crate::progress::Progress;
+use kopiru::{CopyError, FileDone, Method, Reporter, Summary};
+use std::io::{IsTerminal, Write};
+use std::path::Path;
+
+struct CliReporter {
+    explain: bool,
+    progress: Option<Progress>,
+}
+
+impl CliReporter {
+    /// Prints a line without tearing the bar.
+    fn print(&self, to_stderr: bool, line: &str) {
+        let write = || {
+            // A closed pipe is not an error worth dying for.
+            let _ = if to_stderr {
+                writeln!(std::io::stderr().lock(), "{line}")
+            } else {
+                writeln!(std::io::stdout().lock(), "{line}")
+            };
+        };
+        match &self.progress {
+            Some(p) => p.bar.suspend(write),
+            None => write(),
+        }
+    }
+}
+
+impl Reporter for CliReporter {
+    fn file_done(&self, d: &FileDone) {
+        if let Some(p) = &self.progress {
+            p.file();
+        }
+        if self.explain {
+            let src = Path::new(d.src_dir).join(d.name);
+            let dst = Path::new(d.dst_dir).join(d.name);
+            let mut line = format!(
+                "{:<8}{} -> {}",
+                d.method.name(),
+                src.display(),
+                dst.display()
+            );
+            if let Some(why) = d.why_not {
+                line.push_str(&format!("  ({why})"));
+            }
+            self.print(false, &line);
+        }
+    }
+
+    fn bytes(&self, n: u64) {
+        if let Some(p) = &self.progress {
+            p.bytes(n);
+        }
+    }
+
+    fn error(&self, e: &CopyError) {
+        self.print(true, &format!("kopiru: {e}"));
+    }
+
+    fn warning(&self, e: &CopyError) {
+        self.print(true, &format!("kopiru: warning: {e}"));
+    }
+}
+
+pub fn run(args: CopyArgs) -> u8 {
+    let opts = match args.options() {
+        Ok(o) => o,
+        Err(e) => {
+            eprintln!("kopiru: {e}");
+            return exit::USAGE;
+        }
+    };
+    let (dest, sources) = args.paths.split_last().expect("clap requires two paths");
+    let show_bar =
+        !args.no_progress && (args.progress || (std::io::stderr().is_terminal() && !args.explain));
+    let mut reporter = CliReporter {
+        explain: args.explain,
+        progress: show_bar.then(|| Progress::start(sources, args.progress)),
+    };
+    let result = kopiru::copy(sources, dest, &opts, &reporter);
+    if let Some(p) = &mut reporter.progress {
+        p.finish();
+    }
+    match result {
+        Err(e) => {
+            eprintln!("kopiru: {e}");
+            exit::USAGE
+        }
+        Ok(summary) => {
+            let code = exit::for_summary(&summary);
+            if args.json {
+                println!("{}", json_summary(&summary, code));
+            }
+            code
+        }
+    }
+}
+
+fn error_json(e: &CopyError) -> serde_json::Value {
+    serde_json::json!({
+        "path": e.path.to_string_lossy(),
+        "operation": e.op,
+        "reason": e.reason,
+        "errno": e.errno,
+    })
+}
+
+fn json_summary(s: &Summary, code: u8) -> serde_json::Value {
+    let methods: serde_json::Map<String, serde_json::Value> = Method::ALL
+        .iter()
+        .map(|m| (m.name().to_string(), s.method_count(*m).into()))
+        .collect();
+    serde_json::json!({
+        "files": s.files,
+        "bytes": s.bytes,
+        "directories": s.dirs,
+        "symlinks": s.symlinks,
+        "special_files": s.specials,
+        "hard_links": s.hardlinks,
+        "methods": methods,
+        "errors": s.errors.iter().map(error_json).collect::<Vec<_>>(),
+        "warnings": s.warnings.iter().map(error_json).collect::<Vec<_>>(),
+        "elapsed_seconds": s.elapsed.as_secs_f64(),
+        "exit_code": code,
+    })
+}

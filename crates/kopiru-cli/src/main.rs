@@ -1,0 +1,20 @@
+//! The `kopiru` command: parses arguments, runs the engine, renders events,
+//! and turns the outcome into an exit code.
+
+mod args;
+mod copy;
+mod exit;
+mod probe;
+mod progress;
+
+use clap::Parser;
+use std::process::ExitCode;
+
+fn main() -> ExitCode {
+    let cli = args::Cli::parse();
+    let code = match cli.command {
+        args::Command::Copy(a) => copy::run(a),
+        args::Command::Probe(a) => probe::run(a),
+    };
+    ExitCode::from(code)
+}

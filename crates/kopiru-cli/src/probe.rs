@@ -1,0 +1,46 @@
+//! `kopiru probe`: filesystem types and whether clone/offload work.
+
+use crate::args::ProbeArgs;
+use crate::exit;
+use kopiru::probe::Trial;
+
+pub fn run(args: ProbeArgs) -> u8 {
+    let from = &args.paths[0];
+    let to = args.paths.get(1).map(|p| p.as_path());
+    let p = match kopiru::probe::probe(from, to) {
+        Ok(p) => p,
+        Err(e) => {
+            eprintln!("kopiru: probe: {e}");
+            return exit::FAILED;
+        }
+    };
+    let trial_json = |t: &Trial| serde_json::json!({ "works": t.works, "detail": t.detail });
+    if args.json {
+        let paths: Vec<_> = p
+            .paths
+            .iter()
+            .map(|(path, fs)| serde_json::json!({ "path": path.to_string_lossy(), "filesystem": fs }))
+            .collect();
+        let v = serde_json::json!({
+            "paths": paths,
+            "clone": trial_json(&p.clone),
+            "offload": trial_json(&p.offload),
+        });
+        println!("{v}");
+        return exit::OK;
+    }
+    for (path, fs) in &p.paths {
+        println!("{}: {fs}", path.display());
+    }
+    let direction = match to {
+        Some(t) => format!("{} -> {}", from.display(), t.display()),
+        None => format!("within {}", from.display()),
+    };
+    for (name, t) in [("clone", &p.clone), ("offload", &p.offload)] {
+        match &t.detail {
+            None => println!("{name:<8}{direction}: yes"),
+            Some(d) => println!("{name:<8}{direction}: no: {d}"),
+        }
+    }
+    exit::OK
+}

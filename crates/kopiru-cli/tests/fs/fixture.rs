@@ -1,0 +1,165 @@
+//! Real filesystems on loop devices, made once per test run and shared by the
+//! tests (each works in its own directory), torn down at the end.
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::sync::{Mutex, OnceLock};
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Fs {
+    Ext4,
+    Xfs,
+    Btrfs,
+}
+
+impl Fs {
+    pub const ALL: [Fs; 3] = [Fs::Ext4, Fs::Xfs, Fs::Btrfs];
+
+    pub fn name(self) -> &'static str {
+        match self {
+            Fs::Ext4 => "ext4",
+            Fs::Xfs => "xfs",
+            Fs::Btrfs => "btrfs",
+        }
+    }
+
+    pub fn can_clone(self) -> bool {
+        self != Fs::Ext4
+    }
+
+    fn mkfs(self) -> &'static str {
+        match self {
+            Fs::Ext4 => "mkfs.ext4",
+            Fs::Xfs => "mkfs.xfs",
+            Fs::Btrfs => "mkfs.btrfs",
+        }
+    }
+
+    /// Why this filesystem cannot be tested here, if it cannot.
+    pub fn unavailable(self) -> Option<String> {
+        if let Some(why) = loop_unavailable() {
+            return Some(why);
+        }
+        if !have(self.mkfs()) {
+            return Some(format!(
+                "{} not installed (apt-get install {})",
+                self.mkfs(),
+                match self {
+                    Fs::Ext4 => "e2fsprogs",
+                    Fs::Xfs => "xfsprogs",
+                    Fs::Btrfs => "btrfs-progs",
+                }
+            ));
+        }
+        None
+    }
+}
+
+pub fn have(cmd: &str) -> bool {
+    Command::new("sh")
+        .arg("-c")
+        .arg(format!("command -v {cmd}"))
+        .output()
+        .is_ok_and(|o| o.status.success())
+}
+
+/// Why loop-mounted filesystems cannot be made here, if they cannot.
+pub fn loop_unavailable() -> Option<String> {
+    if unsafe { libc::geteuid() } != 0 {
+        return Some("not root: loop devices and mount need root".into());
+    }
+    if !Path::new("/dev/loop-control").exists() {
+        return Some("no /dev/loop-control: the kernel has no loop devices here".into());
+    }
+    if !have("losetup") || !have("mount") {
+        return Some("losetup or mount missing".into());
+    }
+    None
+}
+
+pub fn run_root() -> &'static Path {
+    static ROOT: OnceLock<PathBuf> = OnceLock::new();
+    ROOT.get_or_init(|| {
+        let p = PathBuf::from(format!("/tmp/kopiru-test-{}", std::process::id()));
+        std::fs::create_dir_all(&p).expect("create test root");
+        p
+    })
+}
+
+struct Mounted {
+    image: PathBuf,
+    mnt: PathBuf,
+}
+
+static MOUNTED: Mutex<Vec<Mounted>> = Mutex::new(Vec::new());
+
+/// Makes and mounts a filesystem of `size_mib` (sparse backing file) with
+/// `mkfs_args`, returning its mount point. Each call makes a new one.
+pub fn make_fs(fs: Fs, tag: &str, size_mib: u64, extra_mkfs: &[&str]) -> Result<PathBuf, String> {
+    let image = PathBuf::from(format!(
+        "/var/tmp/kopiru-test-{}-{tag}.img",
+        std::process::id()
+    ));
+    let mnt = run_root().join(format!("mnt-{tag}"));
+    let _ = std::fs::remove_file(&image);
+    let f = std::fs::File::create(&image).map_err(|e| format!("create image: {e}"))?;
+    f.set_len(size_mib << 20)
+        .map_err(|e| format!("size image: {e}"))?;
+    drop(f);
+    let mut mkfs = Command::new(fs.mkfs());
+    match fs {
+        Fs::Ext4 => mkfs.args(["-q", "-F"]),
+        Fs::Xfs => mkfs.args(["-q", "-f", "-m", "reflink=1"]),
+        Fs::Btrfs => mkfs.args(["-q", "-f"]),
+    };
+    sh(mkfs.args(extra_mkfs).arg(&image))?;
+    std::fs::create_dir_all(&mnt).map_err(|e| format!("mkdir {}: {e}", mnt.display()))?;
+    sh(Command::new("mount")
+        .args(["-o", "loop"])
+        .arg(&image)
+        .arg(&mnt))?;
+    MOUNTED.lock().unwrap().push(Mounted {
+        image,
+        mnt: mnt.clone(),
+    });
+    Ok(mnt)
+}
+
+/// The shared filesystem of each kind, made on first use.
+pub fn shared(fs: Fs) -> Result<&'static Path, String> {
+    static CELLS: [OnceLock<Result<PathBuf, String>>; 3] =
+        [OnceLock::new(), OnceLock::new(), OnceLock::new()];
+    let i = Fs::ALL.iter().position(|f| *f == fs).unwrap();
+    CELLS[i]
+        .get_or_init(|| make_fs(fs, fs.name(), 2048, &[]))
+        .as_deref()
+        .map_err(|e| e.clone())
+}
+
+/// A fresh, empty directory for one test on filesystem `fs`.
+pub fn workdir(fs: Fs, test: &str) -> Result<PathBuf, String> {
+    let d = shared(fs)?.join(test);
+    let _ = std::fs::remove_dir_all(&d);
+    std::fs::create_dir_all(&d).map_err(|e| format!("mkdir {}: {e}", d.display()))?;
+    Ok(d)
+}
+
+/// Unmounts and deletes everything the run made.
+pub fn teardown() {
+    for m in MOUNTED.lock().unwrap().drain(..) {
+        let _ = Command::new("umount").arg("-l").arg(&m.mnt).status();
+        let _ = std::fs::remove_file(&m.image);
+    }
+    let _ = std::fs::remove_dir_all(run_root());
+}
+
+pub fn sh(cmd: &mut Command) -> Result<String, String> {
+    let out = cmd.output().map_err(|e| format!("{cmd:?}: {e}"))?;
+    if !out.status.success() {
+        return Err(format!(
+            "{cmd:?} failed: {}",
+            String::from_utf8_lossy(&out.stderr)
+        ));
+    }
+    Ok(String::from_utf8_lossy(&out.stdout).into_owned())
+}

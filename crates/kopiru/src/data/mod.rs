@@ -1,0 +1,230 @@
+//! Moving one file's bytes: the method ladder clone → offload → stream, with
+//! holes kept. A rung is left only when nothing has been written yet and the
+//! error means "not supported here"; what failed is remembered per (source
+//! device, destination device) so the ladder is not re-climbed for every file.
+
+mod offload;
+mod sparse;
+mod stream;
+
+use crate::events::{Method, Reporter};
+use crate::options::{CopyOptions, MethodChoice, SparseMode};
+use crate::sys::{self, FdRef, Stat};
+use std::collections::HashMap;
+use std::io;
+use std::sync::atomic::{AtomicU8, Ordering};
+use std::sync::{Arc, OnceLock, RwLock};
+
+/// What is known about one method between two devices.
+#[derive(Default)]
+pub(crate) struct Capability {
+    broken: AtomicU8,
+    why: OnceLock<Arc<str>>,
+}
+
+impl Capability {
+    fn usable(&self) -> bool {
+        self.broken.load(Ordering::Relaxed) == 0
+    }
+
+    fn why(&self) -> Option<Arc<str>> {
+        self.why.get().cloned()
+    }
+
+    /// Remembers that the method does not work here, when the error says so
+    /// for the whole filesystem (not for this one file).
+    fn note_failure(&self, err: &io::Error, why: &Arc<str>) {
+        let filesystem_wide = matches!(
+            err.raw_os_error(),
+            Some(libc::EXDEV | libc::ENOSYS | libc::EOPNOTSUPP | libc::ENOTTY)
+        ) || err.raw_os_error() == Some(libc::ENOTSUP);
+        if filesystem_wide {
+            let _ = self.why.set(why.clone());
+            self.broken.store(1, Ordering::Relaxed);
+        }
+    }
+}
+
+/// Clone and offload knowledge for one (source device, destination device).
+#[derive(Default)]
+pub(crate) struct PairCaps {
+    clone: Capability,
+    offload: Capability,
+}
+
+/// Every pair seen in this run.
+#[derive(Default)]
+pub(crate) struct Caps {
+    pairs: RwLock<HashMap<(u64, u64), Arc<PairCaps>>>,
+}
+
+impl Caps {
+    pub(crate) fn get(&self, src_dev: u64, dst_dev: u64) -> Arc<PairCaps> {
+        let key = (src_dev, dst_dev);
+        if let Some(p) = self.pairs.read().expect("caps lock").get(&key) {
+            return p.clone();
+        }
+        self.pairs
+            .write()
+            .expect("caps lock")
+            .entry(key)
+            .or_default()
+            .clone()
+    }
+}
+
+/// How a file's data was moved.
+pub(crate) struct Moved {
+    pub method: Method,
+    pub bytes: u64,
+    /// Why faster rungs were not used.
+    pub why_not: Option<Arc<str>>,
+}
+
+/// A failed data copy: the operation and its error.
+pub(crate) type DataError = (&'static str, io::Error);
+
+/// The outcome of one rung: done, or "not here" with the reason, or a failure.
+pub(crate) enum Rung<T> {
+    Done(T),
+    NotSupported(io::Error, String),
+    Failed(DataError),
+}
+
+fn join_why(a: Option<Arc<str>>, b: &str) -> Arc<str> {
+    match a {
+        Some(a) => format!("{a}; {b}").into(),
+        None => b.into(),
+    }
+}
+
+/// Copies the data of `src` (described by `st`) into the empty, open `dst`.
+pub(crate) fn copy_data(
+    src: FdRef,
+    st: &Stat,
+    dst: FdRef,
+    pair: &PairCaps,
+    opts: &CopyOptions,
+    buf: &mut Vec<u8>,
+    reporter: &dyn Reporter,
+) -> Result<Moved, DataError> {
+    let keep_holes_by_kernel = opts.sparse != SparseMode::Never;
+    let mut why: Option<Arc<str>> = None;
+
+    if matches!(opts.method, MethodChoice::Auto | MethodChoice::Clone)
+        && keep_holes_by_kernel
+        && !sys::CLONE_CREATES_FILE
+    {
+        if pair.clone.usable() {
+            match sys::clone_fd(src, dst) {
+                Ok(()) => {
+                    reporter.bytes(st.size);
+                    return Ok(Moved {
+                        method: Method::Clone,
+                        bytes: st.size,
+                        why_not: None,
+                    });
+                }
+                Err(e) if sys::is_not_supported(&e) => {
+                    let w: Arc<str> = format!(
+                        "clone: {} ({})",
+                        crate::error::reason(&e),
+                        sys::errno_name(&e)
+                    )
+                    .into();
+                    pair.clone.note_failure(&e, &w);
+                    why = Some(w);
+                }
+                Err(e) => return Err(("clone", e)),
+            }
+        } else {
+            why = pair.clone.why();
+        }
+        if opts.method == MethodChoice::Clone {
+            let msg = why.as_deref().unwrap_or("clone: not supported").to_string();
+            return Err(("clone", io::Error::new(io::ErrorKind::Unsupported, msg)));
+        }
+    }
+    if opts.method == MethodChoice::Clone {
+        let msg = if sys::CLONE_CREATES_FILE {
+            "clone: the file could not be cloned"
+        } else {
+            "clone: cannot keep --sparse=never when cloning"
+        };
+        return Err(("clone", io::Error::new(io::ErrorKind::Unsupported, msg)));
+    }
+
+    let holes = opts.sparse != SparseMode::Never && st.looks_sparse();
+    let try_offload = matches!(opts.method, MethodChoice::Auto | MethodChoice::Offload)
+        && sys::HAS_OFFLOAD
+        && opts.sparse == SparseMode::Auto
+        && st.size > 0; // size 0: nothing, or a pseudo-file only read() can copy
+
+    if holes {
+        match sparse::copy(
+            src,
+            st,
+            dst,
+            try_offload && pair.offload.usable(),
+            buf,
+            reporter,
+        ) {
+            Rung::Done(bytes) => {
+                return Ok(Moved {
+                    method: Method::Sparse,
+                    bytes,
+                    why_not: why,
+                });
+            }
+            Rung::NotSupported(_, w) => why = Some(join_why(why, &w)),
+            Rung::Failed(e) => return Err(e),
+        }
+    } else if try_offload {
+        if pair.offload.usable() {
+            match offload::copy(src, st.size, dst, reporter) {
+                Rung::Done(bytes) => {
+                    return Ok(Moved {
+                        method: Method::Offload,
+                        bytes,
+                        why_not: why,
+                    });
+                }
+                Rung::NotSupported(e, w) => {
+                    let w = join_why(None, &w);
+                    pair.offload.note_failure(&e, &w);
+                    why = Some(join_why(why, &w));
+                }
+                Rung::Failed(e) => return Err(e),
+            }
+        } else if let Some(w) = pair.offload.why() {
+            why = Some(join_why(why, &w));
+        }
+    }
+    if opts.method == MethodChoice::Offload && st.size > 0 {
+        let msg = why
+            .as_deref()
+            .unwrap_or("offload: not possible with these options")
+            .to_string();
+        return Err((
+            "copy_file_range",
+            io::Error::new(io::ErrorKind::Unsupported, msg),
+        ));
+    }
+
+    let punch_zeros = opts.sparse == SparseMode::Always;
+    let bytes = stream::copy(src, dst, punch_zeros, buf, reporter)?;
+    Ok(Moved {
+        method: Method::Stream,
+        bytes,
+        why_not: why,
+    })
+}
+
+/// The reused read/write buffer of one worker, allocated on first use.
+pub(crate) fn buffer(buf: &mut Vec<u8>) -> &mut [u8] {
+    const STREAM_BUF: usize = 1 << 20;
+    if buf.len() < STREAM_BUF {
+        buf.resize(STREAM_BUF, 0);
+    }
+    &mut buf[..]
+}

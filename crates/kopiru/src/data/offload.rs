@@ -1,0 +1,42 @@
+//! In-kernel copy with `copy_file_range`.
+
+use super::Rung;
+use crate::events::Reporter;
+use crate::sys::{self, FdRef};
+
+/// Largest request per call: glibc 2.41/2.42 corrupted ranges over 2 GiB on
+/// some filesystems, and CIFS rejects them.
+const MAX_CHUNK: u64 = 1 << 30;
+
+/// Copies `size` bytes (the size known from `fstat`). Stops early if the file
+/// shrank. A file that grows meanwhile is copied up to the size it had when
+/// opened, so that small files cost one call.
+pub(super) fn copy(src: FdRef, size: u64, dst: FdRef, reporter: &dyn Reporter) -> Rung<u64> {
+    let mut off = 0u64;
+    while off < size {
+        let want = (size - off).min(MAX_CHUNK) as usize;
+        match sys::copy_range(src, off, dst, off, want) {
+            Ok(0) if off == 0 => {
+                // procfs/sysfs and some FUSE filesystems report success with no
+                // data: only read() sees their content.
+                let e = std::io::Error::from_raw_os_error(libc::EINVAL);
+                return Rung::NotSupported(e, "offload: 0 bytes at offset 0 (pseudo-file)".into());
+            }
+            Ok(0) => break,
+            Ok(n) => {
+                off += n as u64;
+                reporter.bytes(n as u64);
+            }
+            Err(e) if off == 0 && sys::is_not_supported(&e) => {
+                let w = format!(
+                    "offload: {} ({})",
+                    crate::error::reason(&e),
+                    sys::errno_name(&e)
+                );
+                return Rung::NotSupported(e, w);
+            }
+            Err(e) => return Rung::Failed(("copy_file_range", e)),
+        }
+    }
+    Rung::Done(off)
+}

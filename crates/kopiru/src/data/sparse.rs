@@ -1,0 +1,85 @@
+//! Copy only the data ranges of a file with holes (SEEK_DATA / SEEK_HOLE).
+
+use super::Rung;
+use crate::events::Reporter;
+use crate::sys::{self, FdRef, Stat};
+
+/// Copies the data ranges of `src`, with `copy_file_range` when `offload`
+/// (falling back to pread/pwrite if the first call says "not here"), then sets
+/// the size so a trailing hole stays a hole. If a range ends early (the file is
+/// shorter than `stat` said, as sysfs files are) the copy ends there.
+pub(super) fn copy(
+    src: FdRef,
+    st: &Stat,
+    dst: FdRef,
+    mut offload: bool,
+    buf: &mut Vec<u8>,
+    reporter: &dyn Reporter,
+) -> Rung<u64> {
+    let mut pos = 0u64;
+    let mut data_bytes = 0u64;
+    let mut end = st.size;
+    while pos < st.size {
+        let data = match sys::seek_data(src, pos, false) {
+            Ok(Some(d)) if d < st.size => d,
+            Ok(_) => break,
+            Err(e) if pos == 0 => {
+                let w = format!("sparse: SEEK_DATA: {}", crate::error::reason(&e));
+                return Rung::NotSupported(e, w);
+            }
+            Err(e) => return Rung::Failed(("seek", e)),
+        };
+        let hole = match sys::seek_data(src, data, true) {
+            Ok(h) => h.unwrap_or(st.size).min(st.size),
+            Err(e) => return Rung::Failed(("seek", e)),
+        };
+        let got = match copy_range(src, dst, data, hole, &mut offload, data_bytes == 0, buf) {
+            Ok(g) => g,
+            Err(e) => return Rung::Failed(e),
+        };
+        data_bytes += got;
+        reporter.bytes(got);
+        if got < hole - data {
+            end = data + got;
+            break;
+        }
+        pos = hole;
+    }
+    if let Err(e) = sys::ftruncate(dst, end) {
+        return Rung::Failed(("truncate", e));
+    }
+    Rung::Done(data_bytes)
+}
+
+/// Copies `[from, to)`; returns the bytes copied (fewer at end of file).
+fn copy_range(
+    src: FdRef,
+    dst: FdRef,
+    from: u64,
+    to: u64,
+    offload: &mut bool,
+    first: bool,
+    buf: &mut Vec<u8>,
+) -> Result<u64, super::DataError> {
+    let mut off = from;
+    while *offload && off < to {
+        match sys::copy_range(src, off, dst, off, (to - off).min(1 << 30) as usize) {
+            Ok(0) if first && off == from => *offload = false,
+            Ok(0) => return Ok(off - from),
+            Ok(n) => off += n as u64,
+            Err(e) if first && off == from && sys::is_not_supported(&e) => *offload = false,
+            Err(e) => return Err(("copy_file_range", e)),
+        }
+    }
+    let buf = super::buffer(buf);
+    while off < to {
+        let want = ((to - off) as usize).min(buf.len());
+        let n = sys::pread(src, &mut buf[..want], off).map_err(|e| ("read", e))?;
+        if n == 0 {
+            break;
+        }
+        sys::pwrite_all(dst, &buf[..n], off).map_err(|e| ("write", e))?;
+        off += n as u64;
+    }
+    Ok(off - from)
+}

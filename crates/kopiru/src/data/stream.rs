@@ -1,0 +1,38 @@
+//! Read and write through the worker's reused buffer, until read() says EOF.
+
+use super::DataError;
+use crate::events::Reporter;
+use crate::sys::{self, FdRef};
+
+/// Copies everything `src` yields. With `punch_zeros`, blocks of zeros are
+/// skipped (left as holes) and the size set at the end.
+pub(super) fn copy(
+    src: FdRef,
+    dst: FdRef,
+    punch_zeros: bool,
+    buf: &mut Vec<u8>,
+    reporter: &dyn Reporter,
+) -> Result<u64, DataError> {
+    let buf = super::buffer(buf);
+    let mut off = 0u64;
+    let mut skipped_tail = false;
+    loop {
+        let n = sys::read(src, buf).map_err(|e| ("read", e))?;
+        if n == 0 {
+            break;
+        }
+        let chunk = &buf[..n];
+        if punch_zeros && chunk.iter().all(|&b| b == 0) {
+            skipped_tail = true;
+        } else {
+            sys::pwrite_all(dst, chunk, off).map_err(|e| ("write", e))?;
+            skipped_tail = false;
+        }
+        off += n as u64;
+        reporter.bytes(n as u64);
+    }
+    if skipped_tail {
+        sys::ftruncate(dst, off).map_err(|e| ("truncate", e))?;
+    }
+    Ok(off)
+}

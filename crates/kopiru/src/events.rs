@@ -1,0 +1,113 @@
+//! What the engine reports while it works, and the summary it returns.
+
+use crate::CopyError;
+use std::ffi::OsStr;
+use std::path::Path;
+use std::time::Duration;
+
+/// How one file's data was moved.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Method {
+    /// Blocks shared with the source (reflink / clonefile).
+    Clone,
+    /// In-kernel copy (`copy_file_range`).
+    Offload,
+    /// Read and written through a buffer.
+    Stream,
+    /// Only the data ranges copied, holes kept.
+    Sparse,
+}
+
+impl Method {
+    /// Every method, in ladder order.
+    pub const ALL: [Method; 4] = [
+        Method::Clone,
+        Method::Offload,
+        Method::Stream,
+        Method::Sparse,
+    ];
+
+    /// The lowercase name used in output.
+    pub fn name(self) -> &'static str {
+        match self {
+            Method::Clone => "clone",
+            Method::Offload => "offload",
+            Method::Stream => "stream",
+            Method::Sparse => "sparse",
+        }
+    }
+
+    pub(crate) fn index(self) -> usize {
+        self as usize
+    }
+}
+
+/// One regular file finished.
+pub struct FileDone<'a> {
+    /// The source directory the file is in (as named by the caller).
+    pub src_dir: &'a Path,
+    /// The destination directory it went to.
+    pub dst_dir: &'a Path,
+    /// The file's name in the source.
+    pub name: &'a OsStr,
+    /// Bytes of data in the file.
+    pub bytes: u64,
+    /// How the data was moved.
+    pub method: Method,
+    /// Why faster methods were not used, when they were tried or skipped.
+    pub why_not: Option<&'a str>,
+}
+
+/// Receives events from a running copy. Every method has a default that does
+/// nothing; calls come from worker threads, concurrently.
+pub trait Reporter: Sync {
+    /// A regular file was copied.
+    fn file_done(&self, _done: &FileDone) {}
+    /// Some bytes of data were copied (batched per file or per large chunk).
+    fn bytes(&self, _n: u64) {}
+    /// A file, link or directory could not be copied.
+    fn error(&self, _err: &CopyError) {}
+    /// Something was copied but a piece of metadata could not be kept.
+    fn warning(&self, _err: &CopyError) {}
+}
+
+/// A reporter that ignores everything.
+pub struct NoopReporter;
+impl Reporter for NoopReporter {}
+
+/// What a copy did, returned at the end.
+#[derive(Debug, Default)]
+pub struct Summary {
+    /// Regular files copied.
+    pub files: u64,
+    /// Bytes of file data copied.
+    pub bytes: u64,
+    /// Directories created or merged into.
+    pub dirs: u64,
+    /// Symbolic links copied.
+    pub symlinks: u64,
+    /// FIFOs, device nodes and sockets re-created.
+    pub specials: u64,
+    /// Hard links re-created as hard links.
+    pub hardlinks: u64,
+    /// Files per [`Method`], indexed in [`Method::ALL`] order.
+    pub methods: [u64; 4],
+    /// Failures, one per file or directory.
+    pub errors: Vec<CopyError>,
+    /// Metadata that could not be kept.
+    pub warnings: Vec<CopyError>,
+    /// Wall time.
+    pub elapsed: Duration,
+}
+
+impl Summary {
+    /// Count of files copied with `m`.
+    pub fn method_count(&self, m: Method) -> u64 {
+        self.methods[m.index()]
+    }
+
+    /// Whether anything at all was created.
+    pub fn copied_anything(&self) -> bool {
+        self.files + self.dirs + self.symlinks + self.specials + self.hardlinks > 0
+    }
+}

@@ -1,0 +1,117 @@
+//! What the caller asks of a copy.
+
+/// Which data-moving method to use.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
+pub enum MethodChoice {
+    /// The fastest that works: clone, then offload, then stream.
+    #[default]
+    Auto,
+    /// Clone (share blocks) or fail, like `cp --reflink=always`.
+    Clone,
+    /// In-kernel copy (`copy_file_range`) or fail; the kernel may still share
+    /// blocks on filesystems that can.
+    Offload,
+    /// Read and write through a buffer; never shares blocks.
+    Stream,
+}
+
+/// How holes in sparse files are treated.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
+pub enum SparseMode {
+    /// Keep holes of files whose allocated size shows they have some.
+    #[default]
+    Auto,
+    /// Also turn runs of zeros into holes.
+    Always,
+    /// Write every byte, holes included (disables clone and offload, which
+    /// could keep holes).
+    Never,
+}
+
+/// Whether symbolic links are followed.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
+pub enum Follow {
+    /// Copy symlinks as symlinks.
+    #[default]
+    Never,
+    /// Follow symlinks named on the command line only (`-H`).
+    CommandLine,
+    /// Follow every symlink (`-L`).
+    Always,
+}
+
+/// Which metadata is kept.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Preserve {
+    /// Permission bits, including setuid/setgid/sticky.
+    pub mode: bool,
+    /// Access and modification times, to the nanosecond.
+    pub times: bool,
+    /// Owner and group (needs privilege for other users' files).
+    pub owner: bool,
+    /// Extended attributes, which include POSIX ACLs.
+    pub xattrs: bool,
+    /// Hard links inside the copied tree stay hard links.
+    pub links: bool,
+}
+
+impl Preserve {
+    /// The default: mode, times and hard links.
+    pub const DEFAULT: Preserve = Preserve {
+        mode: true,
+        times: true,
+        owner: false,
+        xattrs: false,
+        links: true,
+    };
+    /// Everything (`-a`).
+    pub const ALL: Preserve = Preserve {
+        mode: true,
+        times: true,
+        owner: true,
+        xattrs: true,
+        links: true,
+    };
+}
+
+impl Default for Preserve {
+    fn default() -> Self {
+        Preserve::DEFAULT
+    }
+}
+
+/// Options of one copy.
+#[derive(Clone, Debug)]
+pub struct CopyOptions {
+    /// Data method.
+    pub method: MethodChoice,
+    /// Hole handling.
+    pub sparse: SparseMode,
+    /// Metadata to keep.
+    pub preserve: Preserve,
+    /// Symlink following.
+    pub follow: Follow,
+    /// Worker threads; 0 picks from the machine.
+    pub jobs: usize,
+}
+
+impl Default for CopyOptions {
+    fn default() -> Self {
+        CopyOptions {
+            method: MethodChoice::Auto,
+            sparse: SparseMode::Auto,
+            preserve: Preserve::DEFAULT,
+            follow: Follow::Never,
+            jobs: 0,
+        }
+    }
+}
+
+impl CopyOptions {
+    pub(crate) fn worker_count(&self) -> usize {
+        if self.jobs > 0 {
+            return self.jobs;
+        }
+        std::thread::available_parallelism().map_or(2, |n| n.get())
+    }
+}

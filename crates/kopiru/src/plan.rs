@@ -1,0 +1,180 @@
+//! cp's destination rules and the refusals that protect the user's data,
+//! decided before anything is written.
+
+use crate::options::{CopyOptions, Follow};
+use crate::sys::{self, Fd, FileKind};
+use crate::CopyError;
+use std::ffi::{CString, OsStr};
+use std::fmt;
+use std::path::{Component, Path, PathBuf};
+
+/// A request that cannot be carried out at all (a usage error).
+#[derive(Debug)]
+pub struct PlanError(pub String);
+
+impl fmt::Display for PlanError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+impl std::error::Error for PlanError {}
+
+/// One command-line source and where it goes.
+pub(crate) struct Job {
+    pub src_dir: Fd,
+    pub src_name: CString,
+    pub dst_dir: Fd,
+    pub dst_name: CString,
+    /// Display paths of the two parent directories.
+    pub src_parent: PathBuf,
+    pub dst_parent: PathBuf,
+    /// Follow the source if it is a symlink (`-H`/`-L`).
+    pub follow: bool,
+}
+
+/// Decides every job, or refuses a source with a per-source error.
+pub(crate) fn plan(
+    sources: &[PathBuf],
+    dest: &Path,
+    opts: &CopyOptions,
+) -> Result<(Vec<Job>, Vec<CopyError>), PlanError> {
+    if sources.is_empty() {
+        return Err(PlanError("missing destination operand".into()));
+    }
+    let dest_is_dir = sys::stat_path(dest, true).is_ok_and(|st| st.kind() == FileKind::Dir);
+    if sources.len() > 1 && !dest_is_dir {
+        return Err(PlanError(format!(
+            "target '{}' is not a directory (needed for several sources)",
+            dest.display()
+        )));
+    }
+    let mut jobs = Vec::new();
+    let mut refused = Vec::new();
+    for src in sources {
+        match plan_one(src, dest, dest_is_dir, opts) {
+            Ok(job) => jobs.push(job),
+            Err(e) => refused.push(e),
+        }
+    }
+    Ok((jobs, refused))
+}
+
+/// Splits a path into (parent, name), resolving `.`, `..` and `/` first since
+/// they have no name of their own.
+fn split(path: &Path) -> std::io::Result<(PathBuf, std::ffi::OsString)> {
+    let ends_in_name = matches!(path.components().next_back(), Some(Component::Normal(_)));
+    let path = if ends_in_name {
+        path.to_path_buf()
+    } else {
+        path.canonicalize()?
+    };
+    let name = path
+        .file_name()
+        .map_or_else(|| OsStr::new(".").to_owned(), |n| n.to_owned());
+    let parent = match path.parent() {
+        Some(p) if !p.as_os_str().is_empty() => p.to_path_buf(),
+        Some(_) => PathBuf::from("."),
+        None => PathBuf::from("/"),
+    };
+    Ok((parent, name))
+}
+
+fn plan_one(
+    src: &Path,
+    dest: &Path,
+    dest_is_dir: bool,
+    opts: &CopyOptions,
+) -> Result<Job, CopyError> {
+    let follow = opts.follow != Follow::Never;
+    let src_st = sys::stat_path(src, follow).map_err(|e| CopyError::io(src, "stat", &e))?;
+    let src_is_dir = src_st.kind() == FileKind::Dir;
+
+    // cp: into an existing directory under the source's name; "." and ".."
+    // (no name of their own) merge into the directory itself.
+    let named = matches!(src.components().next_back(), Some(Component::Normal(_)));
+    let dst_path = match (dest_is_dir, named) {
+        (true, true) => dest.join(src.file_name().expect("named")),
+        _ => dest.to_path_buf(),
+    };
+    if dst_path.as_os_str().as_encoded_bytes().ends_with(b"/") && !dest_is_dir && !src_is_dir {
+        return Err(CopyError::refusal(&dst_path, "create", "not a directory"));
+    }
+
+    if let Ok(dst_st) = sys::stat_path(&dst_path, false) {
+        if (dst_st.dev, dst_st.ino) == (src_st.dev, src_st.ino) {
+            return Err(CopyError::refusal(
+                src,
+                "copy",
+                format!(
+                    "'{}' and '{}' are the same file",
+                    src.display(),
+                    dst_path.display()
+                ),
+            ));
+        }
+        let dst_is_dir = dst_st.kind() == FileKind::Dir;
+        if src_is_dir && !dst_is_dir {
+            return Err(CopyError::refusal(
+                &dst_path,
+                "copy",
+                format!(
+                    "cannot overwrite non-directory with directory '{}'",
+                    src.display()
+                ),
+            ));
+        }
+        if !src_is_dir && dst_is_dir {
+            return Err(CopyError::refusal(
+                &dst_path,
+                "copy",
+                format!(
+                    "cannot overwrite directory with non-directory '{}'",
+                    src.display()
+                ),
+            ));
+        }
+    }
+
+    let (src_parent, src_name) = split(src).map_err(|e| CopyError::io(src, "resolve", &e))?;
+    let (dst_parent, dst_name) =
+        split(&dst_path).map_err(|e| CopyError::io(&dst_path, "resolve", &e))?;
+
+    if src_is_dir {
+        // Compare resolved paths: the destination must not be the source or
+        // lie anywhere below it, or the copy would never end.
+        let src_real = src
+            .canonicalize()
+            .map_err(|e| CopyError::io(src, "resolve", &e))?;
+        let dst_real = dst_parent
+            .canonicalize()
+            .map_err(|e| CopyError::io(&dst_parent, "open", &e))?
+            .join(&dst_name);
+        if dst_real.starts_with(&src_real) {
+            return Err(CopyError::refusal(
+                src,
+                "copy",
+                format!(
+                    "cannot copy a directory into itself or its own subdirectory '{}'",
+                    dst_path.display()
+                ),
+            ));
+        }
+    }
+
+    let dir_flags = libc::O_RDONLY | libc::O_DIRECTORY;
+    let src_dir = sys::open_path(&src_parent, dir_flags)
+        .map_err(|e| CopyError::io(&src_parent, "open", &e))?;
+    let dst_dir = sys::open_path(&dst_parent, dir_flags)
+        .map_err(|e| CopyError::io(&dst_parent, "open", &e))?;
+    let cname = |n: &OsStr, p: &Path| sys::cstring(n).map_err(|e| CopyError::io(p, "name", &e));
+    Ok(Job {
+        src_name: cname(&src_name, src)?,
+        dst_name: cname(&dst_name, &dst_path)?,
+        src_dir,
+        dst_dir,
+        src_parent,
+        dst_parent,
+        follow,
+    })
+}

@@ -1,0 +1,166 @@
+//! Linux: FICLONE, copy_file_range, getdents64, O_NOATIME.
+
+use super::unix::{cvt, cvt_size, retry, FdRef, FileKind};
+use std::cell::RefCell;
+use std::ffi::{CStr, CString};
+use std::io;
+use std::os::fd::AsRawFd;
+
+pub(crate) const O_NOATIME: libc::c_int = libc::O_NOATIME;
+
+/// Whether cloning creates the destination itself (macOS `fclonefileat`) rather
+/// than filling an already-open one (Linux `FICLONE`).
+pub const CLONE_CREATES_FILE: bool = false;
+
+/// One entry of a directory listing.
+pub struct DirEntry {
+    /// The entry's name.
+    pub name: CString,
+    /// Its kind, when the filesystem reports it (`d_type`); `None` means stat it.
+    pub kind: Option<FileKind>,
+    /// Inode number, for ordering creation.
+    pub ino: u64,
+}
+
+thread_local! {
+    // One large buffer per thread, reused: big getdents64 reads cut syscalls on
+    // large directories (glibc's readdir uses 32 KiB).
+    static DENTS_BUF: RefCell<Vec<u8>> = RefCell::new(vec![0u8; 256 * 1024]);
+}
+
+/// Reads every entry of an open directory, except `.` and `..`.
+pub fn read_dir(dir: FdRef) -> io::Result<Vec<DirEntry>> {
+    DENTS_BUF.with(|buf| {
+        let mut buf = buf.borrow_mut();
+        let mut out = Vec::new();
+        loop {
+            let n = retry(|| {
+                cvt_size(unsafe {
+                    libc::syscall(
+                        libc::SYS_getdents64,
+                        dir.as_raw_fd(),
+                        buf.as_mut_ptr(),
+                        buf.len(),
+                    ) as libc::ssize_t
+                })
+            })?;
+            if n == 0 {
+                return Ok(out);
+            }
+            let mut pos = 0;
+            while pos < n {
+                // struct linux_dirent64 { u64 ino; i64 off; u16 reclen; u8 type; char name[]; }
+                let rec = &buf[pos..n];
+                let ino = u64::from_ne_bytes(rec[0..8].try_into().expect("8 bytes"));
+                let reclen = u16::from_ne_bytes([rec[16], rec[17]]) as usize;
+                let d_type = rec[18];
+                let name = CStr::from_bytes_until_nul(&rec[19..reclen])
+                    .map_err(|_| io::Error::from_raw_os_error(libc::EIO))?;
+                let bytes = name.to_bytes();
+                if bytes != b"." && bytes != b".." {
+                    out.push(DirEntry {
+                        name: name.to_owned(),
+                        kind: FileKind::from_dtype(d_type),
+                        ino,
+                    });
+                }
+                pos += reclen;
+            }
+        }
+    })
+}
+
+/// Makes `dst` share all of `src`'s data blocks (`FICLONE`).
+pub fn clone_fd(src: FdRef, dst: FdRef) -> io::Result<()> {
+    cvt(unsafe { libc::ioctl(dst.as_raw_fd(), libc::FICLONE, src.as_raw_fd()) })?;
+    Ok(())
+}
+
+/// Not on Linux: see [`CLONE_CREATES_FILE`].
+pub fn clone_new(_src: FdRef, _dir: FdRef, _name: &CStr) -> io::Result<()> {
+    Err(super::unsupported())
+}
+
+/// Not on Linux: a whole directory cannot be cloned in one call.
+pub fn clone_tree(_src: &CStr, _dst: &CStr) -> io::Result<()> {
+    Err(super::unsupported())
+}
+
+/// Whether the platform has an in-kernel copy call at all.
+pub const HAS_OFFLOAD: bool = true;
+
+/// `copy_file_range` of up to `len` bytes at explicit offsets (so the file
+/// positions stay untouched). Returns the bytes copied; 0 means end of file.
+pub fn copy_range(
+    src: FdRef,
+    src_off: u64,
+    dst: FdRef,
+    dst_off: u64,
+    len: usize,
+) -> io::Result<usize> {
+    let mut so = src_off as libc::loff_t;
+    let mut d = dst_off as libc::loff_t;
+    retry(|| {
+        cvt_size(unsafe {
+            libc::copy_file_range(src.as_raw_fd(), &mut so, dst.as_raw_fd(), &mut d, len, 0)
+        })
+    })
+}
+
+pub(crate) fn flistxattr_raw(fd: FdRef, buf: &mut [u8]) -> io::Result<usize> {
+    cvt_size(unsafe { libc::flistxattr(fd.as_raw_fd(), buf.as_mut_ptr().cast(), buf.len()) })
+}
+
+pub(crate) fn fgetxattr_raw(fd: FdRef, name: &CStr, buf: &mut [u8]) -> io::Result<usize> {
+    cvt_size(unsafe {
+        libc::fgetxattr(
+            fd.as_raw_fd(),
+            name.as_ptr(),
+            buf.as_mut_ptr().cast(),
+            buf.len(),
+        )
+    })
+}
+
+/// Sets one extended attribute on an open file.
+pub fn xattr_set(fd: FdRef, name: &CStr, value: &[u8]) -> io::Result<()> {
+    cvt(unsafe {
+        libc::fsetxattr(
+            fd.as_raw_fd(),
+            name.as_ptr(),
+            value.as_ptr().cast(),
+            value.len(),
+            0,
+        )
+    })?;
+    Ok(())
+}
+
+/// The name of the filesystem an open file lives on ("ext4", "xfs", ...).
+pub fn fs_type(fd: FdRef) -> io::Result<String> {
+    let mut st = std::mem::MaybeUninit::<libc::statfs>::uninit();
+    cvt(unsafe { libc::fstatfs(fd.as_raw_fd(), st.as_mut_ptr()) })?;
+    let magic = unsafe { st.assume_init() }.f_type as u64;
+    Ok(match magic {
+        0xEF53 => "ext4".into(), // ext2/3/4 share the magic
+        0x5846_5342 => "xfs".into(),
+        0x9123_683E => "btrfs".into(),
+        0xCA45_1A4E => "bcachefs".into(),
+        0x2FC1_2FC1 => "zfs".into(),
+        0xF2F5_2010 => "f2fs".into(),
+        0x0102_1994 => "tmpfs".into(),
+        0x794C_7630 => "overlayfs".into(),
+        0x9FA0 => "proc".into(),
+        0x6265_6572 => "sysfs".into(),
+        0x6969 => "nfs".into(),
+        0xFE53_4D42 | 0xFF53_4D42 => "smb".into(),
+        0x6573_5546 => "fuse".into(),
+        0x4D44 => "vfat".into(),
+        0x2011_BAB0 => "exfat".into(),
+        0x7366_746E | 0x5346_544E => "ntfs".into(),
+        0x0102_1997 => "9p".into(),
+        0x5A3C_69F0 => "aufs".into(),
+        0x6E73_6673 => "nsfs".into(),
+        other => format!("unknown (0x{other:x})"),
+    })
+}

@@ -1,0 +1,129 @@
+//! macOS: clonefile/fclonefileat, readdir. Compile-checked only (CI has no Mac).
+
+use super::unix::{cvt, cvt_size, FdRef, FileKind};
+use std::ffi::{CStr, CString};
+use std::io;
+use std::os::fd::AsRawFd;
+
+// macOS has no O_NOATIME; reading a source there may update its atime.
+pub(crate) const O_NOATIME: libc::c_int = 0;
+
+/// Whether cloning creates the destination itself (`fclonefileat`) rather than
+/// filling an already-open one.
+pub const CLONE_CREATES_FILE: bool = true;
+
+/// One entry of a directory listing.
+pub struct DirEntry {
+    /// The entry's name.
+    pub name: CString,
+    /// Its kind, when the filesystem reports it (`d_type`); `None` means stat it.
+    pub kind: Option<FileKind>,
+    /// Inode number, for ordering creation.
+    pub ino: u64,
+}
+
+/// Reads every entry of an open directory, except `.` and `..`.
+pub fn read_dir(dir: FdRef) -> io::Result<Vec<DirEntry>> {
+    let fd = cvt(unsafe { libc::dup(dir.as_raw_fd()) })?;
+    let d = unsafe { libc::fdopendir(fd) };
+    if d.is_null() {
+        let e = io::Error::last_os_error();
+        unsafe { libc::close(fd) };
+        return Err(e);
+    }
+    unsafe { libc::rewinddir(d) };
+    let mut out = Vec::new();
+    loop {
+        let ent = unsafe { libc::readdir(d) };
+        if ent.is_null() {
+            break;
+        }
+        let ent = unsafe { &*ent };
+        let name = unsafe { CStr::from_ptr(ent.d_name.as_ptr()) };
+        let bytes = name.to_bytes();
+        if bytes != b"." && bytes != b".." {
+            out.push(DirEntry {
+                name: name.to_owned(),
+                kind: FileKind::from_dtype(ent.d_type),
+                ino: ent.d_ino,
+            });
+        }
+    }
+    unsafe { libc::closedir(d) };
+    Ok(out)
+}
+
+/// Not on macOS: clones there create the destination ([`clone_new`]).
+pub fn clone_fd(_src: FdRef, _dst: FdRef) -> io::Result<()> {
+    Err(super::unsupported())
+}
+
+/// Clones an open file to a new name (`fclonefileat`), data and metadata.
+pub fn clone_new(src: FdRef, dir: FdRef, name: &CStr) -> io::Result<()> {
+    const CLONE_NOFOLLOW: u32 = 0x0001;
+    cvt(unsafe {
+        libc::fclonefileat(
+            src.as_raw_fd(),
+            dir.as_raw_fd(),
+            name.as_ptr(),
+            CLONE_NOFOLLOW,
+        )
+    })?;
+    Ok(())
+}
+
+/// Clones a whole directory tree in one call (`clonefile`).
+pub fn clone_tree(src: &CStr, dst: &CStr) -> io::Result<()> {
+    const CLONE_NOFOLLOW: u32 = 0x0001;
+    cvt(unsafe { libc::clonefile(src.as_ptr(), dst.as_ptr(), CLONE_NOFOLLOW) })?;
+    Ok(())
+}
+
+/// Whether the platform has an in-kernel copy call at all.
+pub const HAS_OFFLOAD: bool = false;
+
+/// macOS has no `copy_file_range`.
+pub fn copy_range(_src: FdRef, _so: u64, _dst: FdRef, _do: u64, _len: usize) -> io::Result<usize> {
+    Err(super::unsupported())
+}
+
+pub(crate) fn flistxattr_raw(fd: FdRef, buf: &mut [u8]) -> io::Result<usize> {
+    cvt_size(unsafe { libc::flistxattr(fd.as_raw_fd(), buf.as_mut_ptr().cast(), buf.len(), 0) })
+}
+
+pub(crate) fn fgetxattr_raw(fd: FdRef, name: &CStr, buf: &mut [u8]) -> io::Result<usize> {
+    cvt_size(unsafe {
+        libc::fgetxattr(
+            fd.as_raw_fd(),
+            name.as_ptr(),
+            buf.as_mut_ptr().cast(),
+            buf.len(),
+            0,
+            0,
+        )
+    })
+}
+
+/// Sets one extended attribute on an open file.
+pub fn xattr_set(fd: FdRef, name: &CStr, value: &[u8]) -> io::Result<()> {
+    cvt(unsafe {
+        libc::fsetxattr(
+            fd.as_raw_fd(),
+            name.as_ptr(),
+            value.as_ptr().cast(),
+            value.len(),
+            0,
+            0,
+        )
+    })?;
+    Ok(())
+}
+
+/// The name of the filesystem an open file lives on ("apfs", "hfs", ...).
+pub fn fs_type(fd: FdRef) -> io::Result<String> {
+    let mut st = std::mem::MaybeUninit::<libc::statfs>::uninit();
+    cvt(unsafe { libc::fstatfs(fd.as_raw_fd(), st.as_mut_ptr()) })?;
+    let st = unsafe { st.assume_init() };
+    let name = unsafe { CStr::from_ptr(st.f_fstypename.as_ptr()) };
+    Ok(name.to_string_lossy().into_owned())
+}

@@ -1,0 +1,81 @@
+//! The only place with platform `#[cfg]`s. Everything above this module calls
+//! these functions and reads the same on every OS; a platform that cannot do
+//! something returns [`unsupported`] so the caller steps down its ladder.
+
+// C types differ by platform (mode_t is u16 on macOS, u32 on Linux): casts
+// that are no-ops on one are needed on the other.
+#![allow(clippy::unnecessary_cast, clippy::useless_conversion)]
+
+use std::ffi::{CStr, CString, OsStr};
+use std::io;
+
+mod unix;
+pub use unix::*;
+
+#[cfg(target_os = "linux")]
+mod linux;
+#[cfg(target_os = "linux")]
+pub use linux::*;
+
+#[cfg(target_os = "macos")]
+mod macos;
+#[cfg(target_os = "macos")]
+pub use macos::*;
+
+#[cfg(not(any(target_os = "linux", target_os = "macos")))]
+compile_error!("kopiru supports Linux and macOS for now");
+
+/// The error a platform returns for an operation it does not have.
+pub fn unsupported() -> io::Error {
+    io::Error::from_raw_os_error(libc::EOPNOTSUPP)
+}
+
+/// Whether an error from a clone or offload call means "this method does not
+/// work here" (fall back to the next one) rather than a real failure. The list
+/// is the union of GNU cp's `is_CLONENOTSUP` and Rust std's kernel_copy.
+pub fn is_not_supported(err: &io::Error) -> bool {
+    matches!(
+        err.raw_os_error(),
+        Some(
+            libc::ENOSYS
+                | libc::EXDEV
+                | libc::EOPNOTSUPP
+                | libc::EINVAL
+                | libc::EPERM
+                | libc::ETXTBSY
+                | libc::ENOTTY
+                | libc::EBADF
+                | libc::EACCES
+                | libc::EISDIR
+        )
+    ) || err.raw_os_error() == Some(libc::ENOTSUP)
+}
+
+/// A short name for an errno, for `--explain` ("EXDEV").
+pub fn errno_name(err: &io::Error) -> &'static str {
+    match err.raw_os_error() {
+        Some(libc::EXDEV) => "EXDEV",
+        Some(libc::ENOSYS) => "ENOSYS",
+        Some(libc::EOPNOTSUPP) => "EOPNOTSUPP",
+        Some(libc::EINVAL) => "EINVAL",
+        Some(libc::EPERM) => "EPERM",
+        Some(libc::ETXTBSY) => "ETXTBSY",
+        Some(libc::ENOTTY) => "ENOTTY",
+        Some(libc::EBADF) => "EBADF",
+        Some(libc::EACCES) => "EACCES",
+        Some(libc::EISDIR) => "EISDIR",
+        _ => "error",
+    }
+}
+
+/// A path component or path as the C string the kernel wants.
+pub fn cstring(s: &OsStr) -> io::Result<CString> {
+    use std::os::unix::ffi::OsStrExt;
+    CString::new(s.as_bytes()).map_err(|_| io::Error::from_raw_os_error(libc::EINVAL))
+}
+
+/// A kernel name back as an `OsStr`, for messages and paths.
+pub fn os_str(name: &CStr) -> &OsStr {
+    use std::os::unix::ffi::OsStrExt;
+    OsStr::from_bytes(name.to_bytes())
+}

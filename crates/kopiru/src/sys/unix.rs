@@ -1,0 +1,529 @@
+//! Calls that are the same on every Unix kopiru supports: all directory-relative
+//! (`*at`) so that paths longer than PATH_MAX work and nothing is looked up twice.
+
+use std::ffi::{CStr, CString};
+use std::io;
+use std::os::fd::{AsRawFd, BorrowedFd, FromRawFd, OwnedFd};
+use std::path::Path;
+
+/// An open file descriptor, closed on drop.
+pub type Fd = OwnedFd;
+/// A borrowed file descriptor.
+pub type FdRef<'a> = BorrowedFd<'a>;
+
+pub(crate) fn cvt(ret: libc::c_int) -> io::Result<libc::c_int> {
+    if ret < 0 {
+        Err(io::Error::last_os_error())
+    } else {
+        Ok(ret)
+    }
+}
+
+pub(crate) fn cvt_size(ret: libc::ssize_t) -> io::Result<usize> {
+    if ret < 0 {
+        Err(io::Error::last_os_error())
+    } else {
+        Ok(ret as usize)
+    }
+}
+
+/// Retries a call interrupted by a signal.
+pub(crate) fn retry<T>(mut f: impl FnMut() -> io::Result<T>) -> io::Result<T> {
+    loop {
+        match f() {
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
+            r => return r,
+        }
+    }
+}
+
+/// A point in time with nanoseconds, as the kernel keeps it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
+pub struct Timespec {
+    /// Seconds since the epoch.
+    pub sec: i64,
+    /// Nanoseconds within the second.
+    pub nsec: i64,
+}
+
+impl Timespec {
+    fn to_libc(self) -> libc::timespec {
+        libc::timespec {
+            tv_sec: self.sec as libc::time_t,
+            tv_nsec: self.nsec as _,
+        }
+    }
+}
+
+/// What kind of thing a directory entry is.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum FileKind {
+    /// A regular file.
+    File,
+    /// A directory.
+    Dir,
+    /// A symbolic link.
+    Symlink,
+    /// A named pipe.
+    Fifo,
+    /// A character device.
+    CharDevice,
+    /// A block device.
+    BlockDevice,
+    /// A Unix socket.
+    Socket,
+}
+
+impl FileKind {
+    /// The kind encoded in a `st_mode`.
+    pub fn from_mode(mode: u32) -> FileKind {
+        match mode & libc::S_IFMT as u32 {
+            m if m == libc::S_IFDIR as u32 => FileKind::Dir,
+            m if m == libc::S_IFLNK as u32 => FileKind::Symlink,
+            m if m == libc::S_IFIFO as u32 => FileKind::Fifo,
+            m if m == libc::S_IFCHR as u32 => FileKind::CharDevice,
+            m if m == libc::S_IFBLK as u32 => FileKind::BlockDevice,
+            m if m == libc::S_IFSOCK as u32 => FileKind::Socket,
+            _ => FileKind::File,
+        }
+    }
+
+    pub(crate) fn from_dtype(d_type: u8) -> Option<FileKind> {
+        Some(match d_type {
+            libc::DT_REG => FileKind::File,
+            libc::DT_DIR => FileKind::Dir,
+            libc::DT_LNK => FileKind::Symlink,
+            libc::DT_FIFO => FileKind::Fifo,
+            libc::DT_CHR => FileKind::CharDevice,
+            libc::DT_BLK => FileKind::BlockDevice,
+            libc::DT_SOCK => FileKind::Socket,
+            _ => return None,
+        })
+    }
+}
+
+/// The fields of `stat` kopiru uses.
+#[derive(Clone, Copy, Debug)]
+pub struct Stat {
+    /// Device the inode lives on.
+    pub dev: u64,
+    /// Inode number.
+    pub ino: u64,
+    /// Type and permission bits.
+    pub mode: u32,
+    /// Number of hard links.
+    pub nlink: u64,
+    /// Owner.
+    pub uid: u32,
+    /// Group.
+    pub gid: u32,
+    /// Device number, for device nodes.
+    pub rdev: u64,
+    /// Size in bytes.
+    pub size: u64,
+    /// Allocated 512-byte blocks.
+    pub blocks: u64,
+    /// Last access.
+    pub atime: Timespec,
+    /// Last modification.
+    pub mtime: Timespec,
+}
+
+impl Stat {
+    fn from_libc(st: &libc::stat) -> Stat {
+        Stat {
+            dev: st.st_dev as u64,
+            ino: st.st_ino as u64,
+            mode: st.st_mode as u32,
+            nlink: st.st_nlink as u64,
+            uid: st.st_uid,
+            gid: st.st_gid,
+            rdev: st.st_rdev as u64,
+            size: st.st_size as u64,
+            blocks: st.st_blocks as u64,
+            atime: Timespec {
+                sec: st.st_atime as i64,
+                nsec: st.st_atime_nsec as i64,
+            },
+            mtime: Timespec {
+                sec: st.st_mtime as i64,
+                nsec: st.st_mtime_nsec as i64,
+            },
+        }
+    }
+
+    /// The kind of file.
+    pub fn kind(&self) -> FileKind {
+        FileKind::from_mode(self.mode)
+    }
+
+    /// Type and permission bits, as `mknod` takes them.
+    pub fn type_and_perm(&self) -> u32 {
+        self.mode & (libc::S_IFMT as u32 | 0o777)
+    }
+
+    /// Permission bits including setuid, setgid and sticky.
+    pub fn perm(&self) -> u32 {
+        self.mode & 0o7777
+    }
+
+    /// Whether fewer blocks are allocated than the size needs: the file has holes.
+    pub fn looks_sparse(&self) -> bool {
+        self.size > 0 && self.blocks.saturating_mul(512) < self.size
+    }
+}
+
+/// `fstat` on an open descriptor.
+pub fn fstat(fd: FdRef) -> io::Result<Stat> {
+    let mut st = std::mem::MaybeUninit::<libc::stat>::uninit();
+    cvt(unsafe { libc::fstat(fd.as_raw_fd(), st.as_mut_ptr()) })?;
+    Ok(Stat::from_libc(unsafe { &st.assume_init() }))
+}
+
+/// `fstatat`, not following a final symlink unless `follow`.
+pub fn stat_at(dir: FdRef, name: &CStr, follow: bool) -> io::Result<Stat> {
+    let mut st = std::mem::MaybeUninit::<libc::stat>::uninit();
+    let flags = if follow { 0 } else { libc::AT_SYMLINK_NOFOLLOW };
+    cvt(unsafe { libc::fstatat(dir.as_raw_fd(), name.as_ptr(), st.as_mut_ptr(), flags) })?;
+    Ok(Stat::from_libc(unsafe { &st.assume_init() }))
+}
+
+/// `stat`/`lstat` on a path (used only for the command-line arguments).
+pub fn stat_path(path: &Path, follow: bool) -> io::Result<Stat> {
+    let c = super::cstring(path.as_os_str())?;
+    stat_at(cwd(), &c, follow)
+}
+
+/// The current directory as a directory descriptor for `*at` calls.
+pub fn cwd() -> FdRef<'static> {
+    unsafe { BorrowedFd::borrow_raw(libc::AT_FDCWD) }
+}
+
+fn open_raw(dir: FdRef, name: &CStr, flags: libc::c_int, mode: u32) -> io::Result<Fd> {
+    let flags = flags | libc::O_CLOEXEC | libc::O_NOCTTY;
+    retry(|| {
+        let fd = cvt(unsafe {
+            libc::openat(dir.as_raw_fd(), name.as_ptr(), flags, mode as libc::c_uint)
+        })?;
+        Ok(unsafe { OwnedFd::from_raw_fd(fd) })
+    })
+}
+
+/// Opens a source file or directory read-only, never following a final
+/// symlink unless `follow`. With `noatime`, asks the kernel not to update the
+/// access time (so reading the source does not modify it); callers retry
+/// without when this returns EPERM (not the owner).
+pub fn open_source(
+    dir: FdRef,
+    name: &CStr,
+    is_dir: bool,
+    follow: bool,
+    noatime: bool,
+) -> io::Result<Fd> {
+    let mut flags = libc::O_RDONLY;
+    if is_dir {
+        flags |= libc::O_DIRECTORY;
+    }
+    if !follow {
+        flags |= libc::O_NOFOLLOW;
+    }
+    if noatime {
+        flags |= super::O_NOATIME;
+    }
+    open_raw(dir, name, flags, 0)
+}
+
+/// Creates a new file for writing; fails with EEXIST if the name is taken.
+pub fn create_new(dir: FdRef, name: &CStr, mode: u32) -> io::Result<Fd> {
+    open_raw(
+        dir,
+        name,
+        libc::O_WRONLY | libc::O_CREAT | libc::O_EXCL | libc::O_NOFOLLOW,
+        mode,
+    )
+}
+
+/// Opens an existing directory (not through a symlink) for `*at` calls.
+pub fn open_dir(dir: FdRef, name: &CStr) -> io::Result<Fd> {
+    open_raw(
+        dir,
+        name,
+        libc::O_RDONLY | libc::O_DIRECTORY | libc::O_NOFOLLOW,
+        0,
+    )
+}
+
+/// Opens a path for reading (command-line arguments and the probe).
+pub fn open_path(path: &Path, flags: libc::c_int) -> io::Result<Fd> {
+    let c = super::cstring(path.as_os_str())?;
+    open_raw(cwd(), &c, flags, 0)
+}
+
+/// `mkdirat`.
+pub fn mkdir_at(dir: FdRef, name: &CStr, mode: u32) -> io::Result<()> {
+    cvt(unsafe { libc::mkdirat(dir.as_raw_fd(), name.as_ptr(), mode as libc::mode_t) })?;
+    Ok(())
+}
+
+/// `readlinkat`, for any length of target.
+pub fn read_link_at(dir: FdRef, name: &CStr) -> io::Result<CString> {
+    let mut buf = vec![0u8; 256];
+    loop {
+        let n = cvt_size(unsafe {
+            libc::readlinkat(
+                dir.as_raw_fd(),
+                name.as_ptr(),
+                buf.as_mut_ptr().cast(),
+                buf.len(),
+            )
+        })?;
+        if n < buf.len() {
+            buf.truncate(n);
+            return CString::new(buf).map_err(|_| io::Error::from_raw_os_error(libc::EINVAL));
+        }
+        buf.resize(buf.len() * 4, 0);
+    }
+}
+
+/// `symlinkat`.
+pub fn symlink_at(target: &CStr, dir: FdRef, name: &CStr) -> io::Result<()> {
+    cvt(unsafe { libc::symlinkat(target.as_ptr(), dir.as_raw_fd(), name.as_ptr()) })?;
+    Ok(())
+}
+
+/// `linkat` without following symlinks.
+pub fn link_at(old_dir: FdRef, old: &CStr, new_dir: FdRef, new: &CStr) -> io::Result<()> {
+    cvt(unsafe {
+        libc::linkat(
+            old_dir.as_raw_fd(),
+            old.as_ptr(),
+            new_dir.as_raw_fd(),
+            new.as_ptr(),
+            0,
+        )
+    })?;
+    Ok(())
+}
+
+/// `renameat`, replacing the target.
+pub fn rename_at(old_dir: FdRef, old: &CStr, new_dir: FdRef, new: &CStr) -> io::Result<()> {
+    cvt(unsafe {
+        libc::renameat(
+            old_dir.as_raw_fd(),
+            old.as_ptr(),
+            new_dir.as_raw_fd(),
+            new.as_ptr(),
+        )
+    })?;
+    Ok(())
+}
+
+/// `unlinkat` of a file (or of a directory with `dir`).
+pub fn unlink_at(dir: FdRef, name: &CStr, is_dir: bool) -> io::Result<()> {
+    let flags = if is_dir { libc::AT_REMOVEDIR } else { 0 };
+    cvt(unsafe { libc::unlinkat(dir.as_raw_fd(), name.as_ptr(), flags) })?;
+    Ok(())
+}
+
+/// `mknodat`: re-creates a FIFO, device node or socket.
+pub fn mknod_at(dir: FdRef, name: &CStr, mode: u32, rdev: u64) -> io::Result<()> {
+    cvt(unsafe {
+        libc::mknodat(
+            dir.as_raw_fd(),
+            name.as_ptr(),
+            mode as libc::mode_t,
+            rdev as libc::dev_t,
+        )
+    })?;
+    Ok(())
+}
+
+/// `fchmod`.
+pub fn fchmod(fd: FdRef, mode: u32) -> io::Result<()> {
+    cvt(unsafe { libc::fchmod(fd.as_raw_fd(), mode as libc::mode_t) })?;
+    Ok(())
+}
+
+/// `fchown`.
+pub fn fchown(fd: FdRef, uid: u32, gid: u32) -> io::Result<()> {
+    cvt(unsafe { libc::fchown(fd.as_raw_fd(), uid, gid) })?;
+    Ok(())
+}
+
+/// `fchownat` without following a final symlink.
+pub fn chown_at(dir: FdRef, name: &CStr, uid: u32, gid: u32) -> io::Result<()> {
+    cvt(unsafe {
+        libc::fchownat(
+            dir.as_raw_fd(),
+            name.as_ptr(),
+            uid,
+            gid,
+            libc::AT_SYMLINK_NOFOLLOW,
+        )
+    })?;
+    Ok(())
+}
+
+/// `futimens`: access and modification times to the nanosecond.
+pub fn futimens(fd: FdRef, atime: Timespec, mtime: Timespec) -> io::Result<()> {
+    let times = [atime.to_libc(), mtime.to_libc()];
+    cvt(unsafe { libc::futimens(fd.as_raw_fd(), times.as_ptr()) })?;
+    Ok(())
+}
+
+/// `utimensat` without following a final symlink.
+pub fn utimens_at(dir: FdRef, name: &CStr, atime: Timespec, mtime: Timespec) -> io::Result<()> {
+    let times = [atime.to_libc(), mtime.to_libc()];
+    cvt(unsafe {
+        libc::utimensat(
+            dir.as_raw_fd(),
+            name.as_ptr(),
+            times.as_ptr(),
+            libc::AT_SYMLINK_NOFOLLOW,
+        )
+    })?;
+    Ok(())
+}
+
+/// `read` into `buf`, retrying on EINTR.
+pub fn read(fd: FdRef, buf: &mut [u8]) -> io::Result<usize> {
+    retry(|| cvt_size(unsafe { libc::read(fd.as_raw_fd(), buf.as_mut_ptr().cast(), buf.len()) }))
+}
+
+/// `pread` at `offset`.
+pub fn pread(fd: FdRef, buf: &mut [u8], offset: u64) -> io::Result<usize> {
+    retry(|| {
+        cvt_size(unsafe {
+            libc::pread(
+                fd.as_raw_fd(),
+                buf.as_mut_ptr().cast(),
+                buf.len(),
+                offset as libc::off_t,
+            )
+        })
+    })
+}
+
+/// Writes all of `buf` at `offset`.
+pub fn pwrite_all(fd: FdRef, mut buf: &[u8], mut offset: u64) -> io::Result<()> {
+    while !buf.is_empty() {
+        let n = retry(|| {
+            cvt_size(unsafe {
+                libc::pwrite(
+                    fd.as_raw_fd(),
+                    buf.as_ptr().cast(),
+                    buf.len(),
+                    offset as libc::off_t,
+                )
+            })
+        })?;
+        if n == 0 {
+            return Err(io::Error::from(io::ErrorKind::WriteZero));
+        }
+        buf = &buf[n..];
+        offset += n as u64;
+    }
+    Ok(())
+}
+
+/// `ftruncate`.
+pub fn ftruncate(fd: FdRef, len: u64) -> io::Result<()> {
+    retry(|| cvt(unsafe { libc::ftruncate(fd.as_raw_fd(), len as libc::off_t) }))?;
+    Ok(())
+}
+
+/// Where the next data (or hole) begins at or after `offset`; `None` past the
+/// last data.
+pub fn seek_data(fd: FdRef, offset: u64, hole: bool) -> io::Result<Option<u64>> {
+    let whence = if hole {
+        libc::SEEK_HOLE
+    } else {
+        libc::SEEK_DATA
+    };
+    let r = unsafe { libc::lseek(fd.as_raw_fd(), offset as libc::off_t, whence) };
+    if r < 0 {
+        let e = io::Error::last_os_error();
+        if e.raw_os_error() == Some(libc::ENXIO) {
+            return Ok(None);
+        }
+        return Err(e);
+    }
+    Ok(Some(r as u64))
+}
+
+/// The process umask, read once (it can only be read by setting it).
+pub fn umask() -> u32 {
+    let old = unsafe { libc::umask(0o022) };
+    unsafe { libc::umask(old) };
+    old as u32
+}
+
+/// The effective user id.
+pub fn euid() -> u32 {
+    unsafe { libc::geteuid() }
+}
+
+/// Raises the soft limit on open files to the hard limit: the parallel walk
+/// keeps two descriptors per directory in progress.
+pub fn raise_fd_limit() {
+    unsafe {
+        let mut lim = std::mem::zeroed::<libc::rlimit>();
+        if libc::getrlimit(libc::RLIMIT_NOFILE, &mut lim) == 0 && lim.rlim_cur < lim.rlim_max {
+            lim.rlim_cur = lim.rlim_max.min(1 << 20);
+            libc::setrlimit(libc::RLIMIT_NOFILE, &lim);
+        }
+    }
+}
+
+/// Lists extended attribute names of an open file.
+pub fn xattr_list(fd: FdRef) -> io::Result<Vec<CString>> {
+    let mut buf = vec![0u8; 1024];
+    let n = loop {
+        match super::flistxattr_raw(fd, &mut buf) {
+            Ok(n) => break n,
+            Err(e) if e.raw_os_error() == Some(libc::ERANGE) => {
+                let need = super::flistxattr_raw(fd, &mut [])?;
+                buf.resize(need.max(buf.len() * 2), 0);
+            }
+            Err(e) => return Err(e),
+        }
+    };
+    Ok(buf[..n]
+        .split(|&b| b == 0)
+        .filter(|s| !s.is_empty())
+        .map(|s| CString::new(s).expect("split on NUL"))
+        .collect())
+}
+
+/// Reads one extended attribute value of an open file.
+pub fn xattr_get(fd: FdRef, name: &CStr) -> io::Result<Vec<u8>> {
+    let mut buf = vec![0u8; 256];
+    loop {
+        match super::fgetxattr_raw(fd, name, &mut buf) {
+            Ok(n) => {
+                buf.truncate(n);
+                return Ok(buf);
+            }
+            Err(e) if e.raw_os_error() == Some(libc::ERANGE) => {
+                let need = super::fgetxattr_raw(fd, name, &mut [])?;
+                buf.resize(need.max(buf.len() * 2), 0);
+            }
+            Err(e) => return Err(e),
+        }
+    }
+}
+
+/// `fchmodat` (the target is never a symlink: used on FIFOs and device nodes
+/// kopiru just created).
+pub fn chmod_at(dir: FdRef, name: &CStr, mode: u32) -> io::Result<()> {
+    cvt(unsafe { libc::fchmodat(dir.as_raw_fd(), name.as_ptr(), mode as libc::mode_t, 0) })?;
+    Ok(())
+}
+
+/// Closes a descriptor and reports the error `close` returns (NFS and some
+/// FUSE filesystems report write-back failures only here).
+pub fn close(fd: Fd) -> io::Result<()> {
+    use std::os::fd::IntoRawFd;
+    cvt(unsafe { libc::close(fd.into_raw_fd()) })?;
+    Ok(())
+}
