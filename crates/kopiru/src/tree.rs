@@ -13,7 +13,7 @@ use crate::options::{CopyOptions, Follow};
 use crate::plan::Job;
 use crate::sys::{self, Fd, FileKind, Stat};
 use crate::CopyError;
-use std::collections::HashMap;
+use std::collections::{HashMap, VecDeque};
 use std::ffi::{CStr, CString};
 use std::io;
 use std::os::fd::AsFd;
@@ -21,8 +21,11 @@ use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Condvar, Mutex, OnceLock};
 
-/// Entries per task when a directory is split between workers.
-const CHUNK: usize = 256;
+/// A directory with more entries than this is shared: its lister works
+/// through it, and idle workers join in.
+const SHARE_ABOVE: usize = 128;
+/// Entries claimed at a time from a shared directory.
+const SLICE: usize = 32;
 
 /// A directory being copied: both descriptors stay open until its last entry
 /// is done and its metadata is applied.
@@ -55,6 +58,19 @@ struct Item {
 enum Task {
     List(Arc<DirNode>),
     Items(Arc<DirNode>, Vec<Item>),
+    /// A large directory's entries, claimed a slice at a time by whoever has
+    /// nothing better to do (queued at the low-priority end).
+    Share(Arc<Shard>),
+}
+
+/// The entries of a large directory, shared between its lister and idle
+/// workers. Workers in different directories do not contend for a
+/// directory's lock; sharing one is only worth it when there is nothing else.
+struct Shard {
+    dir: Arc<DirNode>,
+    items: Vec<Item>,
+    next: AtomicUsize,
+    left: AtomicUsize,
 }
 
 /// Where the first copy of a multiply-linked inode went.
@@ -84,7 +100,9 @@ struct Shared<'a> {
     noatime: AtomicBool,
     caps: Caps,
     links: Mutex<HashMap<(u64, u64), LinkCell>>,
-    queue: Mutex<Vec<Task>>,
+    /// Popped from the back (LIFO: depth-first); shared directories are
+    /// pushed to the front, so they are joined only when nothing else waits.
+    queue: Mutex<VecDeque<Task>>,
     wake: Condvar,
     /// Tasks queued or running; the run ends when it reaches zero.
     outstanding: AtomicUsize,
@@ -109,7 +127,7 @@ pub(crate) fn run(
         noatime: AtomicBool::new(true),
         caps: Caps::default(),
         links: Mutex::new(HashMap::new()),
-        queue: Mutex::new(Vec::new()),
+        queue: Mutex::new(VecDeque::new()),
         wake: Condvar::new(),
         outstanding: AtomicUsize::new(0),
         counters: Counters::default(),
@@ -170,7 +188,13 @@ pub(crate) fn join(dir: &Path, name: &std::ffi::OsStr) -> PathBuf {
 impl Shared<'_> {
     fn push(&self, task: Task) {
         self.outstanding.fetch_add(1, Ordering::SeqCst);
-        self.queue.lock().expect("queue lock").push(task);
+        self.queue.lock().expect("queue lock").push_back(task);
+        self.wake.notify_one();
+    }
+
+    fn push_low(&self, task: Task) {
+        self.outstanding.fetch_add(1, Ordering::SeqCst);
+        self.queue.lock().expect("queue lock").push_front(task);
         self.wake.notify_one();
     }
 
@@ -224,7 +248,7 @@ impl<'s, 'a> Worker<'s, 'a> {
             let task = {
                 let mut q = self.sh.queue.lock().expect("queue lock");
                 loop {
-                    if let Some(t) = q.pop() {
+                    if let Some(t) = q.pop_back() {
                         break t;
                     }
                     if self.sh.outstanding.load(Ordering::SeqCst) == 0 {
@@ -241,6 +265,7 @@ impl<'s, 'a> Worker<'s, 'a> {
                     }
                     self.release(dir);
                 }
+                Task::Share(shard) => self.work_shard(&shard),
             }
             // Under the lock, so a worker about to wait cannot miss the end.
             let _q = self.sh.queue.lock().expect("queue lock");
@@ -259,7 +284,7 @@ impl<'s, 'a> Worker<'s, 'a> {
                 // Inode order reads the source in on-disk order (gnulib fts).
                 entries.sort_unstable_by_key(|e| e.ino);
                 let follow = self.sh.opts.follow == Follow::Always;
-                let mut items: Vec<Item> = entries
+                let items: Vec<Item> = entries
                     .into_iter()
                     .map(|e| Item {
                         name: e.name,
@@ -268,17 +293,43 @@ impl<'s, 'a> Worker<'s, 'a> {
                         follow,
                     })
                     .collect();
-                while items.len() > CHUNK {
-                    let tail = items.split_off(items.len() - CHUNK);
+                if items.len() > SHARE_ABOVE {
                     dir.pending.fetch_add(1, Ordering::SeqCst);
-                    self.sh.push(Task::Items(dir.clone(), tail));
-                }
-                for item in &items {
-                    self.item(&dir, item);
+                    let shard = Arc::new(Shard {
+                        dir: dir.clone(),
+                        left: AtomicUsize::new(items.len()),
+                        items,
+                        next: AtomicUsize::new(0),
+                    });
+                    self.sh.push_low(Task::Share(shard.clone()));
+                    self.work_shard(&shard);
+                } else {
+                    for item in &items {
+                        self.item(&dir, item);
+                    }
                 }
             }
         }
         self.release(dir);
+    }
+
+    /// Copies slices of a shared directory until none is left; whoever
+    /// finishes the last entry releases the directory.
+    fn work_shard(&mut self, shard: &Shard) {
+        let len = shard.items.len();
+        loop {
+            let start = shard.next.fetch_add(SLICE, Ordering::Relaxed);
+            if start >= len {
+                return;
+            }
+            let end = (start + SLICE).min(len);
+            for item in &shard.items[start..end] {
+                self.item(&shard.dir, item);
+            }
+            if shard.left.fetch_sub(end - start, Ordering::AcqRel) == end - start {
+                self.release(shard.dir.clone());
+            }
+        }
     }
 
     /// Marks one piece of `dir` done; the last one applies the directory's
