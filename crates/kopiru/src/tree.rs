@@ -687,9 +687,17 @@ impl<'s, 'a> Worker<'s, 'a> {
             return self.src_error(parent, name, "follow", &e);
         }
         let umask = self.sh.umask;
-        let created_perm = match sys::mkdir_at(parent.dst.as_fd(), dst_name, 0o700) {
-            Ok(()) => 0o700 & !umask,
+        // Made with its final permission bits when they let us fill it, so no
+        // chmod is needed at the end; otherwise owner-only until it is full.
+        // (Special bits come last: a setgid directory would pass its group to
+        // what is created in it.)
+        let perm = st.perm() & 0o777;
+        let mkdir_mode = if perm & 0o300 == 0o300 { perm } else { 0o700 };
+        let mut merged = false;
+        let created_perm = match sys::mkdir_at(parent.dst.as_fd(), dst_name, mkdir_mode) {
+            Ok(()) => mkdir_mode & !umask,
             Err(e) if e.raw_os_error() == Some(libc::EEXIST) => {
+                merged = true;
                 match sys::stat_at(parent.dst.as_fd(), dst_name, false) {
                     Ok(d) if d.kind() == FileKind::Dir => d.perm(),
                     Ok(_) => {
@@ -708,9 +716,14 @@ impl<'s, 'a> Worker<'s, 'a> {
             Ok(fd) => fd,
             Err(e) => return self.dst_error(parent, dst_name, "open", &e),
         };
-        let dst_dev = match sys::fstat(dst.as_fd()) {
-            Ok(d) => d.dev,
-            Err(e) => return self.dst_error(parent, dst_name, "stat", &e),
+        // A directory we made is on its parent's filesystem; one that was
+        // there may be a mount point.
+        let dst_dev = match merged {
+            false => parent.dst_dev,
+            true => match sys::fstat(dst.as_fd()) {
+                Ok(d) => d.dev,
+                Err(e) => return self.dst_error(parent, dst_name, "stat", &e),
+            },
         };
         let node = Arc::new(DirNode {
             src,
