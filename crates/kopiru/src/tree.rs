@@ -686,6 +686,12 @@ impl<'s, 'a> Worker<'s, 'a> {
             let e = io::Error::from_raw_os_error(libc::ELOOP);
             return self.src_error(parent, name, "follow", &e);
         }
+        if sys::CLONES_TREES
+            && self.whole_clone_allowed()
+            && self.clone_whole_dir(parent, &src, name, dst_name)
+        {
+            return;
+        }
         let umask = self.sh.umask;
         // Made with its final permission bits when they let us fill it, so no
         // chmod is needed at the end; otherwise owner-only until it is full.
@@ -739,6 +745,46 @@ impl<'s, 'a> Worker<'s, 'a> {
         parent.pending.fetch_add(1, Ordering::SeqCst);
         self.sh.counters.dirs.fetch_add(1, Ordering::Relaxed);
         self.sh.push(Task::List(node));
+    }
+
+    /// Whether the options allow a whole directory to be one clone (macOS):
+    /// clonefile keeps mode, times, xattrs and ACLs, and the owner only when
+    /// we are privileged.
+    fn whole_clone_allowed(&self) -> bool {
+        use crate::options::{MethodChoice, SparseMode};
+        let o = self.sh.opts;
+        matches!(o.method, MethodChoice::Auto | MethodChoice::Clone)
+            && o.sparse != SparseMode::Never
+            && o.follow == Follow::Never
+            && (!o.preserve.owner || sys::euid() == 0)
+    }
+
+    /// Clones the directory `name` whole, in one call, if nothing in it
+    /// needs per-file treatment (a read-only pre-walk, which also counts what
+    /// it holds). False means "copy it entry by entry".
+    fn clone_whole_dir(
+        &mut self,
+        parent: &DirNode,
+        src: &Fd,
+        name: &CStr,
+        dst_name: &CStr,
+    ) -> bool {
+        let mut tally = Tally::default();
+        if !plain_tree(src, self.sh.opts.preserve.links, &mut tally).unwrap_or(false) {
+            return false;
+        }
+        if sys::clone_tree(parent.src.as_fd(), name, parent.dst.as_fd(), dst_name).is_err() {
+            return false; // exists already (merge), or another volume: per file
+        }
+        let c = &self.sh.counters;
+        c.dirs.fetch_add(tally.dirs + 1, Ordering::Relaxed);
+        c.files.fetch_add(tally.files, Ordering::Relaxed);
+        c.bytes.fetch_add(tally.bytes, Ordering::Relaxed);
+        c.symlinks.fetch_add(tally.symlinks, Ordering::Relaxed);
+        c.specials.fetch_add(tally.specials, Ordering::Relaxed);
+        c.methods[Method::Clone as usize].fetch_add(tally.files, Ordering::Relaxed);
+        self.sh.reporter.bytes(tally.bytes);
+        true
     }
 
     fn symlink(&mut self, dir: &DirNode, name: &CStr, dst_name: &CStr) {
@@ -814,6 +860,44 @@ impl<'s, 'a> Worker<'s, 'a> {
         }
         true
     }
+}
+
+/// What a tree holds, counted by [`plain_tree`].
+#[derive(Default)]
+struct Tally {
+    files: u64,
+    bytes: u64,
+    dirs: u64,
+    symlinks: u64,
+    specials: u64,
+}
+
+/// Whether a tree can be cloned whole: no regular file with setuid/setgid
+/// bits (clonefile clears them) and, when hard links are kept, none with
+/// several links. Walks with an explicit stack of open directories.
+fn plain_tree(root: &Fd, links: bool, tally: &mut Tally) -> io::Result<bool> {
+    let mut stack = vec![sys::open_dir(root.as_fd(), c".")?];
+    while let Some(dir) = stack.pop() {
+        for e in sys::read_dir(dir.as_fd())? {
+            let st = sys::stat_at(dir.as_fd(), &e.name, false)?;
+            match st.kind() {
+                FileKind::File => {
+                    if st.perm() & 0o6000 != 0 || (links && st.nlink > 1) {
+                        return Ok(false);
+                    }
+                    tally.files += 1;
+                    tally.bytes += st.size;
+                }
+                FileKind::Dir => {
+                    tally.dirs += 1;
+                    stack.push(sys::open_dir(dir.as_fd(), &e.name)?);
+                }
+                FileKind::Symlink => tally.symlinks += 1,
+                _ => tally.specials += 1,
+            }
+        }
+    }
+    Ok(true)
 }
 
 /// Whether `st` is `dir` or one of its ancestors: following a symlink there

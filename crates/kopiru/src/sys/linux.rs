@@ -81,8 +81,11 @@ pub fn clone_new(_src: FdRef, _dir: FdRef, _name: &CStr) -> io::Result<()> {
     Err(super::unsupported())
 }
 
+/// Whether a whole directory tree can be cloned in one call ([`clone_tree`]).
+pub const CLONES_TREES: bool = false;
+
 /// Not on Linux: a whole directory cannot be cloned in one call.
-pub fn clone_tree(_src: &CStr, _dst: &CStr) -> io::Result<()> {
+pub fn clone_tree(_src_dir: FdRef, _src: &CStr, _dst_dir: FdRef, _dst: &CStr) -> io::Result<()> {
     Err(super::unsupported())
 }
 
