@@ -21,6 +21,47 @@ pub enum Command {
     /// Show a path's filesystem and whether clone and offload work from one
     /// path to another (tried on scratch files, removed afterwards).
     Probe(ProbeArgs),
+    /// Measure copying on this machine.
+    #[command(subcommand)]
+    Bench(BenchCommand),
+}
+
+#[derive(Subcommand)]
+pub enum BenchCommand {
+    /// The file-count experiment: the same total bytes as 1, 16, 256, ...
+    /// files, copied by kopiru and by `cp -r` and `rsync -a` where installed.
+    /// Prints a table of median seconds; draws a log-log chart with --plot.
+    Sweep(SweepArgs),
+}
+
+#[derive(Args)]
+pub struct SweepArgs {
+    /// Where to make the corpora (removed afterwards). Use a dedicated
+    /// filesystem for numbers that mean something [default: the system's
+    /// temporary directory].
+    #[arg(long, value_name = "PATH")]
+    pub dir: Option<PathBuf>,
+
+    /// Total bytes of every corpus (K, M, G suffixes).
+    #[arg(long, value_name = "SIZE", default_value = "256M")]
+    pub total: String,
+
+    /// File counts to try.
+    #[arg(
+        long,
+        value_name = "N,N,...",
+        value_delimiter = ',',
+        default_value = "1,16,256,4096,65536,262144"
+    )]
+    pub counts: Vec<u64>,
+
+    /// Timed runs per tool and count (the median is reported).
+    #[arg(long, value_name = "N", default_value_t = 3)]
+    pub runs: usize,
+
+    /// Write a log-log chart (files vs seconds, one line per tool) as SVG.
+    #[arg(long, value_name = "FILE.svg")]
+    pub plot: Option<PathBuf>,
 }
 
 const COPY_AFTER_HELP: &str = "\

@@ -2,8 +2,10 @@
 //! and turns the outcome into an exit code.
 
 mod args;
+mod bench;
 mod copy;
 mod exit;
+mod plot;
 mod probe;
 mod progress;
 
@@ -15,6 +17,7 @@ fn main() -> ExitCode {
     let code = match cli.command {
         args::Command::Copy(a) => copy::run(a),
         args::Command::Probe(a) => probe::run(a),
+        args::Command::Bench(args::BenchCommand::Sweep(a)) => bench::run(a),
     };
     ExitCode::from(code)
 }

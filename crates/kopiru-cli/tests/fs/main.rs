@@ -697,6 +697,57 @@ fn non_utf8(fs: Fs) -> R {
     same_tree(&src, &dst, manifest::DEFAULT)
 }
 
+/// `bench sweep` times every count, prints the table, draws the chart and
+/// removes its corpora.
+fn bench_sweep() -> R {
+    let dir = fixture::run_root().join("sweep");
+    std::fs::create_dir_all(&dir)?;
+    let svg = dir.join("chart.svg");
+    let o = kopiru([
+        OsStr::new("bench"),
+        OsStr::new("sweep"),
+        OsStr::new("--dir"),
+        dir.as_os_str(),
+        OsStr::new("--total"),
+        OsStr::new("256K"),
+        OsStr::new("--counts"),
+        OsStr::new("1,16,64"),
+        OsStr::new("--runs"),
+        OsStr::new("1"),
+        OsStr::new("--plot"),
+        svg.as_os_str(),
+    ]);
+    ensure!(code(&o) == 0, "{}", show(&o));
+    let out = String::from_utf8_lossy(&o.stdout);
+    let rows: Vec<&str> = out.lines().skip(1).collect();
+    ensure!(
+        out.lines().next().is_some_and(|h| h.contains("kopiru")) && rows.len() == 3,
+        "table: {out}"
+    );
+    for (row, count) in rows.iter().zip(["1", "16", "64"]) {
+        let cells: Vec<&str> = row.split_whitespace().collect();
+        ensure!(cells[0] == count, "row {row:?}");
+        let secs: f64 = cells[3]
+            .trim_end_matches('s')
+            .parse()
+            .map_err(|_| format!("no time in {row:?}"))?;
+        ensure!(secs > 0.0 && secs < 60.0, "row {row:?}");
+    }
+    let chart = std::fs::read_to_string(&svg)?;
+    ensure!(
+        chart.starts_with("<svg")
+            && chart.matches("<polyline").count() >= 1
+            && chart.contains("<title>kopiru</title>"),
+        "chart: {chart}"
+    );
+    let left: Vec<_> = std::fs::read_dir(&dir)?
+        .flatten()
+        .filter(|e| e.file_name().to_string_lossy().starts_with("kopiru-sweep"))
+        .collect();
+    ensure!(left.is_empty(), "corpora left behind");
+    Ok(())
+}
+
 // ---------------------------------------------------------------- the list
 
 fn main() {
@@ -802,6 +853,7 @@ fn main() {
     add("readonly_dest::ext4".into(), ext4, Box::new(readonly_dest));
     add("proc_and_sys".into(), None, Box::new(proc_and_sys));
     add("usage".into(), None, Box::new(usage));
+    add("bench_sweep".into(), None, Box::new(bench_sweep));
 
     if !skipped.is_empty() {
         eprintln!(

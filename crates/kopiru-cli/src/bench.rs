@@ -1,0 +1,230 @@
+//! `kopiru bench sweep`: the file-count experiment on the user's machine. The
+//! same total bytes as 1, 16, 256, ... files, copied by kopiru and by `cp -r`
+//! and `rsync -a` where installed; a table of medians and a log-log chart.
+
+use crate::args::SweepArgs;
+use crate::exit;
+use std::io::Write;
+use std::path::Path;
+use std::process::Command;
+use std::time::Instant;
+
+/// One tool's median time for each count (`None`: failed).
+pub struct Series {
+    pub tool: String,
+    pub seconds: Vec<Option<f64>>,
+}
+
+pub fn run(args: SweepArgs) -> u8 {
+    match sweep(&args) {
+        Ok(()) => exit::OK,
+        Err(e) => {
+            eprintln!("kopiru: bench sweep: {e}");
+            exit::FAILED
+        }
+    }
+}
+
+fn sweep(args: &SweepArgs) -> Result<(), String> {
+    let total = parse_size(&args.total)?;
+    let root = args
+        .dir
+        .clone()
+        .unwrap_or_else(std::env::temp_dir)
+        .join(format!("kopiru-sweep-{}", std::process::id()));
+    std::fs::create_dir_all(&root).map_err(|e| format!("{}: {e}", root.display()))?;
+    let result = sweep_in(&root, total, args);
+    let _ = std::fs::remove_dir_all(&root);
+    result
+}
+
+fn sweep_in(root: &Path, total: u64, args: &SweepArgs) -> Result<(), String> {
+    let me = std::env::current_exe().map_err(|e| e.to_string())?;
+    let mut tools: Vec<(String, Vec<String>)> = vec![(
+        "kopiru".into(),
+        vec![
+            me.to_string_lossy().into_owned(),
+            "copy".into(),
+            "--no-progress".into(),
+        ],
+    )];
+    if installed("cp") {
+        tools.push(("cp -r".into(), vec!["cp".into(), "-r".into()]));
+    }
+    if installed("rsync") {
+        tools.push(("rsync -a".into(), vec!["rsync".into(), "-a".into()]));
+    }
+    let mut series: Vec<Series> = tools
+        .iter()
+        .map(|(t, _)| Series {
+            tool: t.clone(),
+            seconds: Vec::new(),
+        })
+        .collect();
+    for &count in &args.counts {
+        let src = root.join(format!("n{count}"));
+        eprintln!(
+            "kopiru: bench: making {count} files of {} bytes",
+            total / count.max(1)
+        );
+        make_corpus(&src, count, total).map_err(|e| format!("{}: {e}", src.display()))?;
+        for ((_, cmd), s) in tools.iter().zip(series.iter_mut()) {
+            let median = time_tool(cmd, &src, &root.join("dst"), args.runs);
+            match median {
+                Some(t) => eprintln!("kopiru: bench: {count} files, {}: {t:.3} s", s.tool),
+                None => eprintln!("kopiru: bench: {count} files, {}: failed", s.tool),
+            }
+            s.seconds.push(median);
+        }
+        let _ = std::fs::remove_dir_all(&src);
+    }
+    print_table(&args.counts, total, &series);
+    if let Some(plot) = &args.plot {
+        let svg = crate::plot::loglog(&args.counts, &series, total);
+        std::fs::write(plot, svg).map_err(|e| format!("{}: {e}", plot.display()))?;
+        eprintln!("kopiru: bench: chart written to {}", plot.display());
+    }
+    Ok(())
+}
+
+fn installed(cmd: &str) -> bool {
+    Command::new(cmd)
+        .arg("--version")
+        .output()
+        .is_ok_and(|o| o.status.success())
+}
+
+/// The median wall time of `runs` copies of `src` to a fresh `dst`; the
+/// destination is removed and the filesystems synced before each, untimed.
+fn time_tool(cmd: &[String], src: &Path, dst: &Path, runs: usize) -> Option<f64> {
+    let mut times = Vec::new();
+    for _ in 0..runs.max(1) {
+        let _ = std::fs::remove_dir_all(dst);
+        unsafe { libc::sync() };
+        let src_arg = if cmd[0] == "rsync" {
+            format!("{}/", src.display())
+        } else {
+            src.display().to_string()
+        };
+        let start = Instant::now();
+        let ok = Command::new(&cmd[0])
+            .args(&cmd[1..])
+            .arg(src_arg)
+            .arg(dst)
+            .status()
+            .is_ok_and(|s| s.success());
+        if !ok {
+            return None;
+        }
+        times.push(start.elapsed().as_secs_f64());
+    }
+    let _ = std::fs::remove_dir_all(dst);
+    times.sort_by(f64::total_cmp);
+    Some(times[times.len() / 2])
+}
+
+/// `count` files holding `total` bytes together, at most 1000 per folder.
+fn make_corpus(dir: &Path, count: u64, total: u64) -> std::io::Result<()> {
+    let size = (total / count.max(1)) as usize;
+    let mut block = vec![0u8; size.min(1 << 20)];
+    let mut x: u64 = 0x9E37_79B9_7F4A_7C15;
+    for b in block.iter_mut() {
+        x ^= x << 13;
+        x ^= x >> 7;
+        x ^= x << 17;
+        *b = x as u8;
+    }
+    for i in 0..count {
+        let sub = dir.join(format!("d{:04}", i / 1000));
+        if i % 1000 == 0 {
+            std::fs::create_dir_all(&sub)?;
+        }
+        let mut f = std::fs::File::create(sub.join(format!("f{i:07}")))?;
+        let mut left = size;
+        while left > 0 {
+            let n = left.min(block.len());
+            f.write_all(&block[..n])?;
+            left -= n;
+        }
+    }
+    Ok(())
+}
+
+fn print_table(counts: &[u64], total: u64, series: &[Series]) {
+    let mut out = String::from("files     size each");
+    for s in series {
+        out.push_str(&format!("  {:>10}", s.tool));
+    }
+    out.push('\n');
+    for (i, &count) in counts.iter().enumerate() {
+        out.push_str(&format!("{count:<9} {:>9}", human(total / count.max(1))));
+        for s in series {
+            match s.seconds[i] {
+                Some(t) => out.push_str(&format!("  {:>9.3}s", t)),
+                None => out.push_str(&format!("  {:>10}", "failed")),
+            }
+        }
+        out.push('\n');
+    }
+    print!("{out}");
+}
+
+pub fn human(bytes: u64) -> String {
+    const UNITS: [&str; 5] = ["B", "KiB", "MiB", "GiB", "TiB"];
+    let mut v = bytes as f64;
+    let mut u = 0;
+    while v >= 1024.0 && u < UNITS.len() - 1 {
+        v /= 1024.0;
+        u += 1;
+    }
+    if u == 0 {
+        format!("{bytes} B")
+    } else {
+        format!("{v:.1} {}", UNITS[u])
+    }
+}
+
+/// "256M", "1G", "4096", "64KiB" → bytes.
+pub fn parse_size(s: &str) -> Result<u64, String> {
+    let s = s.trim();
+    let split = s.find(|c: char| !c.is_ascii_digit()).unwrap_or(s.len());
+    let (num, unit) = s.split_at(split);
+    let n: u64 = num.parse().map_err(|_| format!("bad size '{s}'"))?;
+    let mult = match unit
+        .trim()
+        .to_ascii_lowercase()
+        .trim_end_matches("ib")
+        .trim_end_matches('b')
+    {
+        "" => 1,
+        "k" => 1 << 10,
+        "m" => 1 << 20,
+        "g" => 1 << 30,
+        "t" => 1 << 40,
+        _ => return Err(format!("bad size unit in '{s}'")),
+    };
+    Ok(n * mult)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn sizes() {
+        assert_eq!(parse_size("4096"), Ok(4096));
+        assert_eq!(parse_size("256M"), Ok(256 << 20));
+        assert_eq!(parse_size("1G"), Ok(1 << 30));
+        assert_eq!(parse_size("64KiB"), Ok(64 << 10));
+        assert_eq!(parse_size("2mb"), Ok(2 << 20));
+        assert!(parse_size("lots").is_err());
+        assert!(parse_size("3X").is_err());
+    }
+
+    #[test]
+    fn human_sizes() {
+        assert_eq!(human(512), "512 B");
+        assert_eq!(human(16384), "16.0 KiB");
+        assert_eq!(human(256 << 20), "256.0 MiB");
+    }
+}
