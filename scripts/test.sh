@@ -18,4 +18,12 @@ if ((${#need[@]})); then
     echo "!!! missing ${need[*]} and cannot install them: the tests needing them will be ignored" >&2
   fi
 fi
-exec cargo test --workspace "$@"
+log=$(mktemp)
+trap 'rm -f "$log"' EXIT
+set -o pipefail
+status=0
+cargo test --workspace "$@" 2>&1 | tee "$log" || status=$?
+# One closing line for the whole run; ignored tests are the skipped ones.
+awk '/^test result:/ { for (i = 1; i <= NF; i++) { if ($(i+1) ~ /^passed/) p += $i; if ($(i+1) ~ /^failed/) f += $i; if ($(i+1) ~ /^ignored/) s += $i } }
+     END { printf "%d passed, %d failed, %d skipped\n", p, f, s }' "$log"
+exit $status
