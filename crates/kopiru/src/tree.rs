@@ -449,14 +449,34 @@ impl<'s, 'a> Worker<'s, 'a> {
         }
     }
 
-    fn file(&mut self, dir: &Arc<DirNode>, name: &CStr, dst_name: &CStr, follow: bool) {
-        let src = match self.open_src(dir, name, false, follow) {
+    /// Opens a source entry and stats it on the descriptor (one lookup);
+    /// `None` when that failed (reported).
+    fn open_and_stat(
+        &self,
+        dir: &DirNode,
+        name: &CStr,
+        is_dir: bool,
+        follow: bool,
+    ) -> Option<(Fd, Stat)> {
+        let src = match self.open_src(dir, name, is_dir, follow) {
             Ok(fd) => fd,
-            Err(e) => return self.src_error(dir, name, "open", &e),
+            Err(e) => {
+                self.src_error(dir, name, "open", &e);
+                return None;
+            }
         };
-        let st = match sys::fstat(src.as_fd()) {
-            Ok(st) => st,
-            Err(e) => return self.src_error(dir, name, "stat", &e),
+        match sys::fstat(src.as_fd()) {
+            Ok(st) => Some((src, st)),
+            Err(e) => {
+                self.src_error(dir, name, "stat", &e);
+                None
+            }
+        }
+    }
+
+    fn file(&mut self, dir: &Arc<DirNode>, name: &CStr, dst_name: &CStr, follow: bool) {
+        let Some((src, st)) = self.open_and_stat(dir, name, false, follow) else {
+            return;
         };
         if st.kind() != FileKind::File {
             let e = io::Error::other("changed type while being copied");
@@ -498,27 +518,41 @@ impl<'s, 'a> Worker<'s, 'a> {
 
     fn hard_link(&mut self, dir: &DirNode, dst_name: &CStr, target: &LinkTarget, st: &Stat) {
         let (tdir, tname) = (target.dir.dst.as_fd(), target.name.as_c_str());
-        let r = match sys::link_at(tdir, tname, dir.dst.as_fd(), dst_name) {
+        let make = |n: &CStr| sys::link_at(tdir, tname, dir.dst.as_fd(), n);
+        match self.make_or_replace(dir, dst_name, st, make) {
+            Some(Ok(())) => {
+                self.sh.counters.hardlinks.fetch_add(1, Ordering::Relaxed);
+            }
+            Some(Err(e)) => self.dst_error(dir, dst_name, "link", &e),
+            None => {}
+        }
+    }
+
+    /// Makes a new entry with `make`. If the name is taken, makes it under a
+    /// temporary name and renames it over, so the old entry stays whole until
+    /// the new one replaces it. `None`: refused (already reported).
+    fn make_or_replace(
+        &self,
+        dir: &DirNode,
+        dst_name: &CStr,
+        st: &Stat,
+        make: impl Fn(&CStr) -> io::Result<()>,
+    ) -> Option<io::Result<()>> {
+        match make(dst_name) {
             Err(e) if e.raw_os_error() == Some(libc::EEXIST) => {
                 if !self.check_replace(dir, dst_name, st) {
-                    return;
+                    return None;
                 }
                 let tmp = self.tmp_name();
-                sys::link_at(tdir, tname, dir.dst.as_fd(), &tmp).and_then(|()| {
+                Some(make(&tmp).and_then(|()| {
                     sys::rename_at(dir.dst.as_fd(), &tmp, dir.dst.as_fd(), dst_name).inspect_err(
                         |_| {
                             let _ = sys::unlink_at(dir.dst.as_fd(), &tmp, false);
                         },
                     )
-                })
+                }))
             }
-            r => r,
-        };
-        match r {
-            Ok(()) => {
-                self.sh.counters.hardlinks.fetch_add(1, Ordering::Relaxed);
-            }
-            Err(e) => self.dst_error(dir, dst_name, "link", &e),
+            r => Some(r),
         }
     }
 
@@ -674,13 +708,8 @@ impl<'s, 'a> Worker<'s, 'a> {
     }
 
     fn dir(&mut self, parent: &Arc<DirNode>, name: &CStr, dst_name: &CStr, follow: bool) {
-        let src = match self.open_src(parent, name, true, follow) {
-            Ok(fd) => fd,
-            Err(e) => return self.src_error(parent, name, "open", &e),
-        };
-        let st = match sys::fstat(src.as_fd()) {
-            Ok(st) => st,
-            Err(e) => return self.src_error(parent, name, "stat", &e),
+        let Some((src, st)) = self.open_and_stat(parent, name, true, follow) else {
+            return;
         };
         if self.sh.opts.follow != Follow::Never && is_ancestor(parent, &st) {
             let e = io::Error::from_raw_os_error(libc::ELOOP);
@@ -814,9 +843,8 @@ impl<'s, 'a> Worker<'s, 'a> {
         }
     }
 
-    /// Creates a symlink or special file with `make`, replacing an existing
-    /// entry atomically (made under a temporary name, renamed over), then
-    /// applies its metadata by name.
+    /// Creates a symlink or special file with `make` (replacing an existing
+    /// entry atomically), then applies its metadata by name.
     fn create_or_replace(
         &mut self,
         dir: &DirNode,
@@ -825,25 +853,13 @@ impl<'s, 'a> Worker<'s, 'a> {
         op: &'static str,
         make: impl Fn(&CStr) -> io::Result<()>,
     ) -> bool {
-        let r = match make(dst_name) {
-            Err(e) if e.raw_os_error() == Some(libc::EEXIST) => {
-                if !self.check_replace(dir, dst_name, st) {
-                    return false;
-                }
-                let tmp = self.tmp_name();
-                make(&tmp).and_then(|()| {
-                    sys::rename_at(dir.dst.as_fd(), &tmp, dir.dst.as_fd(), dst_name).inspect_err(
-                        |_| {
-                            let _ = sys::unlink_at(dir.dst.as_fd(), &tmp, false);
-                        },
-                    )
-                })
+        match self.make_or_replace(dir, dst_name, st, make) {
+            None => return false,
+            Some(Err(e)) => {
+                self.dst_error(dir, dst_name, op, &e);
+                return false;
             }
-            r => r,
-        };
-        if let Err(e) = r {
-            self.dst_error(dir, dst_name, op, &e);
-            return false;
+            Some(Ok(())) => {}
         }
         let created_perm = st.perm() & 0o777 & !self.sh.umask;
         let target = Target::At(dir.dst.as_fd(), dst_name);

@@ -1,8 +1,8 @@
 //! Linux: FICLONE, copy_file_range, getdents64, O_NOATIME.
 
-use super::unix::{cvt, cvt_size, retry, FdRef, FileKind};
+use super::unix::{cvt, cvt_size, retry, DirEntry, FdRef, FileKind};
 use std::cell::RefCell;
-use std::ffi::{CStr, CString};
+use std::ffi::CStr;
 use std::io;
 use std::os::fd::AsRawFd;
 
@@ -11,16 +11,6 @@ pub(crate) const O_NOATIME: libc::c_int = libc::O_NOATIME;
 /// Whether cloning creates the destination itself (macOS `fclonefileat`) rather
 /// than filling an already-open one (Linux `FICLONE`).
 pub const CLONE_CREATES_FILE: bool = false;
-
-/// One entry of a directory listing.
-pub struct DirEntry {
-    /// The entry's name.
-    pub name: CString,
-    /// Its kind, when the filesystem reports it (`d_type`); `None` means stat it.
-    pub kind: Option<FileKind>,
-    /// Inode number, for ordering creation.
-    pub ino: u64,
-}
 
 thread_local! {
     // One large buffer per thread, reused: big getdents64 reads cut syscalls on

@@ -1,7 +1,7 @@
 //! macOS: clonefile/fclonefileat, readdir. Compile-checked only (CI has no Mac).
 
-use super::unix::{cvt, cvt_size, FdRef, FileKind};
-use std::ffi::{CStr, CString};
+use super::unix::{cvt, cvt_size, DirEntry, FdRef, FileKind};
+use std::ffi::CStr;
 use std::io;
 use std::os::fd::AsRawFd;
 
@@ -11,16 +11,6 @@ pub(crate) const O_NOATIME: libc::c_int = 0;
 /// Whether cloning creates the destination itself (`fclonefileat`) rather than
 /// filling an already-open one.
 pub const CLONE_CREATES_FILE: bool = true;
-
-/// One entry of a directory listing.
-pub struct DirEntry {
-    /// The entry's name.
-    pub name: CString,
-    /// Its kind, when the filesystem reports it (`d_type`); `None` means stat it.
-    pub kind: Option<FileKind>,
-    /// Inode number, for ordering creation.
-    pub ino: u64,
-}
 
 /// Reads every entry of an open directory, except `.` and `..`.
 pub fn read_dir(dir: FdRef) -> io::Result<Vec<DirEntry>> {

@@ -102,6 +102,16 @@ impl FileKind {
     }
 }
 
+/// One entry of a directory listing.
+pub struct DirEntry {
+    /// The entry's name.
+    pub name: CString,
+    /// Its kind, when the filesystem reports it (`d_type`); `None` means stat it.
+    pub kind: Option<FileKind>,
+    /// Inode number, for ordering.
+    pub ino: u64,
+}
+
 /// The fields of `stat` kopiru uses.
 #[derive(Clone, Copy, Debug)]
 pub struct Stat {
