@@ -281,8 +281,10 @@ impl<'s, 'a> Worker<'s, 'a> {
                 .sh
                 .error(CopyError::io(&dir.src_path, "read directory", &e)),
             Ok(mut entries) => {
-                // Inode order reads the source in on-disk order (gnulib fts).
-                entries.sort_unstable_by_key(|e| e.ino);
+                // Subdirectories first, so other workers get work as early
+                // as possible; then inode order, which reads the source in
+                // on-disk order (gnulib fts).
+                entries.sort_unstable_by_key(|e| (e.kind != Some(FileKind::Dir), e.ino));
                 let follow = self.sh.opts.follow == Follow::Always;
                 let items: Vec<Item> = entries
                     .into_iter()
