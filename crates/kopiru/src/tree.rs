@@ -106,6 +106,10 @@ struct Shared<'a> {
     wake: Condvar,
     /// Tasks queued or running; the run ends when it reaches zero.
     outstanding: AtomicUsize,
+    /// (device, inode) of each top-level destination directory: meeting one
+    /// in a source means copying into itself through a path the planner
+    /// could not see (a bind mount), so it is refused there.
+    dst_roots: Mutex<Vec<(u64, u64)>>,
     counters: Counters,
     errors: Mutex<Vec<CopyError>>,
     warnings: Mutex<Vec<CopyError>>,
@@ -130,6 +134,7 @@ pub(crate) fn run(
         queue: Mutex::new(VecDeque::new()),
         wake: Condvar::new(),
         outstanding: AtomicUsize::new(0),
+        dst_roots: Mutex::new(Vec::new()),
         counters: Counters::default(),
         errors: Mutex::new(Vec::new()),
         warnings: Mutex::new(Vec::new()),
@@ -717,6 +722,17 @@ impl<'s, 'a> Worker<'s, 'a> {
             let e = io::Error::from_raw_os_error(libc::ELOOP);
             return self.src_error(parent, name, "follow", &e);
         }
+        if self
+            .sh
+            .dst_roots
+            .lock()
+            .expect("roots lock")
+            .contains(&(st.dev, st.ino))
+        {
+            let path = join(&parent.src_path, sys::os_str(name));
+            let why = "cannot copy a directory into itself (the destination is inside the source)";
+            return self.sh.error(CopyError::refusal(path, "copy", why));
+        }
         if sys::CLONES_TREES
             && self.whole_clone_allowed()
             && self.clone_whole_dir(parent, &src, name, dst_name)
@@ -755,10 +771,20 @@ impl<'s, 'a> Worker<'s, 'a> {
         };
         // A directory we made is on its parent's filesystem; one that was
         // there may be a mount point.
-        let dst_dev = match merged {
+        let top_level = parent.stat.is_none();
+        let dst_dev = match merged || top_level {
             false => parent.dst_dev,
             true => match sys::fstat(dst.as_fd()) {
-                Ok(d) => d.dev,
+                Ok(d) => {
+                    if top_level {
+                        self.sh
+                            .dst_roots
+                            .lock()
+                            .expect("roots lock")
+                            .push((d.dev, d.ino));
+                    }
+                    d.dev
+                }
                 Err(e) => return self.dst_error(parent, dst_name, "stat", &e),
             },
         };

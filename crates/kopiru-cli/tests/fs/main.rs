@@ -384,6 +384,37 @@ fn refusals(fs: Fs) -> R {
     Ok(())
 }
 
+/// A destination reached through a bind mount of the source's own
+/// subdirectory is refused when the walk meets it, not copied into itself.
+fn into_itself_via_bind_mount(fs: Fs) -> R {
+    let w = fixture::workdir(fs, "bind")?;
+    let src = w.join("src");
+    std::fs::create_dir_all(src.join("sub"))?;
+    std::fs::write(src.join("file"), b"data")?;
+    let b = w.join("b");
+    std::fs::create_dir(&b)?;
+    fixture::sh(
+        Command::new("mount")
+            .arg("--bind")
+            .arg(src.join("sub"))
+            .arg(&b),
+    )?;
+    let o = kopiru([OsStr::new("copy"), src.as_os_str(), b.join("x").as_os_str()]);
+    let _ = Command::new("umount").arg(&b).status();
+    ensure!(code(&o) == 23, "want exit 23: {}", show(&o));
+    ensure!(
+        String::from_utf8_lossy(&o.stderr).contains("into itself"),
+        "{}",
+        show(&o)
+    );
+    ensure!(
+        std::fs::read(src.join("sub/x/file"))? == b"data",
+        "the rest was not copied"
+    );
+    ensure!(!src.join("sub/x/sub/x").exists(), "copied into itself");
+    Ok(())
+}
+
 /// Usage errors exit 2.
 fn usage() -> R {
     let o = kopiru(["copy"]);
@@ -849,6 +880,11 @@ fn main() {
         "refusals::ext4".into(),
         ext4.clone(),
         Box::new(|| refusals(Fs::Ext4)),
+    );
+    add(
+        "into_itself_via_bind_mount::ext4".into(),
+        ext4.clone(),
+        Box::new(|| into_itself_via_bind_mount(Fs::Ext4)),
     );
     add("readonly_dest::ext4".into(), ext4, Box::new(readonly_dest));
     add("proc_and_sys".into(), None, Box::new(proc_and_sys));
