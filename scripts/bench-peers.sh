@@ -33,7 +33,6 @@ done
 python3 - "$out" <<'PY'
 import json, os, statistics, sys
 out = sys.argv[1]
-rows = []
 for f in sorted(os.listdir(out)):
     if not f.endswith(".json") or f.endswith("-archive.json"):
         continue
@@ -45,7 +44,6 @@ for f in sorted(os.listdir(out)):
     peers = {k: v for k, v in med.items() if k in ("cp-r", "cp-a", "rsync-a", "xcp", "cpz", "fcp")}
     best = min(peers, key=peers.get)
     same_meta = min(med["cp-a"], med["rsync-a"])
-    rows.append((fs, corpus, med, best))
     print(f"| {fs} | {corpus} | " + " | ".join(f"{med.get(k, float('nan')):.3f}" for k in ("cp-r", "cp-a", "rsync-a", "xcp", "cpz", "fcp", "kopiru", "kopiru -a"))
           + f" | {best} | **{peers[best] / med['kopiru']:.2f}** | **{same_meta / med['kopiru -a']:.2f}** |")
 PY

@@ -819,13 +819,7 @@ impl<'s, 'a> Worker<'s, 'a> {
     /// Clones the directory `name` whole, in one call, if nothing in it
     /// needs per-file treatment (a read-only pre-walk, which also counts what
     /// it holds). False means "copy it entry by entry".
-    fn clone_whole_dir(
-        &mut self,
-        parent: &DirNode,
-        src: &Fd,
-        name: &CStr,
-        dst_name: &CStr,
-    ) -> bool {
+    fn clone_whole_dir(&self, parent: &DirNode, src: &Fd, name: &CStr, dst_name: &CStr) -> bool {
         let mut tally = Tally::default();
         if !plain_tree(src, self.sh.opts.preserve.links, &mut tally).unwrap_or(false) {
             return false;
