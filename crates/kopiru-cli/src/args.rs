@@ -1,7 +1,7 @@
 //! Command-line arguments, converted into the engine's options.
 
 use clap::{ArgAction, Args, Parser, Subcommand, ValueEnum};
-use kopiru::{CopyOptions, Follow, MethodChoice, Preserve, SparseMode};
+use kopiru::{CopyOptions, Follow, MethodChoice, Preserve, SparseMode, SyncMode};
 use std::path::PathBuf;
 
 /// Copies files, directory trees and disk images as fast as the filesystem
@@ -70,6 +70,14 @@ FICLONE on Linux, clonefile on macOS), offload (copy_file_range: the kernel
 copies), stream (read/write through one reused buffer). What failed is
 remembered per pair of devices.
 
+Nothing is ever half-written under its final name: a new directory tree is
+built under a temporary name (.kopiru-tmp.tree.*) beside its destination and
+renamed into place at the end; every file is written under a temporary name
+(.kopiru-tmp.*) and renamed when whole. With --sync end (the default) the
+renames wait until the data is on disk, so after a crash a name holds either
+the complete new file or what was there before. Run the same command with
+--resume to finish an interrupted copy.
+
 Exit codes: 0 everything copied; 23 some files failed, the rest was copied;
 1 nothing could be copied; 2 usage error.";
 
@@ -93,6 +101,17 @@ pub enum SparseArg {
     Always,
     /// Write every byte (also rules out clone and offload).
     Never,
+}
+
+#[derive(Clone, Copy, ValueEnum)]
+pub enum SyncArg {
+    /// Do not flush: data may still be in memory at exit (like cp).
+    None,
+    /// Everything is on disk when kopiru exits 0 (write-back starts while
+    /// copying; one flush per filesystem at the end).
+    End,
+    /// Each file is on disk before the next one is reported (slow).
+    File,
 }
 
 #[derive(Args)]
@@ -130,6 +149,19 @@ pub struct CopyArgs {
     /// How holes in sparse files are kept.
     #[arg(long, value_enum, default_value = "auto")]
     pub sparse: SparseArg,
+
+    /// When copied data is made durable.
+    #[arg(long, value_enum, default_value = "end")]
+    pub sync: SyncArg,
+
+    /// Finish an interrupted copy (same command again): complete files are
+    /// kept, leftover temporary files removed, the rest copied.
+    #[arg(long)]
+    pub resume: bool,
+
+    /// Never replace an existing destination file.
+    #[arg(short = 'n', long)]
+    pub no_clobber: bool,
 
     /// Worker threads [default: the number of CPUs].
     #[arg(short = 'j', long, value_name = "N")]
@@ -212,6 +244,13 @@ impl CopyArgs {
                 Follow::Never
             },
             jobs: self.jobs.unwrap_or(0),
+            sync: match self.sync {
+                SyncArg::None => SyncMode::None,
+                SyncArg::End => SyncMode::End,
+                SyncArg::File => SyncMode::File,
+            },
+            resume: self.resume,
+            no_clobber: self.no_clobber,
         })
     }
 }

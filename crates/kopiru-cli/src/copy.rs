@@ -122,6 +122,7 @@ fn json_summary(s: &Summary, code: u8) -> serde_json::Value {
         "symlinks": s.symlinks,
         "special_files": s.specials,
         "hard_links": s.hardlinks,
+        "skipped": s.skipped,
         "methods": methods,
         "errors": s.errors.iter().map(error_json).collect::<Vec<_>>(),
         "warnings": s.warnings.iter().map(error_json).collect::<Vec<_>>(),

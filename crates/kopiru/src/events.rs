@@ -90,6 +90,9 @@ pub struct Summary {
     pub specials: u64,
     /// Hard links re-created as hard links.
     pub hardlinks: u64,
+    /// Entries left as they were: already complete (`--resume`) or existing
+    /// (`--no-clobber`).
+    pub skipped: u64,
     /// Files per [`Method`], indexed in [`Method::ALL`] order.
     pub methods: [u64; 4],
     /// Failures, one per file or directory.

@@ -18,7 +18,7 @@ mod tree;
 
 pub use error::CopyError;
 pub use events::{FileDone, Method, NoopReporter, Reporter, Summary};
-pub use options::{CopyOptions, Follow, MethodChoice, Preserve, SparseMode};
+pub use options::{CopyOptions, Follow, MethodChoice, Preserve, SparseMode, SyncMode};
 pub use plan::PlanError;
 
 use std::path::{Path, PathBuf};

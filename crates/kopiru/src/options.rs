@@ -80,6 +80,21 @@ impl Default for Preserve {
     }
 }
 
+/// When copied data is made durable (survives a crash or power cut).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
+pub enum SyncMode {
+    /// Never flushed by kopiru: data may still be in the page cache at exit
+    /// (like `cp`).
+    None,
+    /// Everything is durable when the copy returns: write-back is started
+    /// per file while copying and one flush per destination filesystem waits
+    /// for it at the end, before anything appears under its final name.
+    #[default]
+    End,
+    /// Each file (data and name) is durable before the next is reported.
+    File,
+}
+
 /// Options of one copy.
 #[derive(Clone, Debug)]
 pub struct CopyOptions {
@@ -93,6 +108,13 @@ pub struct CopyOptions {
     pub follow: Follow,
     /// Worker threads; 0 picks from the machine.
     pub jobs: usize,
+    /// Durability.
+    pub sync: SyncMode,
+    /// Finish an interrupted copy: reuse its staged tree, keep destination
+    /// files that are already complete, remove leftover temporary files.
+    pub resume: bool,
+    /// Never replace an existing destination entry (`-n`).
+    pub no_clobber: bool,
 }
 
 impl Default for CopyOptions {
@@ -103,6 +125,9 @@ impl Default for CopyOptions {
             preserve: Preserve::DEFAULT,
             follow: Follow::Never,
             jobs: 0,
+            sync: SyncMode::End,
+            resume: false,
+            no_clobber: false,
         }
     }
 }

@@ -9,7 +9,7 @@
 use crate::data::{self, Caps, PairCaps};
 use crate::events::{FileDone, Method, Reporter, Summary};
 use crate::meta::{self, Target};
-use crate::options::{CopyOptions, Follow};
+use crate::options::{CopyOptions, Follow, SyncMode};
 use crate::plan::Job;
 use crate::sys::{self, Fd, FileKind, Stat};
 use crate::CopyError;
@@ -26,6 +26,9 @@ use std::sync::{Arc, Condvar, Mutex, OnceLock};
 const SHARE_ABOVE: usize = 128;
 /// Entries claimed at a time from a shared directory.
 const SLICE: usize = 32;
+/// Every temporary name kopiru makes starts with this, so leftovers are
+/// recognisable (and removed by `--resume`).
+pub const TMP_PREFIX: &str = ".kopiru-tmp.";
 
 /// A directory being copied: both descriptors stay open until its last entry
 /// is done and its metadata is applied.
@@ -43,6 +46,59 @@ struct DirNode {
     /// Tasks and subdirectories not finished yet, plus one for the listing.
     pending: AtomicUsize,
     parent: Option<Arc<DirNode>>,
+    /// Inside a tree that is built under a temporary name and renamed into
+    /// place at the end: nothing in it is visible under its final path yet.
+    staged: bool,
+    /// Made by this run, so it holds only what this run put there.
+    fresh: bool,
+    /// Renames (temporary → final name) of files in a visible directory that
+    /// wait until their data is durable (`--sync end`).
+    deferred: Mutex<Vec<(CString, CString)>>,
+}
+
+impl DirNode {
+    fn new(
+        src: Fd,
+        dst: Fd,
+        src_path: PathBuf,
+        dst_path: PathBuf,
+        dst_dev: u64,
+        parent: Option<Arc<DirNode>>,
+    ) -> DirNode {
+        DirNode {
+            src,
+            dst,
+            src_path,
+            dst_path,
+            dst_dev,
+            stat: None,
+            created_perm: 0,
+            pending: AtomicUsize::new(1),
+            parent,
+            staged: false,
+            fresh: false,
+            deferred: Mutex::new(Vec::new()),
+        }
+    }
+}
+
+/// A top-level directory built under a temporary name beside its
+/// destination, renamed into place once it is complete (and durable).
+struct StagedTree {
+    /// The destination's parent.
+    parent: Arc<DirNode>,
+    tmp: CString,
+    name: CString,
+}
+
+/// What is already at a destination name.
+enum Existing {
+    Absent,
+    /// Complete (`--resume`) or not to be touched (`--no-clobber`).
+    Keep,
+    /// Refused, already reported.
+    Refused,
+    Replace,
 }
 
 /// One entry to copy.
@@ -89,6 +145,7 @@ struct Counters {
     symlinks: AtomicU64,
     specials: AtomicU64,
     hardlinks: AtomicU64,
+    skipped: AtomicU64,
     methods: [AtomicU64; 4],
 }
 
@@ -114,6 +171,14 @@ struct Shared<'a> {
     errors: Mutex<Vec<CopyError>>,
     warnings: Mutex<Vec<CopyError>>,
     tmp_counter: AtomicU64,
+    /// Visible directories with deferred renames, kept open for the end.
+    finish: Mutex<Vec<Arc<DirNode>>>,
+    /// Trees to rename into place at the end.
+    staged: Mutex<Vec<StagedTree>>,
+    /// One descriptor per destination filesystem, opened before anything is
+    /// written there: the flush at the end goes through it, and `syncfs`
+    /// reports write-back errors that happened after it was opened.
+    filesystems: Mutex<Vec<(u64, Fd, PathBuf)>>,
 }
 
 /// Runs every job to completion on the worker threads.
@@ -139,6 +204,9 @@ pub(crate) fn run(
         errors: Mutex::new(Vec::new()),
         warnings: Mutex::new(Vec::new()),
         tmp_counter: AtomicU64::new(0),
+        finish: Mutex::new(Vec::new()),
+        staged: Mutex::new(Vec::new()),
+        filesystems: Mutex::new(Vec::new()),
     };
     for e in refused {
         sh.error(e);
@@ -152,17 +220,18 @@ pub(crate) fn run(
                 continue;
             }
         };
-        let node = Arc::new(DirNode {
-            src: job.src_dir,
-            dst: job.dst_dir,
-            src_path: job.src_parent,
-            dst_path: job.dst_parent,
+        sh.add_filesystem(dst_dev, &job.dst_dir, &job.dst_parent);
+        if opts.resume {
+            clean_temps(&sh, &job.dst_dir, &job.dst_parent);
+        }
+        let node = Arc::new(DirNode::new(
+            job.src_dir,
+            job.dst_dir,
+            job.src_parent,
+            job.dst_parent,
             dst_dev,
-            stat: None,
-            created_perm: 0,
-            pending: AtomicUsize::new(1),
-            parent: None,
-        });
+            None,
+        ));
         let item = Item {
             name: job.src_name,
             dst_name: Some(job.dst_name),
@@ -178,6 +247,7 @@ pub(crate) fn run(
         }
         Worker::new(&sh).serve();
     });
+    sh.publish();
     sh.into_summary()
 }
 
@@ -213,6 +283,119 @@ impl Shared<'_> {
         self.warnings.lock().expect("warnings lock").push(e);
     }
 
+    /// Registers a destination filesystem for the final flush.
+    fn add_filesystem(&self, dev: u64, fd: &Fd, path: &Path) {
+        let mut fss = self.filesystems.lock().expect("filesystems lock");
+        if fss.iter().any(|(d, _, _)| *d == dev) {
+            return;
+        }
+        match fd.try_clone() {
+            Ok(fd) => fss.push((dev, fd, path.to_path_buf())),
+            Err(e) => self.error(CopyError::io(path, "open", &e)),
+        }
+    }
+
+    /// The end of the run. `--sync end`: one flush per destination
+    /// filesystem makes every file's data durable; only then do the deferred
+    /// files and the staged trees move to their final names, and a second
+    /// flush makes those names durable. A failed flush fails everything that
+    /// was waiting on that filesystem: its temporary files and trees are
+    /// removed, never renamed, and the flush is not retried.
+    fn publish(&self) {
+        let opts = self.opts;
+        let finish = std::mem::take(&mut *self.finish.lock().expect("finish lock"));
+        let staged = std::mem::take(&mut *self.staged.lock().expect("staged lock"));
+        let fss = std::mem::take(&mut *self.filesystems.lock().expect("filesystems lock"));
+        // Raw errno per filesystem whose flush failed.
+        let mut failed: HashMap<u64, i32> = HashMap::new();
+        if opts.sync == SyncMode::End && !(finish.is_empty() && staged.is_empty()) {
+            for (dev, fd, _) in &fss {
+                if let Err(e) = sys::sync_fs(fd.as_fd()) {
+                    failed.insert(*dev, e.raw_os_error().unwrap_or(libc::EIO));
+                }
+            }
+        }
+        let mut renamed_on: Vec<u64> = Vec::new();
+        for dir in &finish {
+            let renames = std::mem::take(&mut *dir.deferred.lock().expect("deferred lock"));
+            for (tmp, name) in renames {
+                let path = || join(&dir.dst_path, sys::os_str(&name));
+                if let Some(&errno) = failed.get(&dir.dst_dev) {
+                    let _ = sys::unlink_at(dir.dst.as_fd(), &tmp, false);
+                    let e = io::Error::from_raw_os_error(errno);
+                    self.error(CopyError::io(path(), "sync", &e));
+                    continue;
+                }
+                match self.rename_final(dir.dst.as_fd(), &tmp, &name) {
+                    Ok(_) => {}
+                    Err(e) => {
+                        let _ = sys::unlink_at(dir.dst.as_fd(), &tmp, false);
+                        self.error(CopyError::io(path(), "rename", &e));
+                    }
+                }
+            }
+            // The renames changed the directory's times; put them back.
+            if let (Some(st), true) = (&dir.stat, opts.preserve.times) {
+                if let Err(e) = sys::futimens(dir.dst.as_fd(), st.atime, st.mtime) {
+                    self.warn(CopyError::io(&dir.dst_path, "set times", &e));
+                }
+            }
+            renamed_on.push(dir.dst_dev);
+        }
+        for t in staged {
+            let parent = t.parent.dst.as_fd();
+            let path = join(&t.parent.dst_path, sys::os_str(&t.name));
+            let dev = t.parent.dst_dev;
+            let outcome = match failed.get(&dev) {
+                Some(&errno) => Err(("sync", io::Error::from_raw_os_error(errno))),
+                None => sys::rename_noreplace(parent, &t.tmp, parent, &t.name)
+                    .map_err(|e| ("rename", e)),
+            };
+            match outcome {
+                Ok(()) => {
+                    renamed_on.push(dev);
+                    if opts.sync == SyncMode::File {
+                        if let Err(e) = sys::sync_file(parent) {
+                            self.error(CopyError::io(&t.parent.dst_path, "sync", &e));
+                        }
+                    }
+                }
+                Err((op, e)) => {
+                    if let Err(re) = remove_tree(parent, &t.tmp) {
+                        let tmp_path = join(&t.parent.dst_path, sys::os_str(&t.tmp));
+                        self.warn(CopyError::io(tmp_path, "remove", &re));
+                    }
+                    self.error(CopyError::io(path, op, &e));
+                }
+            }
+        }
+        if opts.sync == SyncMode::End {
+            for (dev, fd, path) in &fss {
+                if renamed_on.contains(dev) {
+                    if let Err(e) = sys::sync_fs(fd.as_fd()) {
+                        self.error(CopyError::io(path, "sync", &e));
+                    }
+                }
+            }
+        }
+    }
+
+    /// Moves a finished temporary to its final name. `Ok(false)`: the name
+    /// was taken meanwhile under `--no-clobber`; the temporary is removed.
+    fn rename_final(&self, dir: sys::FdRef, tmp: &CStr, name: &CStr) -> io::Result<bool> {
+        if !self.opts.no_clobber {
+            return sys::rename_at(dir, tmp, dir, name).map(|()| true);
+        }
+        match sys::rename_noreplace(dir, tmp, dir, name) {
+            Err(e) if e.raw_os_error() == Some(libc::EEXIST) => {
+                let _ = sys::unlink_at(dir, tmp, false);
+                self.counters.skipped.fetch_add(1, Ordering::Relaxed);
+                Ok(false)
+            }
+            r => r.map(|()| true),
+        }
+    }
+
     fn into_summary(self) -> Summary {
         let c = &self.counters;
         let get = |a: &AtomicU64| a.load(Ordering::Relaxed);
@@ -223,6 +406,7 @@ impl Shared<'_> {
             symlinks: get(&c.symlinks),
             specials: get(&c.specials),
             hardlinks: get(&c.hardlinks),
+            skipped: get(&c.skipped),
             methods: std::array::from_fn(|i| get(&c.methods[i])),
             errors: self.errors.into_inner().expect("errors lock"),
             warnings: self.warnings.into_inner().expect("warnings lock"),
@@ -281,6 +465,9 @@ impl<'s, 'a> Worker<'s, 'a> {
     }
 
     fn list(&mut self, dir: Arc<DirNode>) {
+        if self.sh.opts.resume && !dir.fresh {
+            clean_temps(self.sh, &dir.dst, &dir.dst_path);
+        }
         match sys::read_dir(dir.src.as_fd()) {
             Err(e) => self
                 .sh
@@ -358,6 +545,18 @@ impl<'s, 'a> Worker<'s, 'a> {
                     self.sh.umask,
                 );
                 self.warnings(&cur.dst_path, w);
+                if self.sh.opts.sync == SyncMode::File {
+                    if let Err(e) = sys::sync_file(cur.dst.as_fd()) {
+                        self.sh.error(CopyError::io(&cur.dst_path, "sync", &e));
+                    }
+                }
+            }
+            if !cur.deferred.lock().expect("deferred lock").is_empty() {
+                self.sh
+                    .finish
+                    .lock()
+                    .expect("finish lock")
+                    .push(cur.clone());
             }
             match cur.parent.clone() {
                 Some(p) => cur = p,
@@ -436,24 +635,45 @@ impl<'s, 'a> Worker<'s, 'a> {
         }
     }
 
-    /// Before replacing an existing destination entry: refuses a directory
-    /// (for anything but a directory) and the source itself.
-    fn check_replace(&self, dir: &DirNode, dst_name: &CStr, src: &Stat) -> bool {
-        match sys::stat_at(dir.dst.as_fd(), dst_name, false) {
-            Ok(d) if d.kind() == FileKind::Dir => {
-                self.dst_refusal(
-                    dir,
-                    dst_name,
-                    "cannot overwrite directory with non-directory",
-                );
-                false
-            }
-            Ok(d) if (d.dev, d.ino) == (src.dev, src.ino) => {
-                self.dst_refusal(dir, dst_name, "source and destination are the same file");
-                false
-            }
-            _ => true,
+    /// Looks at what is at a destination name before a non-directory is
+    /// put there: a directory or the source itself is refused; with
+    /// `--no-clobber` anything is kept; with `--resume` an entry that is
+    /// already a complete copy is kept.
+    fn existing(&self, dir: &DirNode, dst_name: &CStr, src: &Stat) -> Existing {
+        let Ok(d) = sys::stat_at(dir.dst.as_fd(), dst_name, false) else {
+            return Existing::Absent;
+        };
+        if d.kind() == FileKind::Dir {
+            self.dst_refusal(
+                dir,
+                dst_name,
+                "cannot overwrite directory with non-directory",
+            );
+            return Existing::Refused;
         }
+        if (d.dev, d.ino) == (src.dev, src.ino) {
+            self.dst_refusal(dir, dst_name, "source and destination are the same file");
+            return Existing::Refused;
+        }
+        let opts = self.sh.opts;
+        if opts.no_clobber || (opts.resume && self.complete(&d, src)) {
+            self.sh.counters.skipped.fetch_add(1, Ordering::Relaxed);
+            return Existing::Keep;
+        }
+        Existing::Replace
+    }
+
+    /// Whether a destination entry is a finished copy of `src`. Every file is
+    /// written under a temporary name and renamed only when whole, so a file
+    /// under its final name was complete when it got there; size and (when
+    /// times are kept) the modification time also catch a source changed
+    /// since.
+    fn complete(&self, d: &Stat, src: &Stat) -> bool {
+        d.kind() == src.kind()
+            && (src.kind() != FileKind::File || d.size == src.size)
+            && (!self.sh.opts.preserve.times
+                || src.kind() == FileKind::Symlink
+                || d.mtime == src.mtime)
     }
 
     /// Opens a source entry and stats it on the descriptor (one lookup);
@@ -507,9 +727,9 @@ impl<'s, 'a> Worker<'s, 'a> {
         let target = cell.get_or_init(|| {
             copied_here = true;
             self.copy_file(dir, &src, &st, name, dst_name)
-                .then(|| LinkTarget {
+                .map(|name| LinkTarget {
                     dir: dir.clone(),
-                    name: dst_name.to_owned(),
+                    name,
                 })
         });
         if copied_here {
@@ -526,6 +746,25 @@ impl<'s, 'a> Worker<'s, 'a> {
     fn hard_link(&mut self, dir: &DirNode, dst_name: &CStr, target: &LinkTarget, st: &Stat) {
         let (tdir, tname) = (target.dir.dst.as_fd(), target.name.as_c_str());
         let make = |n: &CStr| sys::link_at(tdir, tname, dir.dst.as_fd(), n);
+        if self.defers(dir) {
+            // A visible name may only appear once the data is durable.
+            match self.existing(dir, dst_name, st) {
+                Existing::Keep | Existing::Refused => return,
+                Existing::Absent | Existing::Replace => {}
+            }
+            let tmp = self.tmp_name();
+            match make(&tmp) {
+                Ok(()) => {
+                    dir.deferred
+                        .lock()
+                        .expect("deferred lock")
+                        .push((tmp, dst_name.to_owned()));
+                    self.sh.counters.hardlinks.fetch_add(1, Ordering::Relaxed);
+                }
+                Err(e) => self.dst_error(dir, dst_name, "link", &e),
+            }
+            return;
+        }
         match self.make_or_replace(dir, dst_name, st, make) {
             Some(Ok(())) => {
                 self.sh.counters.hardlinks.fetch_add(1, Ordering::Relaxed);
@@ -535,9 +774,16 @@ impl<'s, 'a> Worker<'s, 'a> {
         }
     }
 
+    /// Whether files finished in `dir` wait for the end-of-run flush before
+    /// getting their final names (`--sync end` in a visible directory).
+    fn defers(&self, dir: &DirNode) -> bool {
+        self.sh.opts.sync == SyncMode::End && !dir.staged
+    }
+
     /// Makes a new entry with `make`. If the name is taken, makes it under a
     /// temporary name and renames it over, so the old entry stays whole until
-    /// the new one replaces it. `None`: refused (already reported).
+    /// the new one replaces it. `None`: kept or refused (already counted or
+    /// reported).
     fn make_or_replace(
         &self,
         dir: &DirNode,
@@ -547,8 +793,9 @@ impl<'s, 'a> Worker<'s, 'a> {
     ) -> Option<io::Result<()>> {
         match make(dst_name) {
             Err(e) if e.raw_os_error() == Some(libc::EEXIST) => {
-                if !self.check_replace(dir, dst_name, st) {
-                    return None;
+                match self.existing(dir, dst_name, st) {
+                    Existing::Keep | Existing::Refused => return None,
+                    Existing::Absent | Existing::Replace => {}
                 }
                 let tmp = self.tmp_name();
                 Some(make(&tmp).and_then(|()| {
@@ -563,8 +810,11 @@ impl<'s, 'a> Worker<'s, 'a> {
         }
     }
 
-    /// Copies one regular file's data and metadata; false if it failed (the
-    /// error is reported and no partial file is left).
+    /// Copies one regular file's data and metadata under a temporary name
+    /// and gives it its final name once whole: at once, or at the end of the
+    /// run under `--sync end` in a visible directory. Returns the name the
+    /// finished data has now (hard links are made to it); `None` if it failed
+    /// (reported, nothing partial left), was refused or kept.
     fn copy_file(
         &mut self,
         dir: &DirNode,
@@ -572,39 +822,95 @@ impl<'s, 'a> Worker<'s, 'a> {
         st: &Stat,
         name: &CStr,
         dst_name: &CStr,
-    ) -> bool {
-        let opts = self.sh.opts;
-        let pair = self.pair_caps(st.dev, dir.dst_dev);
-        if sys::CLONE_CREATES_FILE {
-            if let Some(done) = self.clone_new(dir, src, st, name, dst_name) {
-                return done;
+    ) -> Option<CString> {
+        if !dir.fresh {
+            match self.existing(dir, dst_name, st) {
+                Existing::Keep => return Some(dst_name.to_owned()),
+                Existing::Refused => return None,
+                Existing::Absent | Existing::Replace => {}
             }
         }
+        let tmp = self.tmp_name();
+        let moved = match self.clone_new(dir, src, &tmp) {
+            Some(Ok(())) => data::Moved {
+                method: Method::Clone,
+                bytes: st.size,
+                why_not: None,
+            },
+            Some(Err(e)) => {
+                self.dst_error(dir, dst_name, "clone", &e);
+                return None;
+            }
+            None => self.write_tmp(dir, src, st, name, dst_name, &tmp)?,
+        };
+        let done = |w: &Self| {
+            w.file_done(
+                dir,
+                name,
+                moved.bytes,
+                moved.method,
+                moved.why_not.as_deref(),
+            );
+        };
+        if self.defers(dir) {
+            dir.deferred
+                .lock()
+                .expect("deferred lock")
+                .push((tmp.clone(), dst_name.to_owned()));
+            done(self);
+            return Some(tmp);
+        }
+        match self.sh.rename_final(dir.dst.as_fd(), &tmp, dst_name) {
+            Ok(true) => {}
+            Ok(false) => return None,
+            Err(e) => {
+                let _ = sys::unlink_at(dir.dst.as_fd(), &tmp, false);
+                self.dst_error(dir, dst_name, "rename", &e);
+                return None;
+            }
+        }
+        if self.sh.opts.sync == SyncMode::File {
+            // The name is durable once its directory is.
+            if let Err(e) = sys::sync_file(dir.dst.as_fd()) {
+                self.dst_error(dir, dst_name, "sync", &e);
+                return None;
+            }
+        }
+        done(self);
+        Some(dst_name.to_owned())
+    }
+
+    /// Creates `tmp` and fills it with the source's data and metadata, made
+    /// durable (`--sync file`) or on its way to the device (`--sync end`).
+    /// `None`: failed, reported, and `tmp` removed.
+    fn write_tmp(
+        &mut self,
+        dir: &DirNode,
+        src: &Fd,
+        st: &Stat,
+        name: &CStr,
+        dst_name: &CStr,
+        tmp: &CStr,
+    ) -> Option<data::Moved> {
+        let opts = self.sh.opts;
+        let pair = self.pair_caps(st.dev, dir.dst_dev);
         let perm = st.perm() & 0o777;
         let created_perm = perm & !self.sh.umask;
-        let (dst, tmp) = match sys::create_new(dir.dst.as_fd(), dst_name, perm) {
-            Ok(fd) => (fd, None),
-            Err(e) if e.raw_os_error() == Some(libc::EEXIST) => {
-                // Replace an existing file: write a temporary and rename it
-                // over, so the old file reads whole until the new one is.
-                if !self.check_replace(dir, dst_name, st) {
-                    return false;
-                }
-                let tmp = self.tmp_name();
-                match sys::create_new(dir.dst.as_fd(), &tmp, perm) {
-                    Ok(fd) => (fd, Some(tmp)),
-                    Err(e) => {
-                        self.dst_error(dir, dst_name, "create", &e);
-                        return false;
-                    }
-                }
-            }
+        let dst = match sys::create_new(dir.dst.as_fd(), tmp, perm) {
+            Ok(fd) => fd,
             Err(e) => {
                 self.dst_error(dir, dst_name, "create", &e);
-                return false;
+                return None;
             }
         };
-        let written_name = tmp.as_deref().unwrap_or(dst_name);
+        let fail = |w: &Self, op: &'static str, e: &io::Error| {
+            let _ = sys::unlink_at(dir.dst.as_fd(), tmp, false);
+            if op == "read" || op == "seek" {
+                w.src_error(dir, name, op, e);
+            } else {
+                w.dst_error(dir, dst_name, op, e);
+            }
+        };
         let moved = data::copy_data(
             src.as_fd(),
             st,
@@ -618,13 +924,8 @@ impl<'s, 'a> Worker<'s, 'a> {
             Ok(m) => m,
             Err((op, e)) => {
                 drop(dst);
-                let _ = sys::unlink_at(dir.dst.as_fd(), written_name, false);
-                if op == "read" || op == "seek" {
-                    self.src_error(dir, name, op, &e);
-                } else {
-                    self.dst_error(dir, dst_name, op, &e);
-                }
-                return false;
+                fail(self, op, &e);
+                return None;
             }
         };
         let warnings = meta::apply(
@@ -635,31 +936,26 @@ impl<'s, 'a> Worker<'s, 'a> {
             &opts.preserve,
             self.sh.umask,
         );
-        let finished = sys::close(dst).and_then(|()| match &tmp {
-            Some(tmp) => sys::rename_at(dir.dst.as_fd(), tmp, dir.dst.as_fd(), dst_name),
-            None => Ok(()),
-        });
-        if let Err(e) = finished {
-            let _ = sys::unlink_at(dir.dst.as_fd(), written_name, false);
-            self.dst_error(
-                dir,
-                dst_name,
-                if tmp.is_some() { "rename" } else { "close" },
-                &e,
-            );
-            return false;
+        let synced = match opts.sync {
+            SyncMode::None => Ok(()),
+            // Cloned data is the source's blocks: nothing to write.
+            SyncMode::End if moved.method == Method::Clone => Ok(()),
+            SyncMode::End => sys::write_back(dst.as_fd()),
+            SyncMode::File => sys::sync_file(dst.as_fd()),
+        };
+        if let Err(e) = synced {
+            drop(dst);
+            fail(self, "sync", &e);
+            return None;
+        }
+        if let Err(e) = sys::close(dst) {
+            fail(self, "close", &e);
+            return None;
         }
         if !warnings.is_empty() {
             self.warnings(&join(&dir.dst_path, sys::os_str(dst_name)), warnings);
         }
-        self.file_done(
-            dir,
-            name,
-            moved.bytes,
-            moved.method,
-            moved.why_not.as_deref(),
-        );
-        true
+        Some(moved)
     }
 
     fn file_done(
@@ -684,32 +980,31 @@ impl<'s, 'a> Worker<'s, 'a> {
         });
     }
 
-    /// macOS: `fclonefileat` creates the copy with data and metadata in one
+    /// macOS: `fclonefileat` creates the copy, data and metadata, in one
     /// call. `None` means "not cloned, copy it the usual way".
-    fn clone_new(
-        &mut self,
-        dir: &DirNode,
-        src: &Fd,
-        st: &Stat,
-        name: &CStr,
-        dst_name: &CStr,
-    ) -> Option<bool> {
+    fn clone_new(&self, dir: &DirNode, src: &Fd, tmp: &CStr) -> Option<io::Result<()>> {
         use crate::options::{MethodChoice, SparseMode};
         let opts = self.sh.opts;
-        if !matches!(opts.method, MethodChoice::Auto | MethodChoice::Clone)
+        if !sys::CLONE_CREATES_FILE
+            || !matches!(opts.method, MethodChoice::Auto | MethodChoice::Clone)
             || opts.sparse == SparseMode::Never
         {
             return None;
         }
-        match sys::clone_new(src.as_fd(), dir.dst.as_fd(), dst_name) {
-            Ok(()) => {
-                self.file_done(dir, name, st.size, Method::Clone, None);
-                Some(true)
+        let made = sys::clone_new(src.as_fd(), dir.dst.as_fd(), tmp).and_then(|()| {
+            if opts.sync != SyncMode::File {
+                return Ok(());
             }
-            Err(e) if opts.method == MethodChoice::Clone => {
-                self.dst_error(dir, dst_name, "clone", &e);
-                Some(false)
+            let synced = sys::open_source(dir.dst.as_fd(), tmp, false, false, false)
+                .and_then(|fd| sys::sync_file(fd.as_fd()));
+            if synced.is_err() {
+                let _ = sys::unlink_at(dir.dst.as_fd(), tmp, false);
             }
+            synced
+        });
+        match made {
+            Ok(()) => Some(Ok(())),
+            Err(e) if opts.method == MethodChoice::Clone => Some(Err(e)),
             Err(_) => None,
         }
     }
@@ -733,11 +1028,30 @@ impl<'s, 'a> Worker<'s, 'a> {
             let why = "cannot copy a directory into itself (the destination is inside the source)";
             return self.sh.error(CopyError::refusal(path, "copy", why));
         }
+        let top_level = parent.stat.is_none();
+        let staged_tmp = match top_level {
+            true => match self.stage(parent, dst_name) {
+                Ok(tmp) => tmp,
+                Err(()) => return,
+            },
+            false => None,
+        };
+        // What the directory is made as: its final name, or the staged one.
+        let target = staged_tmp.as_deref().unwrap_or(dst_name);
+        let stage_it = |w: &Self| {
+            if let Some(tmp) = &staged_tmp {
+                w.sh.staged.lock().expect("staged lock").push(StagedTree {
+                    parent: parent.clone(),
+                    tmp: tmp.clone(),
+                    name: dst_name.to_owned(),
+                });
+            }
+        };
         if sys::CLONES_TREES
             && self.whole_clone_allowed()
-            && self.clone_whole_dir(parent, &src, name, dst_name)
+            && self.clone_whole_dir(parent, &src, name, target)
         {
-            return;
+            return stage_it(self);
         }
         let umask = self.sh.umask;
         // Made with its final permission bits when they let us fill it, so no
@@ -746,12 +1060,12 @@ impl<'s, 'a> Worker<'s, 'a> {
         // what is created in it.)
         let perm = st.perm() & 0o777;
         let mkdir_mode = if perm & 0o300 == 0o300 { perm } else { 0o700 };
-        let mut merged = false;
-        let created_perm = match sys::mkdir_at(parent.dst.as_fd(), dst_name, mkdir_mode) {
+        let mut fresh = true;
+        let created_perm = match sys::mkdir_at(parent.dst.as_fd(), target, mkdir_mode) {
             Ok(()) => mkdir_mode & !umask,
             Err(e) if e.raw_os_error() == Some(libc::EEXIST) => {
-                merged = true;
-                match sys::stat_at(parent.dst.as_fd(), dst_name, false) {
+                fresh = false;
+                match sys::stat_at(parent.dst.as_fd(), target, false) {
                     Ok(d) if d.kind() == FileKind::Dir => d.perm(),
                     Ok(_) => {
                         return self.dst_refusal(
@@ -765,14 +1079,18 @@ impl<'s, 'a> Worker<'s, 'a> {
             }
             Err(e) => return self.dst_error(parent, dst_name, "mkdir", &e),
         };
-        let dst = match sys::open_dir(parent.dst.as_fd(), dst_name) {
+        if fresh && self.sh.opts.sync == SyncMode::File {
+            if let Err(e) = sys::sync_file(parent.dst.as_fd()) {
+                return self.dst_error(parent, dst_name, "sync", &e);
+            }
+        }
+        let dst = match sys::open_dir(parent.dst.as_fd(), target) {
             Ok(fd) => fd,
             Err(e) => return self.dst_error(parent, dst_name, "open", &e),
         };
         // A directory we made is on its parent's filesystem; one that was
         // there may be a mount point.
-        let top_level = parent.stat.is_none();
-        let dst_dev = match merged || top_level {
+        let dst_dev = match !fresh || top_level {
             false => parent.dst_dev,
             true => match sys::fstat(dst.as_fd()) {
                 Ok(d) => {
@@ -788,20 +1106,49 @@ impl<'s, 'a> Worker<'s, 'a> {
                 Err(e) => return self.dst_error(parent, dst_name, "stat", &e),
             },
         };
-        let node = Arc::new(DirNode {
+        let dst_path = join(&parent.dst_path, sys::os_str(dst_name));
+        if dst_dev != parent.dst_dev {
+            self.sh.add_filesystem(dst_dev, &dst, &dst_path);
+        }
+        let mut node = DirNode::new(
             src,
             dst,
-            src_path: join(&parent.src_path, sys::os_str(name)),
-            dst_path: join(&parent.dst_path, sys::os_str(dst_name)),
+            join(&parent.src_path, sys::os_str(name)),
+            dst_path,
             dst_dev,
-            stat: Some(st),
-            created_perm,
-            pending: AtomicUsize::new(1),
-            parent: Some(parent.clone()),
-        });
+            Some(parent.clone()),
+        );
+        node.stat = Some(st);
+        node.created_perm = created_perm;
+        node.staged = parent.staged || staged_tmp.is_some();
+        node.fresh = fresh;
+        let node = Arc::new(node);
+        stage_it(self);
         parent.pending.fetch_add(1, Ordering::SeqCst);
         self.sh.counters.dirs.fetch_add(1, Ordering::Relaxed);
         self.sh.push(Task::List(node));
+    }
+
+    /// For a top-level directory: if its destination does not exist yet, the
+    /// name to build it under (a leftover of an interrupted run is removed,
+    /// or reused with `--resume`). `Err`: failed, reported.
+    fn stage(&self, parent: &DirNode, dst_name: &CStr) -> Result<Option<CString>, ()> {
+        match sys::stat_at(parent.dst.as_fd(), dst_name, false) {
+            Err(e) if e.raw_os_error() == Some(libc::ENOENT) => {}
+            _ => return Ok(None),
+        }
+        let tmp = staged_name(dst_name);
+        if !self.sh.opts.resume {
+            match remove_tree(parent.dst.as_fd(), &tmp) {
+                Err(e) if e.raw_os_error() != Some(libc::ENOENT) => {
+                    let path = join(&parent.dst_path, sys::os_str(&tmp));
+                    self.sh.error(CopyError::io(path, "remove", &e));
+                    return Err(());
+                }
+                _ => {}
+            }
+        }
+        Ok(Some(tmp))
     }
 
     /// Whether the options allow a whole directory to be one clone (macOS):
@@ -949,4 +1296,66 @@ fn is_ancestor(dir: &DirNode, st: &Stat) -> bool {
         cur = d.parent.as_deref();
     }
     false
+}
+
+/// The name a new top-level tree is built under beside its destination:
+/// the same for every run, so `--resume` finds it.
+fn staged_name(dst_name: &CStr) -> CString {
+    // FNV-1a: short, stable and dependency-free; it only has to tell
+    // destinations in one directory apart.
+    let mut h: u64 = 0xcbf2_9ce4_8422_2325;
+    for &b in dst_name.to_bytes() {
+        h = (h ^ u64::from(b)).wrapping_mul(0x0100_0000_01b3);
+    }
+    CString::new(format!("{TMP_PREFIX}tree.{h:016x}")).expect("no NUL")
+}
+
+/// Removes a file, or a directory and everything in it.
+fn remove_tree(dir: sys::FdRef, name: &CStr) -> io::Result<()> {
+    match sys::unlink_at(dir, name, true) {
+        Err(e) if e.raw_os_error() == Some(libc::ENOTDIR) => {
+            return sys::unlink_at(dir, name, false)
+        }
+        Err(e) if matches!(e.raw_os_error(), Some(libc::ENOTEMPTY | libc::EEXIST)) => {}
+        r => return r,
+    }
+    let sub = sys::open_dir(dir, name)?;
+    // Copied directories can be read-only; their entries must go first.
+    let _ = sys::fchmod(sub.as_fd(), 0o700);
+    for e in sys::read_dir(sub.as_fd())? {
+        let is_dir = match e.kind {
+            Some(k) => k == FileKind::Dir,
+            None => sys::stat_at(sub.as_fd(), &e.name, false)?.kind() == FileKind::Dir,
+        };
+        if is_dir {
+            remove_tree(sub.as_fd(), &e.name)?;
+        } else {
+            sys::unlink_at(sub.as_fd(), &e.name, false)?;
+        }
+    }
+    sys::unlink_at(dir, name, true)
+}
+
+/// `--resume`: removes the temporary files an interrupted run left in a
+/// destination directory (staged trees, which are directories, are kept:
+/// they are resumed).
+fn clean_temps(sh: &Shared, dir: &Fd, path: &Path) {
+    let entries = match sys::read_dir(dir.as_fd()) {
+        Ok(e) => e,
+        Err(e) => return sh.warn(CopyError::io(path, "read directory", &e)),
+    };
+    for e in entries {
+        if !e.name.to_bytes().starts_with(TMP_PREFIX.as_bytes()) || e.kind == Some(FileKind::Dir) {
+            continue;
+        }
+        if let Err(err) = sys::unlink_at(dir.as_fd(), &e.name, false) {
+            if err.raw_os_error() != Some(libc::EISDIR) {
+                sh.warn(CopyError::io(
+                    join(path, sys::os_str(&e.name)),
+                    "remove",
+                    &err,
+                ));
+            }
+        }
+    }
 }

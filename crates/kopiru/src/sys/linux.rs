@@ -157,3 +157,54 @@ pub fn fs_type(fd: FdRef) -> io::Result<String> {
         other => format!("unknown (0x{other:x})"),
     })
 }
+
+/// Starts writing a file's dirty pages to the device without waiting, so the
+/// flush at the end finds most of the work done (`sync_file_range` WRITE).
+pub fn write_back(fd: FdRef) -> io::Result<()> {
+    cvt(unsafe { libc::sync_file_range(fd.as_raw_fd(), 0, 0, libc::SYNC_FILE_RANGE_WRITE) })?;
+    Ok(())
+}
+
+/// Makes one file (or directory) durable: data, size and metadata.
+pub fn sync_file(fd: FdRef) -> io::Result<()> {
+    cvt(unsafe { libc::fsync(fd.as_raw_fd()) })?;
+    Ok(())
+}
+
+/// Makes everything written on `fd`'s filesystem durable (`syncfs`). Since
+/// Linux 5.8 it reports write-back errors of any file on that filesystem that
+/// happened after `fd` was opened.
+pub fn sync_fs(fd: FdRef) -> io::Result<()> {
+    cvt(unsafe { libc::syncfs(fd.as_raw_fd()) })?;
+    Ok(())
+}
+
+/// `renameat2(RENAME_NOREPLACE)`: fails with EEXIST instead of replacing.
+pub fn rename_noreplace(old_dir: FdRef, old: &CStr, new_dir: FdRef, new: &CStr) -> io::Result<()> {
+    cvt(unsafe {
+        libc::syscall(
+            libc::SYS_renameat2,
+            old_dir.as_raw_fd(),
+            old.as_ptr(),
+            new_dir.as_raw_fd(),
+            new.as_ptr(),
+            libc::RENAME_NOREPLACE,
+        )
+    } as libc::c_int)?;
+    Ok(())
+}
+
+/// Opens a file for reading from the device rather than the page cache:
+/// O_DIRECT, or where that is refused, a normal open after dropping the
+/// file's clean cached pages. Reads need [`DIRECT_ALIGN`]-aligned buffers.
+pub fn open_uncached(dir: FdRef, name: &CStr) -> io::Result<super::Fd> {
+    let flags = libc::O_RDONLY | libc::O_NOFOLLOW | libc::O_CLOEXEC;
+    match super::unix::open_raw(dir, name, flags | libc::O_DIRECT, 0) {
+        Err(e) if e.raw_os_error() == Some(libc::EINVAL) => {
+            let fd = super::unix::open_raw(dir, name, flags, 0)?;
+            unsafe { libc::posix_fadvise(fd.as_raw_fd(), 0, 0, libc::POSIX_FADV_DONTNEED) };
+            Ok(fd)
+        }
+        r => r,
+    }
+}

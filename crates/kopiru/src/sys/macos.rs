@@ -130,3 +130,51 @@ pub fn fs_type(fd: FdRef) -> io::Result<String> {
     let name = unsafe { CStr::from_ptr(st.f_fstypename.as_ptr()) };
     Ok(name.to_string_lossy().into_owned())
 }
+
+/// macOS has no way to start write-back and no `syncfs`, so this writes the
+/// file's data to the drive now (`fsync`); the one `F_FULLFSYNC` at the end
+/// ([`sync_fs`]) then flushes the drive's cache for all of them.
+pub fn write_back(fd: FdRef) -> io::Result<()> {
+    cvt(unsafe { libc::fsync(fd.as_raw_fd()) })?;
+    Ok(())
+}
+
+/// Makes one file durable: `F_FULLFSYNC`, since `fsync` on macOS stops at the
+/// drive's volatile cache.
+pub fn sync_file(fd: FdRef) -> io::Result<()> {
+    match cvt(unsafe { libc::fcntl(fd.as_raw_fd(), libc::F_FULLFSYNC) }) {
+        // Filesystems without it (network, FAT) get a plain fsync.
+        Err(e) if e.raw_os_error() == Some(libc::ENOTSUP) => {
+            cvt(unsafe { libc::fsync(fd.as_raw_fd()) })?;
+            Ok(())
+        }
+        r => r.map(drop),
+    }
+}
+
+/// Flushes the drive's cache (`F_FULLFSYNC`). Unlike Linux `syncfs`, this
+/// does not write other files' dirty data: [`write_back`] did that per file.
+pub fn sync_fs(fd: FdRef) -> io::Result<()> {
+    sync_file(fd)
+}
+
+/// `renameatx_np(RENAME_EXCL)`: fails with EEXIST instead of replacing.
+pub fn rename_noreplace(old_dir: FdRef, old: &CStr, new_dir: FdRef, new: &CStr) -> io::Result<()> {
+    cvt(unsafe {
+        libc::renameatx_np(
+            old_dir.as_raw_fd(),
+            old.as_ptr(),
+            new_dir.as_raw_fd(),
+            new.as_ptr(),
+            libc::RENAME_EXCL,
+        )
+    })?;
+    Ok(())
+}
+
+/// Opens a file for reading with the cache bypassed (`F_NOCACHE`).
+pub fn open_uncached(dir: FdRef, name: &CStr) -> io::Result<super::Fd> {
+    let fd = super::unix::open_raw(dir, name, libc::O_RDONLY | libc::O_NOFOLLOW, 0)?;
+    cvt(unsafe { libc::fcntl(fd.as_raw_fd(), libc::F_NOCACHE, 1) })?;
+    Ok(fd)
+}

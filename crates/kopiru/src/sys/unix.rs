@@ -209,7 +209,7 @@ pub fn cwd() -> FdRef<'static> {
     unsafe { BorrowedFd::borrow_raw(libc::AT_FDCWD) }
 }
 
-fn open_raw(dir: FdRef, name: &CStr, flags: libc::c_int, mode: u32) -> io::Result<Fd> {
+pub(crate) fn open_raw(dir: FdRef, name: &CStr, flags: libc::c_int, mode: u32) -> io::Result<Fd> {
     let flags = flags | libc::O_CLOEXEC | libc::O_NOCTTY;
     retry(|| {
         let fd = cvt(unsafe {
@@ -537,3 +537,7 @@ pub fn close(fd: Fd) -> io::Result<()> {
     cvt(unsafe { libc::close(fd.into_raw_fd()) })?;
     Ok(())
 }
+
+/// Alignment of buffers, offsets and lengths for uncached reads: 4096 covers
+/// every logical block size in use.
+pub const DIRECT_ALIGN: usize = 4096;
