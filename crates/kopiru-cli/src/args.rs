@@ -155,9 +155,16 @@ pub struct CopyArgs {
     pub sync: SyncArg,
 
     /// Finish an interrupted copy (same command again): complete files are
-    /// kept, leftover temporary files removed, the rest copied.
+    /// kept, leftover temporary files removed, the rest copied. If the first
+    /// run created DEST as the copy of a directory, give -T both times, or
+    /// cp's rules would copy into DEST this time.
     #[arg(long)]
     pub resume: bool,
+
+    /// Treat DEST as the copy itself, even if it is an existing directory
+    /// (merge into it) rather than copying into it.
+    #[arg(short = 'T', long)]
+    pub no_target_directory: bool,
 
     /// Never replace an existing destination file.
     #[arg(short = 'n', long)]
@@ -251,6 +258,7 @@ impl CopyArgs {
             },
             resume: self.resume,
             no_clobber: self.no_clobber,
+            no_target_directory: self.no_target_directory,
         })
     }
 }

@@ -115,6 +115,9 @@ pub struct CopyOptions {
     pub resume: bool,
     /// Never replace an existing destination entry (`-n`).
     pub no_clobber: bool,
+    /// The destination is the copy itself even if it is an existing
+    /// directory (`-T`), so running a command again names the same copy.
+    pub no_target_directory: bool,
 }
 
 impl Default for CopyOptions {
@@ -128,6 +131,7 @@ impl Default for CopyOptions {
             sync: SyncMode::End,
             resume: false,
             no_clobber: false,
+            no_target_directory: false,
         }
     }
 }

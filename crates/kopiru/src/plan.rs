@@ -42,7 +42,15 @@ pub(crate) fn plan(
     if sources.is_empty() {
         return Err(PlanError("missing destination operand".into()));
     }
-    let dest_is_dir = sys::stat_path(dest, true).is_ok_and(|st| st.kind() == FileKind::Dir);
+    if opts.no_target_directory && sources.len() > 1 {
+        return Err(PlanError(
+            "-T (no target directory) takes one source and one destination".into(),
+        ));
+    }
+    // With -T the destination is the copy itself, never a directory to copy
+    // into.
+    let dest_is_dir = !opts.no_target_directory
+        && sys::stat_path(dest, true).is_ok_and(|st| st.kind() == FileKind::Dir);
     if sources.len() > 1 && !dest_is_dir {
         return Err(PlanError(format!(
             "target '{}' is not a directory (needed for several sources)",
@@ -62,9 +70,16 @@ pub(crate) fn plan(
 
 /// Splits a path into (parent, name), resolving `.`, `..` and `/` first since
 /// they have no name of their own.
+/// Whether a path ends in a name of its own: not `.`, `..` or `/`. (Rust's
+/// `components()` drops a trailing `.`, so "dir/." is checked by hand: cp
+/// copies the contents of "dir/." into the destination itself.)
+fn ends_in_name(path: &Path) -> bool {
+    let bytes = path.as_os_str().as_encoded_bytes();
+    matches!(path.components().next_back(), Some(Component::Normal(_))) && !bytes.ends_with(b"/.")
+}
+
 fn split(path: &Path) -> std::io::Result<(PathBuf, std::ffi::OsString)> {
-    let ends_in_name = matches!(path.components().next_back(), Some(Component::Normal(_)));
-    let path = if ends_in_name {
+    let path = if ends_in_name(path) {
         path.to_path_buf()
     } else {
         path.canonicalize()?
@@ -92,7 +107,7 @@ fn plan_one(
 
     // cp: into an existing directory under the source's name; "." and ".."
     // (no name of their own) merge into the directory itself.
-    let named = matches!(src.components().next_back(), Some(Component::Normal(_)));
+    let named = ends_in_name(src);
     let dst_path = match (dest_is_dir, named) {
         (true, true) => dest.join(src.file_name().expect("named")),
         _ => dest.to_path_buf(),

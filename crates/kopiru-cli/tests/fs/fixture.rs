@@ -100,7 +100,24 @@ pub fn make_fs(fs: Fs, tag: &str, size_mib: u64, extra_mkfs: &[&str]) -> Result<
         "/var/tmp/kopiru-test-{}-{tag}.img",
         std::process::id()
     ));
-    let mnt = run_root().join(format!("mnt-{tag}"));
+    make_fs_at(
+        fs,
+        image,
+        &run_root().join(format!("mnt-{tag}")),
+        size_mib,
+        extra_mkfs,
+    )
+}
+
+/// Makes a filesystem in the image file `image` (replaced if it exists) and
+/// mounts it on `mnt`.
+pub fn make_fs_at(
+    fs: Fs,
+    image: PathBuf,
+    mnt: &Path,
+    size_mib: u64,
+    extra_mkfs: &[&str],
+) -> Result<PathBuf, String> {
     let _ = std::fs::remove_file(&image);
     let f = std::fs::File::create(&image).map_err(|e| format!("create image: {e}"))?;
     f.set_len(size_mib << 20)
@@ -113,16 +130,34 @@ pub fn make_fs(fs: Fs, tag: &str, size_mib: u64, extra_mkfs: &[&str]) -> Result<
         Fs::Btrfs => mkfs.args(["-q", "-f"]),
     };
     sh(mkfs.args(extra_mkfs).arg(&image))?;
-    std::fs::create_dir_all(&mnt).map_err(|e| format!("mkdir {}: {e}", mnt.display()))?;
+    mount_image(fs, image, mnt)
+}
+
+/// Mounts an image file (through a loop device that goes away on unmount).
+/// XFS refuses a second filesystem with a UUID it has seen mounted; snapshots
+/// have the same one, so XFS gets `nouuid`.
+pub fn mount_image(fs: Fs, image: PathBuf, mnt: &Path) -> Result<PathBuf, String> {
+    std::fs::create_dir_all(mnt).map_err(|e| format!("mkdir {}: {e}", mnt.display()))?;
+    let opts = match fs {
+        Fs::Xfs => "loop,nouuid",
+        _ => "loop",
+    };
     sh(Command::new("mount")
-        .args(["-o", "loop"])
+        .args(["-o", opts])
         .arg(&image)
-        .arg(&mnt))?;
+        .arg(mnt))?;
     MOUNTED.lock().unwrap().push(Mounted {
         image,
-        mnt: mnt.clone(),
+        mnt: mnt.to_path_buf(),
     });
-    Ok(mnt)
+    Ok(mnt.to_path_buf())
+}
+
+/// Unmounts one filesystem made here (its image stays until the end).
+pub fn unmount(mnt: &Path) -> Result<(), String> {
+    sh(Command::new("umount").arg(mnt))?;
+    MOUNTED.lock().unwrap().retain(|m| m.mnt != mnt);
+    Ok(())
 }
 
 /// The shared filesystem of each kind, made on first use.
@@ -146,8 +181,13 @@ pub fn workdir(fs: Fs, test: &str) -> Result<PathBuf, String> {
 
 /// Unmounts and deletes everything the run made.
 pub fn teardown() {
-    for m in MOUNTED.lock().unwrap().drain(..) {
-        let _ = Command::new("umount").arg("-l").arg(&m.mnt).status();
+    // Newest first: images of later filesystems can live on earlier ones.
+    for m in MOUNTED.lock().unwrap().drain(..).rev() {
+        let _ = Command::new("umount")
+            .arg("-l")
+            .arg(&m.mnt)
+            .stderr(std::process::Stdio::null())
+            .status();
         let _ = std::fs::remove_file(&m.image);
     }
     let _ = std::fs::remove_dir_all(run_root());

@@ -3,6 +3,7 @@
 //! tools, strace) are missing are reported as ignored, with the reason printed
 //! loudly, never passed silently.
 
+mod durability;
 mod fixture;
 mod manifest;
 mod trees;
@@ -848,6 +849,32 @@ fn main() {
             why.clone().or_else(strace),
             Box::new(move || injected_eio(fs)),
         );
+        let needs_strace = why.clone().or_else(strace);
+        add(
+            format!("flush_fails::{n}"),
+            needs_strace.clone(),
+            Box::new(move || durability::flush_fails(fs)),
+        );
+        add(
+            format!("fsync_fails::{n}"),
+            needs_strace.clone(),
+            Box::new(move || durability::fsync_fails(fs)),
+        );
+        add(
+            format!("rename_fails::{n}"),
+            needs_strace.clone(),
+            Box::new(move || durability::rename_fails(fs)),
+        );
+        add(
+            format!("resume::{n}"),
+            needs_strace.clone(),
+            Box::new(move || durability::resume(fs)),
+        );
+        add(
+            format!("power_cut::{n}"),
+            needs_strace.or_else(|| Fs::Xfs.unavailable()),
+            Box::new(move || durability::power_cut(fs)),
+        );
         if fs.can_clone() {
             add(
                 format!("clone_shares::{n}"),
@@ -885,6 +912,16 @@ fn main() {
         "into_itself_via_bind_mount::ext4".into(),
         ext4.clone(),
         Box::new(|| into_itself_via_bind_mount(Fs::Ext4)),
+    );
+    add(
+        "inode_starved::ext4".into(),
+        ext4.clone(),
+        Box::new(durability::inode_starved),
+    );
+    add(
+        "readonly_source::ext4".into(),
+        ext4.clone(),
+        Box::new(durability::readonly_source),
     );
     add("readonly_dest::ext4".into(), ext4, Box::new(readonly_dest));
     add("proc_and_sys".into(), None, Box::new(proc_and_sys));

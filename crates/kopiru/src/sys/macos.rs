@@ -131,10 +131,14 @@ pub fn fs_type(fd: FdRef) -> io::Result<String> {
     Ok(name.to_string_lossy().into_owned())
 }
 
-/// macOS has no way to start write-back and no `syncfs`, so this writes the
-/// file's data to the drive now (`fsync`); the one `F_FULLFSYNC` at the end
-/// ([`sync_fs`]) then flushes the drive's cache for all of them.
-pub fn write_back(fd: FdRef) -> io::Result<()> {
+/// Whether [`sync_fs`] writes every file's dirty data: not on macOS, where
+/// `F_FULLFSYNC` only flushes the drive's cache.
+pub const FS_SYNC_WRITES_FILES: bool = false;
+
+/// macOS has no `syncfs`, so this writes the file's data to the drive now
+/// (`fsync`); the one `F_FULLFSYNC` at the end ([`sync_fs`]) then flushes the
+/// drive's cache for all of them.
+pub fn before_fs_sync(fd: FdRef) -> io::Result<()> {
     cvt(unsafe { libc::fsync(fd.as_raw_fd()) })?;
     Ok(())
 }
