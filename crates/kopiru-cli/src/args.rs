@@ -18,6 +18,10 @@ pub enum Command {
     /// Copy files and directory trees (cp-like destination rules).
     #[command(visible_alias = "cp", after_help = COPY_AFTER_HELP)]
     Copy(CopyArgs),
+    /// Compare two trees (or files) by content: every file hashed (BLAKE3)
+    /// on both sides, the destination read from the device, not the cache.
+    /// Prints each difference; exits 0 if identical, 1 if not, 2 on errors.
+    Verify(VerifyArgs),
     /// Show a path's filesystem and whether clone and offload work from one
     /// path to another (tried on scratch files, removed afterwards).
     Probe(ProbeArgs),
@@ -166,6 +170,12 @@ pub struct CopyArgs {
     #[arg(short = 'T', long)]
     pub no_target_directory: bool,
 
+    /// After the copy is on disk, read every copied file back from the
+    /// device (not the cache) and compare it with its source (BLAKE3).
+    /// Differences are errors.
+    #[arg(long)]
+    pub verify: bool,
+
     /// Never replace an existing destination file.
     #[arg(short = 'n', long)]
     pub no_clobber: bool,
@@ -187,6 +197,26 @@ pub struct CopyArgs {
     pub explain: bool,
 
     /// Print a JSON summary on stdout at the end.
+    #[arg(long)]
+    pub json: bool,
+}
+
+#[derive(Args)]
+pub struct VerifyArgs {
+    /// The original.
+    pub source: PathBuf,
+    /// The copy to check.
+    pub dest: PathBuf,
+
+    /// Do not report entries that exist only in DEST.
+    #[arg(long)]
+    pub ignore_extra: bool,
+
+    /// Hashing threads [default: the number of CPUs].
+    #[arg(short = 'j', long, value_name = "N")]
+    pub jobs: Option<usize>,
+
+    /// Print a JSON report on stdout instead of one line per difference.
     #[arg(long)]
     pub json: bool,
 }
@@ -259,6 +289,7 @@ impl CopyArgs {
             resume: self.resume,
             no_clobber: self.no_clobber,
             no_target_directory: self.no_target_directory,
+            verify: self.verify,
         })
     }
 }

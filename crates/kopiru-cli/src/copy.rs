@@ -123,6 +123,7 @@ fn json_summary(s: &Summary, code: u8) -> serde_json::Value {
         "special_files": s.specials,
         "hard_links": s.hardlinks,
         "skipped": s.skipped,
+        "verified_files": s.verified_files,
         "methods": methods,
         "errors": s.errors.iter().map(error_json).collect::<Vec<_>>(),
         "warnings": s.warnings.iter().map(error_json).collect::<Vec<_>>(),

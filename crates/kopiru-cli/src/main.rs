@@ -8,6 +8,7 @@ mod exit;
 mod plot;
 mod probe;
 mod progress;
+mod verify;
 
 use clap::Parser;
 use std::process::ExitCode;
@@ -17,6 +18,7 @@ fn main() -> ExitCode {
     let code = match cli.command {
         args::Command::Copy(a) => copy::run(a),
         args::Command::Probe(a) => probe::run(a),
+        args::Command::Verify(a) => verify::run(a),
         args::Command::Bench(args::BenchCommand::Sweep(a)) => bench::run(a),
     };
     ExitCode::from(code)

@@ -93,6 +93,8 @@ pub struct Summary {
     /// Entries left as they were: already complete (`--resume`) or existing
     /// (`--no-clobber`).
     pub skipped: u64,
+    /// Files compared with their source after copying (`--verify`).
+    pub verified_files: u64,
     /// Files per [`Method`], indexed in [`Method::ALL`] order.
     pub methods: [u64; 4],
     /// Failures, one per file or directory.

@@ -15,6 +15,7 @@ mod plan;
 pub mod probe;
 pub mod sys;
 mod tree;
+pub mod verify;
 
 pub use error::CopyError;
 pub use events::{FileDone, Method, NoopReporter, Reporter, Summary};
@@ -40,7 +41,51 @@ pub fn copy(
 ) -> Result<Summary, PlanError> {
     let start = Instant::now();
     let (jobs, refused) = plan::plan(sources, dest, opts)?;
+    let pairs: Vec<(PathBuf, PathBuf)> = jobs
+        .iter()
+        .map(|j| {
+            (
+                tree::join(&j.src_parent, sys::os_str(&j.src_name)),
+                tree::join(&j.dst_parent, sys::os_str(&j.dst_name)),
+            )
+        })
+        .collect();
     let mut summary = tree::run(jobs, opts, reporter, refused);
+    if opts.verify {
+        for (src, dst) in &pairs {
+            verify_copy(src, dst, opts, reporter, &mut summary);
+        }
+    }
     summary.elapsed = start.elapsed();
     Ok(summary)
+}
+
+/// `--verify`: compares what is now at `dst` with `src`, the destination
+/// read from the device; each difference is an error of that file.
+fn verify_copy(
+    src: &Path,
+    dst: &Path,
+    opts: &CopyOptions,
+    reporter: &dyn Reporter,
+    summary: &mut Summary,
+) {
+    let vopts = verify::VerifyOptions {
+        jobs: opts.jobs,
+        extra_is_difference: false,
+    };
+    let report = verify::verify(src, dst, vopts);
+    summary.verified_files += report.files;
+    for d in report.differences {
+        let path = match d.path.as_os_str().is_empty() {
+            true => dst.to_path_buf(),
+            false => dst.join(&d.path),
+        };
+        let e = CopyError::refusal(path, "verify", d.what);
+        reporter.error(&e);
+        summary.errors.push(e);
+    }
+    for e in report.errors {
+        reporter.error(&e);
+        summary.errors.push(e);
+    }
 }

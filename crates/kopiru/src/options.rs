@@ -118,6 +118,9 @@ pub struct CopyOptions {
     /// The destination is the copy itself even if it is an existing
     /// directory (`-T`), so running a command again names the same copy.
     pub no_target_directory: bool,
+    /// After copying (and flushing), compare every file with its source,
+    /// reading the destination from the device (BLAKE3 of both).
+    pub verify: bool,
 }
 
 impl Default for CopyOptions {
@@ -132,6 +135,7 @@ impl Default for CopyOptions {
             resume: false,
             no_clobber: false,
             no_target_directory: false,
+            verify: false,
         }
     }
 }

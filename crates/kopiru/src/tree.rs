@@ -452,6 +452,7 @@ impl Shared<'_> {
             specials: get(&c.specials),
             hardlinks: get(&c.hardlinks),
             skipped: get(&c.skipped),
+            verified_files: 0,
             methods: std::array::from_fn(|i| get(&c.methods[i])),
             errors: self.errors.into_inner().expect("errors lock"),
             warnings: self.warnings.into_inner().expect("warnings lock"),

@@ -81,7 +81,10 @@ fn is_temporary(p: &[u8]) -> bool {
 /// Each regular file in `dst` under a final name is whole: equal to the
 /// same path in one of `versions` (old or new content).
 fn all_whole(dst: &Manifest, versions: &[&Manifest]) -> R {
-    for (p, e) in dst.iter().filter(|(p, e)| e.kind == 'f' && !is_temporary(p)) {
+    for (p, e) in dst
+        .iter()
+        .filter(|(p, e)| e.kind == 'f' && !is_temporary(p))
+    {
         let name = String::from_utf8_lossy(p);
         ensure!(
             versions.iter().any(|v| v
@@ -465,5 +468,109 @@ pub fn resume(fs: Fs) -> R {
     ensure!(code(&o) == 0, "{}", show(&o));
     exact(&src, &dst)?;
     ensure!(temporaries(&w)?.is_empty(), "left: {:?}", temporaries(&w)?);
+    Ok(())
+}
+
+/// `copy --verify` reads every copied file back and passes; `kopiru verify`
+/// finds each kind of difference and exits 1.
+pub fn verify_tree(fs: Fs) -> R {
+    let w = fixture::workdir(fs, "verify")?;
+    let (src, dst) = (w.join("src"), w.join("dst"));
+    tree(&src, 9)?;
+    let o = copy(&[OsStr::new("--verify"), src.as_os_str(), dst.as_os_str()]);
+    let j = json(&o)?;
+    ensure!(code(&o) == 0 && j["verified_files"] == 121, "{}", show(&o));
+    let v = |extra: &[&str]| {
+        Command::new(env!("CARGO_BIN_EXE_kopiru"))
+            .arg("verify")
+            .args(extra)
+            .arg(&src)
+            .arg(&dst)
+            .output()
+    };
+    let o = v(&[])?;
+    ensure!(code(&o) == 0 && o.stdout.is_empty(), "{}", show(&o));
+    // One byte changed in place (same size), one file gone, one extra, a
+    // symlink retargeted.
+    let f = dst.join("d2/f07");
+    let mut bytes = std::fs::read(&f)?;
+    let mid = bytes.len() / 2;
+    bytes[mid] ^= 1;
+    std::fs::write(&f, &bytes)?;
+    std::fs::remove_file(dst.join("d0/f03"))?;
+    std::fs::write(dst.join("d1/extra"), b"x")?;
+    std::fs::remove_file(dst.join("link"))?;
+    std::os::unix::fs::symlink("d0/f01", dst.join("link"))?;
+    let o = v(&[])?;
+    let out = String::from_utf8_lossy(&o.stdout);
+    ensure!(code(&o) == 1, "want exit 1: {}", show(&o));
+    for (p, what) in [
+        ("d2/f07", "content differs"),
+        ("d0/f03", "missing in destination"),
+        ("d1/extra", "only in destination"),
+        ("link", "symlink target differs"),
+    ] {
+        let line = format!("{}: {what}", dst.join(p).display());
+        ensure!(
+            out.lines().any(|l| l == line),
+            "no line '{line}' in:\n{out}"
+        );
+    }
+    ensure!(out.lines().count() == 4, "{out}");
+    Ok(())
+}
+
+/// `kopiru verify` reads the destination from the device: a block changed
+/// on the device behind the page cache (which still holds the good data, as
+/// `cmp` shows) is found.
+pub fn verify_reads_device() -> R {
+    let mnt = fixture::make_fs(Fs::Ext4, "verify-dev", 64, &[])?;
+    let (src, dst) = (mnt.join("src"), mnt.join("dst"));
+    trees::write_random(&src, 1 << 20, 42)?;
+    let o = copy(&[src.as_os_str(), dst.as_os_str()]);
+    ensure!(code(&o) == 0, "{}", show(&o));
+    std::fs::read(&dst)?; // in the page cache now
+                          // The first extent's first physical block, in 4 KiB blocks.
+    let frag = fixture::sh(Command::new("filefrag").args(["-v", "-b4096"]).arg(&dst))?;
+    let block: u64 = frag
+        .lines()
+        .find_map(|l| {
+            let f: Vec<&str> = l.split_whitespace().collect();
+            (f.first() == Some(&"0:")).then(|| f.get(3)?.trim_end_matches("..").parse().ok())?
+        })
+        .ok_or_else(|| format!("no extent in:\n{frag}"))?;
+    let dev = fixture::sh(
+        Command::new("findmnt")
+            .args(["-n", "-o", "SOURCE"])
+            .arg(&mnt),
+    )?;
+    fixture::sh(
+        Command::new("dd")
+            .args([
+                "if=/dev/zero",
+                "bs=4096",
+                "count=1",
+                "oflag=direct,sync",
+                "conv=notrunc",
+            ])
+            .arg(format!("of={}", dev.trim()))
+            .arg(format!("seek={block}")),
+    )?;
+    let cached = Command::new("cmp").arg(&src).arg(&dst).output()?;
+    ensure!(
+        cached.status.success(),
+        "the page cache did not keep the old data; the test proves nothing"
+    );
+    let o = Command::new(env!("CARGO_BIN_EXE_kopiru"))
+        .arg("verify")
+        .arg(&src)
+        .arg(&dst)
+        .output()?;
+    ensure!(code(&o) == 1, "want exit 1: {}", show(&o));
+    ensure!(
+        String::from_utf8_lossy(&o.stdout).contains("content differs"),
+        "{}",
+        show(&o)
+    );
     Ok(())
 }

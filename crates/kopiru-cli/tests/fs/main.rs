@@ -875,6 +875,11 @@ fn main() {
             needs_strace.or_else(|| Fs::Xfs.unavailable()),
             Box::new(move || durability::power_cut(fs)),
         );
+        add(
+            format!("verify_tree::{n}"),
+            why.clone(),
+            Box::new(move || durability::verify_tree(fs)),
+        );
         if fs.can_clone() {
             add(
                 format!("clone_shares::{n}"),
@@ -912,6 +917,11 @@ fn main() {
         "into_itself_via_bind_mount::ext4".into(),
         ext4.clone(),
         Box::new(|| into_itself_via_bind_mount(Fs::Ext4)),
+    );
+    add(
+        "verify_reads_device::ext4".into(),
+        ext4.clone(),
+        Box::new(durability::verify_reads_device),
     );
     add(
         "inode_starved::ext4".into(),
