@@ -36,6 +36,34 @@ pub enum BenchCommand {
     /// files, copied by kopiru and by `cp -r` and `rsync -a` where installed.
     /// Prints a table of median seconds; draws a log-log chart with --plot.
     Sweep(SweepArgs),
+    /// What durability costs here: N writes of 1 byte and of 100 kB
+    /// (buffered, flushed each, fsynced each), then the time until a
+    /// small-file tree is on disk with each --sync mode. Prints tables.
+    Fsync(FsyncArgs),
+}
+
+#[derive(Args)]
+pub struct FsyncArgs {
+    /// Where to write (removed afterwards). Use the filesystem you care
+    /// about [default: the system's temporary directory].
+    #[arg(long, value_name = "PATH")]
+    pub dir: Option<PathBuf>,
+
+    /// Writes per row of the buffering table.
+    #[arg(long, value_name = "N", default_value_t = 10_000)]
+    pub writes: usize,
+
+    /// Files in the tree copied with each --sync mode.
+    #[arg(long, value_name = "N", default_value_t = 4096)]
+    pub files: usize,
+
+    /// Size of each of those files (K, M suffixes).
+    #[arg(long, value_name = "SIZE", default_value = "16K")]
+    pub file_size: String,
+
+    /// Timed runs per measurement (the median is reported).
+    #[arg(long, value_name = "N", default_value_t = 3)]
+    pub runs: usize,
 }
 
 #[derive(Args)]

@@ -3,6 +3,7 @@
 
 mod args;
 mod bench;
+mod bench_fsync;
 mod copy;
 mod exit;
 mod plot;
@@ -20,6 +21,7 @@ fn main() -> ExitCode {
         args::Command::Probe(a) => probe::run(a),
         args::Command::Verify(a) => verify::run(a),
         args::Command::Bench(args::BenchCommand::Sweep(a)) => bench::run(a),
+        args::Command::Bench(args::BenchCommand::Fsync(a)) => bench_fsync::run(a),
     };
     ExitCode::from(code)
 }

@@ -780,6 +780,65 @@ fn bench_sweep() -> R {
     Ok(())
 }
 
+/// `kopiru bench fsync`: both tables, every cell a time, the fsync column
+/// slower than the buffered one, and nothing left behind.
+fn bench_fsync() -> R {
+    let dir = fixture::workdir(Fs::Ext4, "bench-fsync")?;
+    let o = kopiru([
+        OsStr::new("bench"),
+        OsStr::new("fsync"),
+        OsStr::new("--dir"),
+        dir.as_os_str(),
+        OsStr::new("--writes"),
+        OsStr::new("200"),
+        OsStr::new("--files"),
+        OsStr::new("300"),
+        OsStr::new("--runs"),
+        OsStr::new("1"),
+    ]);
+    ensure!(code(&o) == 0, "{}", show(&o));
+    let out = String::from_utf8_lossy(&o.stdout);
+    let lines: Vec<&str> = out.lines().collect();
+    let num = |s: &str| {
+        s.parse::<f64>()
+            .map_err(|_| format!("not a time: {s:?} in\n{out}"))
+    };
+    for label in ["1 B", "100 kB"] {
+        let row = lines
+            .iter()
+            .find(|l| l.starts_with(label))
+            .ok_or_else(|| format!("no {label} row in\n{out}"))?;
+        let cells: Vec<f64> = row[label.len()..]
+            .split_whitespace()
+            .map(num)
+            .collect::<Result<_, _>>()?;
+        ensure!(cells.len() == 3, "{row}");
+        ensure!(
+            cells[2] > cells[0],
+            "fsync each not slower than buffered: {row}"
+        );
+    }
+    for mode in [
+        "--sync none (not",
+        "--sync none, then",
+        "--sync end",
+        "--sync file",
+    ] {
+        let row = lines
+            .iter()
+            .find(|l| l.starts_with(mode))
+            .ok_or_else(|| format!("no {mode} row in\n{out}"))?;
+        let t = num(row.split_whitespace().last().unwrap_or(""))?;
+        ensure!(t > 0.0 && t < 60.0, "{row}");
+    }
+    ensure!(
+        std::fs::read_dir(&dir)?.next().is_none(),
+        "files left behind in {}",
+        dir.display()
+    );
+    Ok(())
+}
+
 // ---------------------------------------------------------------- the list
 
 fn main() {
@@ -937,6 +996,11 @@ fn main() {
     add("proc_and_sys".into(), None, Box::new(proc_and_sys));
     add("usage".into(), None, Box::new(usage));
     add("bench_sweep".into(), None, Box::new(bench_sweep));
+    add(
+        "bench_fsync::ext4".into(),
+        Fs::Ext4.unavailable(),
+        Box::new(bench_fsync),
+    );
 
     if !skipped.is_empty() {
         eprintln!(

@@ -182,8 +182,10 @@ pub fn sync_fs(fd: FdRef) -> io::Result<()> {
 }
 
 /// `renameat2(RENAME_NOREPLACE)`: fails with EEXIST instead of replacing.
+/// Filesystems without it (EINVAL) get `link` + `unlink` for files, and for
+/// directories (which cannot be linked) a check then a plain rename.
 pub fn rename_noreplace(old_dir: FdRef, old: &CStr, new_dir: FdRef, new: &CStr) -> io::Result<()> {
-    cvt(unsafe {
+    let r = cvt(unsafe {
         libc::syscall(
             libc::SYS_renameat2,
             old_dir.as_raw_fd(),
@@ -192,8 +194,21 @@ pub fn rename_noreplace(old_dir: FdRef, old: &CStr, new_dir: FdRef, new: &CStr) 
             new.as_ptr(),
             libc::RENAME_NOREPLACE,
         )
-    } as libc::c_int)?;
-    Ok(())
+    } as libc::c_int);
+    match r {
+        Err(e) if e.raw_os_error() == Some(libc::EINVAL) => {}
+        r => return r.map(drop),
+    }
+    match super::unix::link_at(old_dir, old, new_dir, new) {
+        Ok(()) => super::unix::unlink_at(old_dir, old, false),
+        Err(e) if e.raw_os_error() == Some(libc::EPERM) => {
+            match super::unix::stat_at(new_dir, new, false) {
+                Ok(_) => Err(io::Error::from_raw_os_error(libc::EEXIST)),
+                Err(_) => super::unix::rename_at(old_dir, old, new_dir, new),
+            }
+        }
+        Err(e) => Err(e),
+    }
 }
 
 /// Opens a file for reading from the device rather than the page cache:

@@ -1,0 +1,151 @@
+//! `kopiru bench fsync`: what durability costs on this machine. First the
+//! buffering experiment (N writes of 1 byte and of 100 kB: buffered in the
+//! process, flushed to the kernel after each, fsynced after each), then the
+//! time until a small-file tree is durable with each `--sync` mode.
+
+use crate::args::FsyncArgs;
+use crate::bench::{human, parse_size};
+use crate::exit;
+use kopiru::{CopyOptions, NoopReporter, SyncMode};
+use std::fs::File;
+use std::io::{BufWriter, Write};
+use std::os::fd::AsFd;
+use std::path::Path;
+use std::time::Instant;
+
+pub fn run(args: FsyncArgs) -> u8 {
+    let root = args
+        .dir
+        .clone()
+        .unwrap_or_else(std::env::temp_dir)
+        .join(format!("kopiru-bench-fsync-{}", std::process::id()));
+    let result = std::fs::create_dir_all(&root)
+        .map_err(|e| format!("{}: {e}", root.display()))
+        .and_then(|()| bench(&root, &args));
+    let _ = std::fs::remove_dir_all(&root);
+    match result {
+        Ok(()) => exit::OK,
+        Err(e) => {
+            eprintln!("kopiru: bench fsync: {e}");
+            exit::FAILED
+        }
+    }
+}
+
+fn bench(root: &Path, args: &FsyncArgs) -> Result<(), String> {
+    let io = |e: std::io::Error| e.to_string();
+    println!(
+        "{} writes each; median of {} runs, seconds",
+        args.writes, args.runs
+    );
+    println!(
+        "{:<12} {:>12} {:>14} {:>14}",
+        "write size", "buffered", "flush each", "fsync each"
+    );
+    for (size, label) in [(1usize, "1 B"), (100_000, "100 kB")] {
+        let chunk = vec![b'k'; size];
+        let mut row = format!("{label:<12}");
+        for mode in [Flush::Never, Flush::Kernel, Flush::Device] {
+            let path = root.join("writes");
+            let t = median(args.runs, || {
+                let _ = std::fs::remove_file(&path);
+                let start = Instant::now();
+                write_n(&path, &chunk, args.writes, mode)?;
+                Ok(start.elapsed().as_secs_f64())
+            })
+            .map_err(io)?;
+            row.push_str(&format!(" {t:>13.3}"));
+        }
+        println!("{row}");
+    }
+
+    let file_size = parse_size(&args.file_size)? as usize;
+    let src = root.join("src");
+    make_tree(&src, args.files, file_size).map_err(io)?;
+    println!();
+    println!(
+        "copy of {} files of {}, time until durable; median of {} runs, seconds",
+        args.files,
+        human(file_size as u64),
+        args.runs
+    );
+    let dst = root.join("dst");
+    let modes: [(&str, SyncMode, bool); 4] = [
+        ("--sync none (not durable)", SyncMode::None, false),
+        ("--sync none, then syncfs", SyncMode::None, true),
+        ("--sync end (default)", SyncMode::End, false),
+        ("--sync file", SyncMode::File, false),
+    ];
+    for (name, sync, then_syncfs) in modes {
+        let t = median(args.runs, || {
+            let _ = std::fs::remove_dir_all(&dst);
+            unsafe { libc::sync() };
+            let opts = CopyOptions {
+                sync,
+                ..CopyOptions::default()
+            };
+            let start = Instant::now();
+            let s = kopiru::copy(std::slice::from_ref(&src), &dst, &opts, &NoopReporter)
+                .map_err(std::io::Error::other)?;
+            if let Some(e) = s.errors.first() {
+                return Err(std::io::Error::other(e.to_string()));
+            }
+            if then_syncfs {
+                kopiru::sys::sync_fs(File::open(&dst)?.as_fd())?;
+            }
+            Ok(start.elapsed().as_secs_f64())
+        })
+        .map_err(io)?;
+        println!("{name:<28} {t:>8.3}");
+    }
+    Ok(())
+}
+
+#[derive(Clone, Copy)]
+enum Flush {
+    /// Into the process's buffer; one write to the kernel at the end.
+    Never,
+    /// Each write handed to the kernel (page cache).
+    Kernel,
+    /// Each write made durable (fsync).
+    Device,
+}
+
+fn write_n(path: &Path, chunk: &[u8], n: usize, mode: Flush) -> std::io::Result<()> {
+    let file = File::create(path)?;
+    let mut w = BufWriter::with_capacity(1 << 16, &file);
+    for _ in 0..n {
+        w.write_all(chunk)?;
+        match mode {
+            Flush::Never => {}
+            Flush::Kernel => w.flush()?,
+            Flush::Device => {
+                w.flush()?;
+                file.sync_all()?;
+            }
+        }
+    }
+    w.flush()?;
+    Ok(())
+}
+
+fn median(runs: usize, mut f: impl FnMut() -> std::io::Result<f64>) -> std::io::Result<f64> {
+    let mut t = (0..runs.max(1))
+        .map(|_| f())
+        .collect::<Result<Vec<_>, _>>()?;
+    t.sort_by(f64::total_cmp);
+    Ok(t[t.len() / 2])
+}
+
+/// `count` files of `size` bytes, 1000 per directory.
+fn make_tree(dir: &Path, count: usize, size: usize) -> std::io::Result<()> {
+    let data: Vec<u8> = (0..size).map(|i| (i * 31 % 251) as u8).collect();
+    for i in 0..count {
+        let sub = dir.join(format!("d{:03}", i / 1000));
+        if i % 1000 == 0 {
+            std::fs::create_dir_all(&sub)?;
+        }
+        std::fs::write(sub.join(format!("f{i:06}")), &data)?;
+    }
+    Ok(())
+}
