@@ -814,7 +814,7 @@ fn bench_fsync() -> R {
             .collect::<Result<_, _>>()?;
         ensure!(cells.len() == 3, "{row}");
         ensure!(
-            cells[2] > cells[0],
+            cells[2].total_cmp(&cells[0]).is_gt(),
             "fsync each not slower than buffered: {row}"
         );
     }
