@@ -3,6 +3,8 @@
 # filesystems (../shared/bench/peers.sh), plus `kopiru copy -a` against the
 # peers that keep the same metadata (cp -a, rsync -a). Writes hyperfine JSON to
 # OUT and prints a table of medians and ratios (fastest peer ÷ kopiru).
+# kopiru runs with --sync none, since no peer flushes: this compares copying;
+# scripts/bench-durable.sh compares the time until the copy is on disk.
 #
 # usage: scripts/bench-peers.sh OUT FS[,FS...] CORPUS... [-- EXTRA KOPIRU ARGS]
 # e.g.:  scripts/bench-peers.sh /tmp/bench ext4,xfs,btrfs /var/tmp/kc/n16384 /var/tmp/kc/n1
@@ -21,10 +23,10 @@ mkdir -p "$out"
 for fs in ${fss//,/ }; do
   for c in "${corpora[@]}"; do
     name=$(basename "$c")
-    bash "$peers" --fs "$fs" --runs "$runs" --json "$out/$fs-$name.json" "$c" -- "$k" copy "${extra[@]}" >&2
+    bash "$peers" --fs "$fs" --runs "$runs" --json "$out/$fs-$name.json" "$c" -- "$k" copy --sync none "${extra[@]}" >&2
     mnt=/mnt/kopiru-bench-$fs-$name
     hyperfine -N --runs "$runs" --prepare "sh -c 'rm -rf $mnt/dst; sync'" \
-      -n kopiru-a "$k copy -a ${extra[*]} $mnt/src $mnt/dst" \
+      -n kopiru-a "$k copy -a --sync none ${extra[*]} $mnt/src $mnt/dst" \
       --export-json "$out/$fs-$name-archive.json" >&2
     # Unmount so the next corpus does not compete for page cache.
     rm -rf "$mnt/dst"; umount "$mnt" && rm -f "/var/tmp/kopiru-bench-$fs-$name.img"
