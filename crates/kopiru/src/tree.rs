@@ -304,7 +304,9 @@ impl Shared<'_> {
     fn flush_while_copying(&self, copying: &(Mutex<bool>, Condvar)) {
         let mut own: Vec<(u64, Fd)> = Vec::new();
         let mut running = copying.0.lock().expect("copying lock");
-        loop {
+        // Checked before every wait, so the end is never missed while a
+        // flush runs.
+        while *running {
             running = copying
                 .1
                 .wait_timeout(running, FLUSH_EVERY)
