@@ -22,6 +22,12 @@ pub enum Command {
     /// on both sides, the destination read from the device, not the cache.
     /// Prints each difference; exits 0 if identical, 1 if not, 2 on errors.
     Verify(VerifyArgs),
+    /// Make identical files share their blocks (XFS with reflink, Btrfs;
+    /// APFS on macOS), freeing the space of every duplicate. Contents,
+    /// permissions, owners and times do not change; each file stays
+    /// independent.
+    #[command(after_help = DEDUPE_AFTER_HELP)]
+    Dedupe(DedupeArgs),
     /// Show a path's filesystem and whether clone and offload work from one
     /// path to another (tried on scratch files, removed afterwards).
     Probe(ProbeArgs),
@@ -227,6 +233,50 @@ pub struct CopyArgs {
     /// Print a JSON summary on stdout at the end.
     #[arg(long)]
     pub json: bool,
+}
+
+const DEDUPE_AFTER_HELP: &str = "\
+Files are grouped by filesystem and size, then by their extent maps (files
+already sharing all their blocks are one), then by a BLAKE3 of three 4 KiB
+samples, then by a BLAKE3 of the whole file: each file is read in full at most
+once. The kernel's verified dedupe (FIDEDUPERANGE) then compares the bytes
+under lock, so a file changed after hashing is left alone. Symlinks are never
+followed; hard links count once. Files on filesystems that cannot share blocks
+are left alone, and kopiru says so.
+
+Exit codes: 0 done (or nothing to do); 23 some files failed; 1 nothing could
+be done; 2 usage error.";
+
+#[derive(Args)]
+pub struct DedupeArgs {
+    /// Files and directories to search.
+    #[arg(required = true, value_name = "PATH")]
+    pub paths: Vec<PathBuf>,
+
+    /// Report what would be shared and how much, change nothing.
+    #[arg(short = 'n', long)]
+    pub dry_run: bool,
+
+    /// Skip files smaller than this (K, M, G suffixes) [default: one
+    /// filesystem block].
+    #[arg(long, value_name = "SIZE")]
+    pub min_size: Option<String>,
+
+    /// Threads for hashing and sharing [default: the number of CPUs].
+    #[arg(short = 'j', long, value_name = "N")]
+    pub jobs: Option<usize>,
+
+    /// Print the summary as JSON.
+    #[arg(long)]
+    pub json: bool,
+
+    /// Show a progress bar even when stderr is not a terminal.
+    #[arg(long, overrides_with = "no_progress")]
+    pub progress: bool,
+
+    /// Never show a progress bar.
+    #[arg(long)]
+    pub no_progress: bool,
 }
 
 #[derive(Args)]

@@ -5,6 +5,7 @@ mod args;
 mod bench;
 mod bench_fsync;
 mod copy;
+mod dedupe;
 mod exit;
 mod plot;
 mod probe;
@@ -20,6 +21,7 @@ fn main() -> ExitCode {
         args::Command::Copy(a) => copy::run(a),
         args::Command::Probe(a) => probe::run(a),
         args::Command::Verify(a) => verify::run(a),
+        args::Command::Dedupe(a) => dedupe::run(a),
         args::Command::Bench(args::BenchCommand::Sweep(a)) => bench::run(a),
         args::Command::Bench(args::BenchCommand::Fsync(a)) => bench_fsync::run(a),
     };

@@ -7,6 +7,7 @@
 #![deny(missing_docs)]
 
 mod data;
+pub mod dedupe;
 mod error;
 mod events;
 mod meta;

@@ -3,6 +3,7 @@
 //! tools, strace) are missing are reported as ignored, with the reason printed
 //! loudly, never passed silently.
 
+mod dedupe;
 mod durability;
 mod fixture;
 mod manifest;
@@ -941,6 +942,16 @@ fn main() {
         );
         if fs.can_clone() {
             add(
+                format!("dedupe_shares::{n}"),
+                why.clone(),
+                Box::new(move || dedupe::shares(fs)),
+            );
+            add(
+                format!("dedupe_changed_meanwhile::{n}"),
+                why.clone().or_else(strace),
+                Box::new(move || dedupe::changed_meanwhile(fs)),
+            );
+            add(
                 format!("clone_shares::{n}"),
                 why.clone(),
                 Box::new(move || clone_shares(fs)),
@@ -976,6 +987,11 @@ fn main() {
         "into_itself_via_bind_mount::ext4".into(),
         ext4.clone(),
         Box::new(|| into_itself_via_bind_mount(Fs::Ext4)),
+    );
+    add(
+        "dedupe_refused::ext4".into(),
+        ext4.clone(),
+        Box::new(dedupe::refused),
     );
     add(
         "verify_reads_device::ext4".into(),

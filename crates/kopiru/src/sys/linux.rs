@@ -1,6 +1,6 @@
 //! Linux: FICLONE, copy_file_range, getdents64, O_NOATIME.
 
-use super::unix::{cvt, cvt_size, retry, DirEntry, FdRef, FileKind};
+use super::unix::{cvt, cvt_size, retry, DirEntry, Extent, FdRef, FileKind, Shared};
 use std::cell::RefCell;
 use std::ffi::CStr;
 use std::io;
@@ -224,4 +224,157 @@ pub fn open_uncached(dir: FdRef, name: &CStr) -> io::Result<super::Fd> {
         }
         r => r,
     }
+}
+
+#[repr(C)]
+struct FiemapHeader {
+    start: u64,
+    length: u64,
+    flags: u32,
+    mapped_extents: u32,
+    extent_count: u32,
+    reserved: u32,
+}
+
+#[repr(C)]
+#[derive(Clone, Copy)]
+struct FiemapExtent {
+    logical: u64,
+    physical: u64,
+    length: u64,
+    reserved64: [u64; 2],
+    flags: u32,
+    reserved: [u32; 3],
+}
+
+const FS_IOC_FIEMAP: libc::c_ulong = 0xC020_660B;
+const FIEMAP_FLAG_SYNC: u32 = 1;
+const FIEMAP_EXTENT_LAST: u32 = 0x1;
+const FIEMAP_EXTENT_UNKNOWN: u32 = 0x2;
+const FIEMAP_EXTENT_DELALLOC: u32 = 0x4;
+const FIEMAP_EXTENT_ENCODED: u32 = 0x8;
+const FIEMAP_EXTENT_DATA_INLINE: u32 = 0x200;
+const FIEMAP_EXTENT_SHARED: u32 = 0x2000;
+
+/// A file's extents (FIEMAP, after writing back its dirty data).
+pub fn extents(fd: FdRef) -> io::Result<Vec<Extent>> {
+    const BATCH: usize = 64;
+    #[repr(C)]
+    struct Req {
+        head: FiemapHeader,
+        ext: [FiemapExtent; BATCH],
+    }
+    let mut out = Vec::new();
+    let mut start = 0u64;
+    loop {
+        let mut req: Req = unsafe { std::mem::zeroed() };
+        req.head.start = start;
+        req.head.length = u64::MAX - start;
+        req.head.flags = FIEMAP_FLAG_SYNC;
+        req.head.extent_count = BATCH as u32;
+        cvt(unsafe { libc::ioctl(fd.as_raw_fd(), FS_IOC_FIEMAP as _, &mut req) })?;
+        let n = req.head.mapped_extents as usize;
+        let opaque = FIEMAP_EXTENT_UNKNOWN
+            | FIEMAP_EXTENT_DELALLOC
+            | FIEMAP_EXTENT_ENCODED
+            | FIEMAP_EXTENT_DATA_INLINE;
+        for e in &req.ext[..n.min(BATCH)] {
+            out.push(Extent {
+                logical: e.logical,
+                physical: e.physical,
+                length: e.length,
+                shared: e.flags & FIEMAP_EXTENT_SHARED != 0,
+                opaque: e.flags & opaque != 0,
+            });
+        }
+        match req.ext[..n.min(BATCH)].last() {
+            Some(last) if last.flags & FIEMAP_EXTENT_LAST == 0 && n == BATCH => {
+                start = last.logical + last.length;
+            }
+            _ => return Ok(out),
+        }
+    }
+}
+
+#[repr(C)]
+struct DedupeRange {
+    src_offset: u64,
+    src_length: u64,
+    dest_count: u16,
+    reserved1: u16,
+    reserved2: u32,
+    dest_fd: i64,
+    dest_offset: u64,
+    bytes_deduped: u64,
+    status: i32,
+    reserved: u32,
+}
+
+const FIDEDUPERANGE: libc::c_ulong = 0xC018_9436;
+
+/// Largest range asked of the kernel per call (Btrfs caps dedupe at 16 MiB).
+const DEDUPE_CHUNK: u64 = 16 << 20;
+
+/// Makes `dst` share `src`'s blocks for their first `len` bytes with the
+/// kernel's verified dedupe (`FIDEDUPERANGE`), in chunks the kernel takes.
+/// The kernel compares the bytes under lock: a destination that changed is
+/// left alone. (`dst_dir` and `dst_name` are used on macOS only.)
+pub fn share_blocks(
+    src: FdRef,
+    dst: FdRef,
+    _dst_dir: FdRef,
+    _dst_name: &CStr,
+    len: u64,
+) -> io::Result<Shared> {
+    let mut off = 0u64;
+    while off < len {
+        let mut req = DedupeRange {
+            src_offset: off,
+            src_length: (len - off).min(DEDUPE_CHUNK),
+            dest_count: 1,
+            reserved1: 0,
+            reserved2: 0,
+            dest_fd: i64::from(dst.as_raw_fd()),
+            dest_offset: off,
+            bytes_deduped: 0,
+            status: 0,
+            reserved: 0,
+        };
+        cvt(unsafe { libc::ioctl(src.as_raw_fd(), FIDEDUPERANGE as _, &mut req) })?;
+        match req.status {
+            0 if req.bytes_deduped > 0 => off += req.bytes_deduped,
+            0 => return Err(io::Error::from_raw_os_error(libc::EIO)),
+            1 => return Ok(Shared::Differs),
+            e => return Err(io::Error::from_raw_os_error(-e)),
+        }
+    }
+    Ok(Shared::Done)
+}
+
+/// Whether the filesystem of `fd` (a regular file) can share blocks between
+/// files: a zero-length dedupe of the file with itself is refused where it
+/// cannot.
+pub fn can_share_blocks(fd: FdRef) -> bool {
+    let mut req = DedupeRange {
+        src_offset: 0,
+        src_length: 0,
+        dest_count: 1,
+        reserved1: 0,
+        reserved2: 0,
+        dest_fd: i64::from(fd.as_raw_fd()),
+        dest_offset: 0,
+        bytes_deduped: 0,
+        status: 0,
+        reserved: 0,
+    };
+    let r = unsafe { libc::ioctl(fd.as_raw_fd(), FIDEDUPERANGE as _, &mut req) };
+    r == 0 && req.status >= 0
+}
+
+/// Free bytes and the block size of the filesystem of `fd`.
+pub fn fs_space(fd: FdRef) -> io::Result<(u64, u64)> {
+    let mut st = std::mem::MaybeUninit::<libc::statfs>::uninit();
+    cvt(unsafe { libc::fstatfs(fd.as_raw_fd(), st.as_mut_ptr()) })?;
+    let st = unsafe { st.assume_init() };
+    Ok((st.f_bfree as u64 * st.f_bsize as u64, st.f_bsize as u64))
 }

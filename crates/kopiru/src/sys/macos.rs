@@ -1,9 +1,9 @@
 //! macOS: clonefile/fclonefileat, readdir. Compile-checked only (CI has no Mac).
 
-use super::unix::{cvt, cvt_size, DirEntry, FdRef, FileKind};
-use std::ffi::CStr;
+use super::unix::{cvt, cvt_size, DirEntry, Extent, FdRef, FileKind, Shared};
+use std::ffi::{CStr, CString};
 use std::io;
-use std::os::fd::AsRawFd;
+use std::os::fd::{AsFd, AsRawFd};
 
 // macOS has no O_NOATIME; reading a source there may update its atime.
 pub(crate) const O_NOATIME: libc::c_int = 0;
@@ -181,4 +181,76 @@ pub fn open_uncached(dir: FdRef, name: &CStr) -> io::Result<super::Fd> {
     let fd = super::unix::open_raw(dir, name, libc::O_RDONLY | libc::O_NOFOLLOW, 0)?;
     cvt(unsafe { libc::fcntl(fd.as_raw_fd(), libc::F_NOCACHE, 1) })?;
     Ok(fd)
+}
+
+/// macOS has no FIEMAP: no extent map, so files already sharing blocks are
+/// not recognised and are cloned again.
+pub fn extents(_fd: FdRef) -> io::Result<Vec<Extent>> {
+    Ok(Vec::new())
+}
+
+/// Whether the filesystem of `fd` clones files (APFS).
+pub fn can_share_blocks(fd: FdRef) -> bool {
+    fs_type(fd).is_ok_and(|t| t == "apfs")
+}
+
+/// Free bytes and the block size of the filesystem of `fd`.
+pub fn fs_space(fd: FdRef) -> io::Result<(u64, u64)> {
+    let mut st = std::mem::MaybeUninit::<libc::statfs>::uninit();
+    cvt(unsafe { libc::fstatfs(fd.as_raw_fd(), st.as_mut_ptr()) })?;
+    let st = unsafe { st.assume_init() };
+    Ok((st.f_bfree as u64 * st.f_bsize as u64, st.f_bsize as u64))
+}
+
+/// macOS has no verified dedupe: clones `src` to a temporary name beside
+/// `dst`, compares the clone with `dst` byte for byte, gives it `dst`'s
+/// mode, owner, times and extended attributes, and renames it over `dst`.
+/// (A write to `dst` between the comparison and the rename would be lost;
+/// the kernel's lock on Linux has no such window.)
+pub fn share_blocks(
+    src: FdRef,
+    dst: FdRef,
+    dst_dir: FdRef,
+    dst_name: &CStr,
+    len: u64,
+) -> io::Result<Shared> {
+    let tmp = CString::new(format!(".kopiru-tmp.dedupe.{}", std::process::id())).expect("no NUL");
+    clone_new(src, dst_dir, &tmp)?;
+    let result = (|| {
+        let clone = super::unix::open_raw(dst_dir, &tmp, libc::O_RDONLY | libc::O_NOFOLLOW, 0)?;
+        if !same_bytes(clone.as_fd(), dst, len)? {
+            return Ok(Shared::Differs);
+        }
+        let st = super::unix::fstat(dst)?;
+        for name in super::unix::xattr_list(dst)? {
+            let value = super::unix::xattr_get(dst, &name)?;
+            xattr_set(clone.as_fd(), &name, &value)?;
+        }
+        super::unix::fchown(clone.as_fd(), st.uid, st.gid)?;
+        super::unix::fchmod(clone.as_fd(), st.perm())?;
+        super::unix::futimens(clone.as_fd(), st.atime, st.mtime)?;
+        super::unix::rename_at(dst_dir, &tmp, dst_dir, dst_name)?;
+        Ok(Shared::Done)
+    })();
+    if !matches!(result, Ok(Shared::Done)) {
+        let _ = super::unix::unlink_at(dst_dir, &tmp, false);
+    }
+    result
+}
+
+fn same_bytes(a: FdRef, b: FdRef, len: u64) -> io::Result<bool> {
+    let (mut x, mut y) = (vec![0u8; 1 << 20], vec![0u8; 1 << 20]);
+    let mut off = 0u64;
+    while off < len {
+        let n = ((len - off) as usize).min(x.len());
+        let (ra, rb) = (
+            super::unix::pread(a, &mut x[..n], off)?,
+            super::unix::pread(b, &mut y[..n], off)?,
+        );
+        if ra != rb || ra == 0 || x[..ra] != y[..rb] {
+            return Ok(false);
+        }
+        off += ra as u64;
+    }
+    Ok(true)
 }

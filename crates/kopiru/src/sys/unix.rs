@@ -541,3 +541,28 @@ pub fn close(fd: Fd) -> io::Result<()> {
 /// Alignment of buffers, offsets and lengths for uncached reads: 4096 covers
 /// every logical block size in use.
 pub const DIRECT_ALIGN: usize = 4096;
+
+/// One extent of a file, as FIEMAP reports it (Linux).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Extent {
+    /// Offset in the file.
+    pub logical: u64,
+    /// Address on the device (filesystem-specific units of bytes).
+    pub physical: u64,
+    /// Length in bytes.
+    pub length: u64,
+    /// Shared with another file or snapshot.
+    pub shared: bool,
+    /// Where the data is not a plain block range (delayed, inline, encoded,
+    /// unknown): such maps cannot be compared.
+    pub opaque: bool,
+}
+
+/// What the kernel did with a request to share blocks.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Shared {
+    /// The destination now shares the source's blocks.
+    Done,
+    /// The contents differ (checked by the kernel under lock): untouched.
+    Differs,
+}

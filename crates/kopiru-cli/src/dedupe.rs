@@ -1,0 +1,142 @@
+//! `kopiru dedupe`: runs the engine, shows bytes hashed on a terminal, and
+//! prints the summary (text or JSON).
+
+use crate::args::DedupeArgs;
+use crate::bench::{human, parse_size};
+use crate::exit;
+use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
+use kopiru::dedupe::{dedupe, DedupeOptions, DedupeSummary};
+use kopiru::Reporter;
+use std::io::IsTerminal;
+
+struct Bar(Option<ProgressBar>);
+
+impl Reporter for Bar {
+    fn bytes(&self, n: u64) {
+        if let Some(b) = &self.0 {
+            b.inc(n);
+        }
+    }
+}
+
+pub fn run(args: DedupeArgs) -> u8 {
+    let min_size = match args.min_size.as_deref().map(parse_size).transpose() {
+        Ok(m) => m,
+        Err(e) => {
+            eprintln!("kopiru: --min-size: {e}");
+            return exit::USAGE;
+        }
+    };
+    let opts = DedupeOptions {
+        dry_run: args.dry_run,
+        min_size,
+        jobs: args.jobs.unwrap_or(0),
+    };
+    let show = !args.no_progress && (args.progress || std::io::stderr().is_terminal());
+    let bar = Bar(show.then(|| {
+        let target = if args.progress {
+            ProgressDrawTarget::term_like_with_hz(Box::new(console::Term::stderr()), 10)
+        } else {
+            ProgressDrawTarget::stderr_with_hz(10)
+        };
+        let b = ProgressBar::with_draw_target(None, target);
+        b.set_style(
+            ProgressStyle::with_template("{spinner} {bytes} hashed, {binary_bytes_per_sec}")
+                .expect("valid template"),
+        );
+        b.enable_steady_tick(std::time::Duration::from_millis(100));
+        b
+    }));
+    let s = dedupe(&args.paths, &opts, &bar);
+    if let Some(b) = &bar.0 {
+        b.finish_and_clear();
+    }
+    for e in &s.errors {
+        eprintln!("kopiru: {e}");
+    }
+    for u in &s.unsupported {
+        eprintln!(
+            "kopiru: {}: {} cannot share blocks between files: left alone",
+            u.path.display(),
+            if u.fs_type.is_empty() {
+                "this filesystem"
+            } else {
+                &u.fs_type
+            }
+        );
+    }
+    let code = if !s.errors.is_empty() {
+        if s.files_shared > 0 {
+            exit::PARTIAL
+        } else {
+            exit::FAILED
+        }
+    } else if s.files_scanned == 0 && !s.unsupported.is_empty() {
+        exit::FAILED
+    } else {
+        exit::OK
+    };
+    if args.json {
+        println!("{}", json(&s, args.dry_run, code));
+    } else {
+        print!("{}", text(&s, args.dry_run));
+    }
+    code
+}
+
+fn text(s: &DedupeSummary, dry_run: bool) -> String {
+    let mut out = format!(
+        "{} files scanned, {} hashed; {} groups of identical files\n",
+        s.files_scanned,
+        human(s.bytes_hashed),
+        s.groups
+    );
+    if dry_run {
+        out.push_str(&format!(
+            "would share: {} files, {} (space freed up to that much)\n",
+            s.files_shared,
+            human(s.bytes_shared)
+        ));
+    } else {
+        out.push_str(&format!(
+            "now sharing: {} files, {}; space freed: {}\n",
+            s.files_shared,
+            human(s.bytes_shared),
+            human(s.space_freed.max(0) as u64)
+        ));
+    }
+    if s.already_shared > 0 {
+        out.push_str(&format!(
+            "already sharing: {} files (left as they are)\n",
+            s.already_shared
+        ));
+    }
+    if s.changed > 0 {
+        out.push_str(&format!(
+            "changed since hashing: {} files (left as they are)\n",
+            s.changed
+        ));
+    }
+    out
+}
+
+fn json(s: &DedupeSummary, dry_run: bool, code: u8) -> serde_json::Value {
+    serde_json::json!({
+        "dry_run": dry_run,
+        "files_scanned": s.files_scanned,
+        "bytes_hashed": s.bytes_hashed,
+        "groups": s.groups,
+        "files_shared": s.files_shared,
+        "bytes_shared": s.bytes_shared,
+        "already_shared": s.already_shared,
+        "changed": s.changed,
+        "space_freed": s.space_freed,
+        "unsupported": s.unsupported.iter().map(|u| serde_json::json!({
+            "path": u.path.to_string_lossy(),
+            "fs_type": u.fs_type,
+        })).collect::<Vec<_>>(),
+        "errors": s.errors.iter().map(|e| e.to_string()).collect::<Vec<_>>(),
+        "elapsed_seconds": s.elapsed.as_secs_f64(),
+        "exit_code": code,
+    })
+}

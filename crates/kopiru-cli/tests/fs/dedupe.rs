@@ -1,0 +1,173 @@
+//! `kopiru dedupe` on XFS (reflink) and Btrfs, and its refusal on ext4.
+
+use crate::fixture::{self, Fs};
+use crate::manifest::{self, manifest};
+use crate::{code, json, shares_extents, show, trees, R};
+use libtest_mimic::Failed;
+use std::ffi::OsStr;
+use std::path::Path;
+use std::process::{Command, Output};
+
+macro_rules! ensure {
+    ($cond:expr, $($msg:tt)+) => {
+        if !$cond {
+            return Err(format!($($msg)+).into());
+        }
+    };
+}
+
+const MIB: usize = 1 << 20;
+
+fn dedupe(args: &[&OsStr]) -> Output {
+    crate::kopiru(
+        [OsStr::new("dedupe"), OsStr::new("--json")]
+            .iter()
+            .chain(args),
+    )
+}
+
+/// Free bytes of the filesystem holding `p`, after a sync (Btrfs shows
+/// freed space once its transaction commits).
+fn free_bytes(p: &Path) -> Result<u64, Failed> {
+    fixture::sh(Command::new("sync").arg("-f").arg(p))?;
+    let out = fixture::sh(Command::new("stat").args(["-f", "-c", "%f %S"]).arg(p))?;
+    let v: Vec<u64> = out
+        .split_whitespace()
+        .map(|x| x.parse().unwrap_or(0))
+        .collect();
+    Ok(v[0] * v[1])
+}
+
+/// Three identical 3 MiB files written separately, a fourth differing only
+/// in its last byte, a hard link, a symlink, empty files and small files.
+fn tree(root: &Path) -> Result<(), Failed> {
+    std::fs::create_dir_all(root.join("b"))?;
+    for p in ["a1", "b/c1", "b/c2"] {
+        trees::write_random(&root.join(p), 3 * MIB, 7)?;
+    }
+    let mut last = trees::bytes(3 * MIB, 7);
+    *last.last_mut().unwrap() ^= 0xff;
+    std::fs::write(root.join("b/last"), &last)?;
+    std::fs::hard_link(root.join("a1"), root.join("b/hard"))?;
+    std::os::unix::fs::symlink("../a1", root.join("b/sym"))?;
+    std::fs::write(root.join("empty1"), b"")?;
+    std::fs::write(root.join("empty2"), b"")?;
+    std::fs::write(root.join("small1"), b"tiny")?;
+    std::fs::write(root.join("small2"), b"tiny")?;
+    fixture::sh(Command::new("chmod").arg("600").arg(root.join("b/c2")))?;
+    fixture::sh(
+        Command::new("touch")
+            .args(["-d", "2020-01-02 03:04:05.123456789"])
+            .arg(root.join("b/c1")),
+    )?;
+    Ok(())
+}
+
+/// The space is really freed, the files really share extents, nothing
+/// else changes (content, mode, times, links); `--dry-run` changes nothing;
+/// a second run has nothing to do.
+pub fn shares(fs: Fs) -> R {
+    let w = fixture::workdir(fs, "dedupe")?;
+    tree(&w)?;
+    let before = manifest(&w)?;
+
+    let o = dedupe(&[OsStr::new("--dry-run"), w.as_os_str()]);
+    let j = json(&o)?;
+    ensure!(code(&o) == 0, "{}", show(&o));
+    ensure!(
+        j["files_shared"] == 2 && j["groups"] == 1 && j["bytes_shared"] == 6 * MIB,
+        "{j}"
+    );
+    ensure!(!shares_extents(&w.join("b/c1"))?, "--dry-run shared blocks");
+
+    let free0 = free_bytes(&w)?;
+    let o = dedupe(&[w.as_os_str()]);
+    let j = json(&o)?;
+    ensure!(code(&o) == 0, "{}", show(&o));
+    ensure!(
+        j["files_shared"] == 2 && j["groups"] == 1 && j["changed"] == 0,
+        "{j}"
+    );
+    let freed = free_bytes(&w)? as i64 - free0 as i64;
+    ensure!(
+        freed >= (6 * MIB - MIB / 4) as i64,
+        "statfs shows {freed} bytes freed, want about {}",
+        6 * MIB
+    );
+    let reported = j["space_freed"].as_i64().unwrap_or(0);
+    ensure!(
+        reported >= (6 * MIB - MIB / 4) as i64,
+        "reported {reported} bytes freed"
+    );
+    for p in ["a1", "b/c1", "b/c2"] {
+        ensure!(shares_extents(&w.join(p))?, "{p} shares no extent");
+    }
+    ensure!(!shares_extents(&w.join("b/last"))?, "b/last was merged");
+    let d = manifest::compare(&before, &manifest(&w)?, manifest::ALL);
+    ensure!(d.is_empty(), "something changed: {d:#?}");
+
+    let o = dedupe(&[w.as_os_str()]);
+    let j = json(&o)?;
+    ensure!(
+        code(&o) == 0 && j["files_shared"] == 0 && j["groups"] == 0,
+        "second run: {j}"
+    );
+    ensure!(
+        j["bytes_hashed"].as_u64().unwrap_or(u64::MAX) < MIB as u64,
+        "second run read whole files: {j}"
+    );
+    Ok(())
+}
+
+/// A file changed after it was hashed (while kopiru is held at the first
+/// `syncfs`, which comes between hashing and sharing) is not shared and
+/// keeps its new content.
+pub fn changed_meanwhile(fs: Fs) -> R {
+    let w = fixture::workdir(fs, "dedupe-changed")?;
+    trees::write_random(&w.join("x"), 2 * MIB, 3)?;
+    trees::write_random(&w.join("y"), 2 * MIB, 3)?;
+    let child = Command::new("strace")
+        .args(["-f", "-o", "/dev/null", "-e"])
+        .arg("inject=syncfs:delay_enter=3000000:when=1")
+        .arg(env!("CARGO_BIN_EXE_kopiru"))
+        .args(["dedupe", "--json", "--no-progress"])
+        .arg(&w)
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()?;
+    std::thread::sleep(std::time::Duration::from_millis(1200));
+    let mut y = trees::bytes(2 * MIB, 3);
+    y[MIB] ^= 1;
+    std::fs::write(w.join("y"), &y)?;
+    let o = child.wait_with_output()?;
+    let j = json(&o)?;
+    ensure!(
+        j["changed"] == 1 && j["files_shared"] == 0 && j["groups"] == 1,
+        "{}",
+        show(&o)
+    );
+    ensure!(std::fs::read(w.join("y"))? == y, "y was damaged");
+    ensure!(
+        std::fs::read(w.join("x"))? == trees::bytes(2 * MIB, 3),
+        "x was damaged"
+    );
+    ensure!(!shares_extents(&w.join("y"))?, "y shares blocks");
+    Ok(())
+}
+
+/// ext4 cannot share blocks: nothing is touched, kopiru says so, exit 1.
+pub fn refused() -> R {
+    let w = fixture::workdir(Fs::Ext4, "dedupe-ext4")?;
+    tree(&w)?;
+    let before = manifest(&w)?;
+    let o = dedupe(&[w.as_os_str()]);
+    ensure!(code(&o) == 1, "want exit 1: {}", show(&o));
+    ensure!(
+        String::from_utf8_lossy(&o.stderr).contains("ext4 cannot share blocks between files"),
+        "{}",
+        show(&o)
+    );
+    let d = manifest::compare(&before, &manifest(&w)?, manifest::ALL);
+    ensure!(d.is_empty(), "something changed: {d:#?}");
+    Ok(())
+}

@@ -1,0 +1,487 @@
+//! `kopiru dedupe`: identical regular files made to share their blocks.
+//!
+//! Candidates are narrowed cheaply before anything is read in full: by
+//! filesystem and size, then by the physical extent map (files already
+//! sharing all their blocks count as one), then by a BLAKE3 of three 4 KiB
+//! samples, then by a BLAKE3 of the whole file; each file is read in full at
+//! most once. Sharing is done by the kernel's verified dedupe, which compares
+//! the bytes under lock, so a file changed after it was hashed is left alone.
+
+use crate::events::Reporter;
+use crate::sys::{self, Fd, FileKind};
+use crate::CopyError;
+use std::collections::HashMap;
+use std::ffi::CString;
+use std::io;
+use std::os::fd::AsFd;
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+/// Bytes per sample; files up to three samples long are hashed whole at once.
+const SAMPLE: usize = 4096;
+/// Read size for full hashes.
+const CHUNK: usize = 1 << 20;
+
+/// What the caller asks of a dedupe run.
+#[derive(Clone, Debug, Default)]
+pub struct DedupeOptions {
+    /// Find and report, change nothing.
+    pub dry_run: bool,
+    /// Files smaller than this are skipped; `None`: one filesystem block.
+    pub min_size: Option<u64>,
+    /// Threads for hashing and sharing; 0 picks from the machine.
+    pub jobs: usize,
+}
+
+/// A filesystem whose files were left alone because it cannot share blocks.
+#[derive(Debug, Clone)]
+pub struct Unsupported {
+    /// The first path seen on it.
+    pub path: PathBuf,
+    /// Its type ("ext4", ...).
+    pub fs_type: String,
+}
+
+/// What a dedupe run found and did.
+#[derive(Debug, Default)]
+pub struct DedupeSummary {
+    /// Regular files looked at (hard links counted once).
+    pub files_scanned: u64,
+    /// Groups of identical files with something to share.
+    pub groups: u64,
+    /// Files that now share the blocks of another file of their group (or
+    /// would, with `--dry-run`).
+    pub files_shared: u64,
+    /// Bytes of those files.
+    pub bytes_shared: u64,
+    /// Files skipped because they already share all their blocks with an
+    /// identical file.
+    pub already_shared: u64,
+    /// Files changed between hashing and sharing: left as they were.
+    pub changed: u64,
+    /// Bytes read to hash.
+    pub bytes_hashed: u64,
+    /// Free space gained, as the filesystems report it (0 with `--dry-run`).
+    pub space_freed: i64,
+    /// Filesystems that cannot share blocks.
+    pub unsupported: Vec<Unsupported>,
+    /// Files that could not be read or shared.
+    pub errors: Vec<CopyError>,
+    /// Wall time.
+    pub elapsed: Duration,
+}
+
+/// One regular file (one inode).
+struct File {
+    dir: Arc<Fd>,
+    name: CString,
+    path: PathBuf,
+    dev: u64,
+    size: u64,
+}
+
+/// Files with the same data: identical extent maps, or (after hashing) one
+/// representative and the clusters that equal it.
+struct Cluster {
+    files: Vec<usize>,
+    /// Some of its blocks are shared with a file outside the group (or a
+    /// snapshot): they stay allocated whatever happens, so it makes the
+    /// best source.
+    shared_elsewhere: bool,
+}
+
+/// Finds identical files under `paths` and makes them share blocks.
+pub fn dedupe(paths: &[PathBuf], opts: &DedupeOptions, reporter: &dyn Reporter) -> DedupeSummary {
+    let start = Instant::now();
+    let mut s = DedupeSummary::default();
+    let files = scan(paths, opts, &mut s);
+    s.files_scanned = files.len() as u64;
+
+    // Same filesystem and size.
+    let mut by_size: HashMap<(u64, u64), Vec<usize>> = HashMap::new();
+    for (i, f) in files.iter().enumerate() {
+        by_size.entry((f.dev, f.size)).or_default().push(i);
+    }
+    let size_groups: Vec<Vec<usize>> = by_size.into_values().filter(|g| g.len() > 1).collect();
+
+    // Files whose extent maps are equal already share their data.
+    let mut clusters: Vec<Vec<Cluster>> = Vec::new();
+    for g in size_groups {
+        let cl = cluster_by_extents(&files, &g, &mut s);
+        if cl.len() > 1 {
+            clusters.push(cl);
+        } else {
+            s.already_shared += g.len() as u64 - 1;
+        }
+    }
+
+    // Then by samples, then by whole content, on each cluster's first file.
+    let reps: Vec<usize> = clusters.iter().flatten().map(|c| c.files[0]).collect();
+    let sampled = hash_all(&files, &reps, opts, Some(SAMPLE), reporter, &mut s);
+    let mut candidates: Vec<Vec<Cluster>> = Vec::new();
+    for group in clusters {
+        let mut by_sample: HashMap<blake3::Hash, Vec<Cluster>> = HashMap::new();
+        for c in group {
+            if let Some(h) = sampled.get(&c.files[0]) {
+                by_sample.entry(*h).or_default().push(c);
+            }
+        }
+        candidates.extend(by_sample.into_values().filter(|v| v.len() > 1));
+    }
+    // Files no longer than three samples were hashed whole already.
+    let need_full: Vec<usize> = candidates
+        .iter()
+        .flatten()
+        .map(|c| c.files[0])
+        .filter(|&i| files[i].size > 3 * SAMPLE as u64)
+        .collect();
+    let full = hash_all(&files, &need_full, opts, None, reporter, &mut s);
+    let mut groups: Vec<Vec<Cluster>> = Vec::new();
+    for group in candidates {
+        let mut by_hash: HashMap<blake3::Hash, Vec<Cluster>> = HashMap::new();
+        for c in group {
+            let rep = c.files[0];
+            let h = if files[rep].size > 3 * SAMPLE as u64 {
+                full.get(&rep)
+            } else {
+                sampled.get(&rep)
+            };
+            if let Some(h) = h {
+                by_hash.entry(*h).or_default().push(c);
+            }
+        }
+        groups.extend(by_hash.into_values().filter(|v| v.len() > 1));
+    }
+
+    // Share: every file of every other cluster gets the first cluster's
+    // blocks (the biggest cluster, so the fewest files move).
+    let mut pairs: Vec<(usize, usize)> = Vec::new();
+    for mut g in groups {
+        g.sort_by_key(|c| std::cmp::Reverse((c.files.len(), c.shared_elsewhere)));
+        s.groups += 1;
+        let src = g[0].files[0];
+        s.already_shared += g[0].files.len() as u64 - 1;
+        for c in &g[1..] {
+            for &f in &c.files {
+                pairs.push((src, f));
+            }
+        }
+    }
+    if opts.dry_run {
+        s.files_shared = pairs.len() as u64;
+        s.bytes_shared = pairs.iter().map(|&(_, f)| files[f].size).sum();
+    } else {
+        share_all(&files, &pairs, opts, &mut s);
+    }
+    s.elapsed = start.elapsed();
+    s
+}
+
+/// Walks the paths (never following symlinks) and returns one entry per
+/// regular file of at least the minimum size on a filesystem that can share
+/// blocks.
+fn scan(paths: &[PathBuf], opts: &DedupeOptions, s: &mut DedupeSummary) -> Vec<File> {
+    let mut files = Vec::new();
+    let mut seen: std::collections::HashSet<(u64, u64)> = Default::default();
+    // Per device: whether it can share blocks, and its block size.
+    let mut devs: HashMap<u64, Option<u64>> = HashMap::new();
+    let mut stack: Vec<(Arc<Fd>, CString, PathBuf)> = Vec::new();
+    for p in paths {
+        let (parent, name) = match parent_and_name(p) {
+            Ok(x) => x,
+            Err(e) => {
+                s.errors.push(CopyError::io(p, "open", &e));
+                continue;
+            }
+        };
+        stack.push((Arc::new(parent), name, p.clone()));
+    }
+    while let Some((dir, name, path)) = stack.pop() {
+        let st = match sys::stat_at(dir.as_fd(), &name, false) {
+            Ok(st) => st,
+            Err(e) => {
+                s.errors.push(CopyError::io(&path, "stat", &e));
+                continue;
+            }
+        };
+        match st.kind() {
+            FileKind::Dir => {
+                // O_NOATIME: listing a directory must not change its atime.
+                let sub = sys::open_source(dir.as_fd(), &name, true, false, true)
+                    .or_else(|_| sys::open_dir(dir.as_fd(), &name));
+                let sub = match sub {
+                    Ok(fd) => Arc::new(fd),
+                    Err(e) => {
+                        s.errors.push(CopyError::io(&path, "open", &e));
+                        continue;
+                    }
+                };
+                match sys::read_dir(sub.as_fd()) {
+                    Ok(entries) => {
+                        for e in entries {
+                            let p = path.join(sys::os_str(&e.name));
+                            stack.push((sub.clone(), e.name, p));
+                        }
+                    }
+                    Err(e) => s.errors.push(CopyError::io(&path, "read directory", &e)),
+                }
+            }
+            FileKind::File if st.size > 0 && seen.insert((st.dev, st.ino)) => {
+                let block = *devs.entry(st.dev).or_insert_with(|| {
+                    let fd = sys::open_source(dir.as_fd(), &name, false, false, false).ok()?;
+                    if sys::can_share_blocks(fd.as_fd()) {
+                        return sys::fs_space(fd.as_fd()).ok().map(|(_, b)| b);
+                    }
+                    s.unsupported.push(Unsupported {
+                        path: path.clone(),
+                        fs_type: sys::fs_type(fd.as_fd()).unwrap_or_default(),
+                    });
+                    None
+                });
+                let Some(block) = block else { continue };
+                if st.size < opts.min_size.unwrap_or(block) {
+                    continue;
+                }
+                files.push(File {
+                    dir: dir.clone(),
+                    name,
+                    path,
+                    dev: st.dev,
+                    size: st.size,
+                });
+            }
+            _ => {}
+        }
+    }
+    files
+}
+
+fn parent_and_name(p: &Path) -> io::Result<(Fd, CString)> {
+    let flags = libc::O_RDONLY | libc::O_DIRECTORY;
+    match (p.parent(), p.file_name()) {
+        (Some(parent), Some(name)) => {
+            let parent = match parent.as_os_str().is_empty() {
+                true => Path::new("."),
+                false => parent,
+            };
+            Ok((sys::open_path(parent, flags)?, sys::cstring(name)?))
+        }
+        _ => Ok((sys::open_path(p, flags)?, CString::from(c"."))),
+    }
+}
+
+fn open(f: &File) -> io::Result<Fd> {
+    // O_NOATIME first, so hashing leaves access times alone.
+    sys::open_source(f.dir.as_fd(), &f.name, false, false, true)
+        .or_else(|_| sys::open_source(f.dir.as_fd(), &f.name, false, false, false))
+}
+
+/// Splits a size group into clusters of files with equal extent maps. A
+/// file whose map cannot be compared is a cluster of its own.
+fn cluster_by_extents(files: &[File], group: &[usize], s: &mut DedupeSummary) -> Vec<Cluster> {
+    let mut clusters: Vec<(Option<Vec<sys::Extent>>, Cluster)> = Vec::new();
+    for &i in group {
+        let (map, shared_elsewhere) = match open(&files[i]).and_then(|fd| sys::extents(fd.as_fd()))
+        {
+            Ok(m) if !m.is_empty() && m.iter().all(|e| e.shared && !e.opaque) => (Some(m), true),
+            Ok(m) => (None, m.iter().any(|e| e.shared)),
+            Err(e) => {
+                s.errors
+                    .push(CopyError::io(&files[i].path, "map extents", &e));
+                continue;
+            }
+        };
+        match clusters
+            .iter_mut()
+            .find(|(m, _)| map.is_some() && *m == map)
+        {
+            Some((_, c)) => c.files.push(i),
+            None => clusters.push((
+                map,
+                Cluster {
+                    files: vec![i],
+                    shared_elsewhere,
+                },
+            )),
+        }
+    }
+    clusters.into_iter().map(|(_, c)| c).collect()
+}
+
+/// BLAKE3 of each listed file on worker threads: of three samples (start,
+/// middle, end) with `sample`, else of everything.
+fn hash_all(
+    files: &[File],
+    which: &[usize],
+    opts: &DedupeOptions,
+    sample: Option<usize>,
+    reporter: &dyn Reporter,
+    s: &mut DedupeSummary,
+) -> HashMap<usize, blake3::Hash> {
+    let next = AtomicUsize::new(0);
+    let out = Mutex::new((HashMap::new(), Vec::new(), 0u64));
+    std::thread::scope(|sc| {
+        for _ in 0..workers(opts).min(which.len()) {
+            sc.spawn(|| {
+                let mut buf = vec![0u8; CHUNK];
+                loop {
+                    let k = next.fetch_add(1, Ordering::Relaxed);
+                    let Some(&i) = which.get(k) else { return };
+                    let f = &files[i];
+                    let r = open(f).and_then(|fd| hash_file(&fd, f.size, sample, &mut buf));
+                    let mut o = out.lock().expect("hash lock");
+                    match r {
+                        Ok((h, n)) => {
+                            reporter.bytes(n);
+                            o.0.insert(i, h);
+                            o.2 += n;
+                        }
+                        Err(e) => o.1.push(CopyError::io(&f.path, "read", &e)),
+                    }
+                }
+            });
+        }
+    });
+    let (hashes, errors, bytes) = out.into_inner().expect("hash lock");
+    s.errors.extend(errors);
+    s.bytes_hashed += bytes;
+    hashes
+}
+
+fn hash_file(
+    fd: &Fd,
+    size: u64,
+    sample: Option<usize>,
+    buf: &mut [u8],
+) -> io::Result<(blake3::Hash, u64)> {
+    let mut h = blake3::Hasher::new();
+    let mut read = 0u64;
+    let mut take = |h: &mut blake3::Hasher, off: u64, len: usize| -> io::Result<()> {
+        let mut done = 0;
+        while done < len {
+            let n = sys::pread(fd.as_fd(), &mut buf[..len - done], off + done as u64)?;
+            if n == 0 {
+                return Err(io::Error::other("file shrank while being read"));
+            }
+            h.update(&buf[..n]);
+            done += n;
+        }
+        read += len as u64;
+        Ok(())
+    };
+    match sample {
+        Some(n) if size > 3 * n as u64 => {
+            for off in [0, size / 2 - n as u64 / 2, size - n as u64] {
+                take(&mut h, off, n)?;
+            }
+        }
+        _ => {
+            let mut off = 0u64;
+            while off < size {
+                let len = (size - off).min(CHUNK as u64) as usize;
+                take(&mut h, off, len)?;
+                off += len as u64;
+            }
+        }
+    }
+    Ok((h.finalize(), read))
+}
+
+fn workers(opts: &DedupeOptions) -> usize {
+    if opts.jobs > 0 {
+        opts.jobs
+    } else {
+        std::thread::available_parallelism().map_or(2, |n| n.get())
+    }
+}
+
+/// Shares blocks for every (source, destination) pair on worker threads,
+/// and measures the free space gained on each filesystem.
+fn share_all(
+    files: &[File],
+    pairs: &[(usize, usize)],
+    opts: &DedupeOptions,
+    s: &mut DedupeSummary,
+) {
+    // Free space before, per filesystem (through a descriptor that stays
+    // open for the flush and the second reading).
+    let mut spaces: HashMap<u64, (Fd, u64)> = HashMap::new();
+    for &(src, _) in pairs {
+        let f = &files[src];
+        if spaces.contains_key(&f.dev) {
+            continue;
+        }
+        if let Ok(fd) = open(f) {
+            let _ = sys::sync_fs(fd.as_fd());
+            if let Ok((free, _)) = sys::fs_space(fd.as_fd()) {
+                spaces.insert(f.dev, (fd, free));
+            }
+        }
+    }
+    let next = AtomicUsize::new(0);
+    let out = Mutex::new((0u64, 0u64, 0u64, Vec::new()));
+    std::thread::scope(|sc| {
+        for _ in 0..workers(opts).min(pairs.len()) {
+            sc.spawn(|| loop {
+                let k = next.fetch_add(1, Ordering::Relaxed);
+                let Some(&(si, di)) = pairs.get(k) else {
+                    return;
+                };
+                let (src, dst) = (&files[si], &files[di]);
+                let r = open(src).and_then(|s| {
+                    let d = open(dst)?;
+                    let shared = sys::share_blocks(
+                        s.as_fd(),
+                        d.as_fd(),
+                        dst.dir.as_fd(),
+                        &dst.name,
+                        dst.size,
+                    );
+                    match shared {
+                        // Without privilege the kernel wants the destination
+                        // open for writing (which changes nothing in it).
+                        Err(e) if e.raw_os_error() == Some(libc::EPERM) => {
+                            let d = sys::open_raw(
+                                dst.dir.as_fd(),
+                                &dst.name,
+                                libc::O_WRONLY | libc::O_NOFOLLOW,
+                                0,
+                            )?;
+                            sys::share_blocks(
+                                s.as_fd(),
+                                d.as_fd(),
+                                dst.dir.as_fd(),
+                                &dst.name,
+                                dst.size,
+                            )
+                        }
+                        r => r,
+                    }
+                });
+                let mut o = out.lock().expect("share lock");
+                match r {
+                    Ok(sys::Shared::Done) => {
+                        o.0 += 1;
+                        o.1 += dst.size;
+                    }
+                    Ok(sys::Shared::Differs) => o.2 += 1,
+                    Err(e) => o.3.push(CopyError::io(&dst.path, "dedupe", &e)),
+                }
+            });
+        }
+    });
+    let (n, bytes, changed, errors) = out.into_inner().expect("share lock");
+    s.files_shared = n;
+    s.bytes_shared = bytes;
+    s.changed = changed;
+    s.errors.extend(errors);
+    // Btrfs shows freed space only after its transaction commits.
+    for (fd, before) in spaces.values() {
+        let _ = sys::sync_fs(fd.as_fd());
+        if let Ok((after, _)) = sys::fs_space(fd.as_fd()) {
+            s.space_freed += after as i64 - *before as i64;
+        }
+    }
+}
