@@ -106,10 +106,40 @@ pub fn dedupe(paths: &[PathBuf], opts: &DedupeOptions, reporter: &dyn Reporter) 
     }
     let size_groups: Vec<Vec<usize>> = by_size.into_values().filter(|g| g.len() > 1).collect();
 
-    // Files whose extent maps are equal already share their data.
+    // Files whose extent maps are equal already share their data. Files no
+    // longer than three samples are hashed whole in the same visit: one
+    // open instead of two (they are most files of a node_modules tree).
+    let all: Vec<usize> = size_groups.iter().flatten().copied().collect();
+    let visited = par_map(&all, opts, |i, buf| {
+        let f = &files[i];
+        let fd = match open(f) {
+            Ok(fd) => fd,
+            Err(e) => return (Err(e), None),
+        };
+        let small = f.size <= 3 * SAMPLE as u64;
+        let hash = small.then(|| {
+            buf.resize(CHUNK, 0);
+            hash_file(&fd, f.size, None, buf)
+        });
+        (sys::extents(fd.as_fd()), hash)
+    });
+    let mut maps: HashMap<usize, io::Result<Vec<sys::Extent>>> = HashMap::new();
+    let mut small_hashes: HashMap<usize, blake3::Hash> = HashMap::new();
+    for (i, (map, hash)) in visited {
+        maps.insert(i, map);
+        match hash {
+            Some(Ok((h, n))) => {
+                s.bytes_hashed += n;
+                reporter.bytes(n);
+                small_hashes.insert(i, h);
+            }
+            Some(Err(e)) => s.errors.push(CopyError::io(&files[i].path, "read", &e)),
+            None => {}
+        }
+    }
     let mut clusters: Vec<Vec<Cluster>> = Vec::new();
     for g in size_groups {
-        let cl = cluster_by_extents(&files, &g, &mut s);
+        let cl = cluster_by_extents(&files, &g, &mut maps, &mut s);
         if cl.len() > 1 {
             clusters.push(cl);
         } else {
@@ -118,8 +148,14 @@ pub fn dedupe(paths: &[PathBuf], opts: &DedupeOptions, reporter: &dyn Reporter) 
     }
 
     // Then by samples, then by whole content, on each cluster's first file.
-    let reps: Vec<usize> = clusters.iter().flatten().map(|c| c.files[0]).collect();
-    let sampled = hash_all(&files, &reps, opts, Some(SAMPLE), reporter, &mut s);
+    let reps: Vec<usize> = clusters
+        .iter()
+        .flatten()
+        .map(|c| c.files[0])
+        .filter(|&i| files[i].size > 3 * SAMPLE as u64)
+        .collect();
+    let mut sampled = hash_all(&files, &reps, opts, Some(SAMPLE), reporter, &mut s);
+    sampled.extend(small_hashes);
     let mut candidates: Vec<Vec<Cluster>> = Vec::new();
     for group in clusters {
         let mut by_sample: HashMap<blake3::Hash, Vec<Cluster>> = HashMap::new();
@@ -279,19 +315,28 @@ fn open(f: &File) -> io::Result<Fd> {
 }
 
 /// Splits a size group into clusters of files with equal extent maps. A
-/// file whose map cannot be compared is a cluster of its own.
-fn cluster_by_extents(files: &[File], group: &[usize], s: &mut DedupeSummary) -> Vec<Cluster> {
+/// file whose map cannot be compared is a cluster of its own; one with data
+/// inline in metadata (Btrfs) cannot share blocks and is left out.
+fn cluster_by_extents(
+    files: &[File],
+    group: &[usize],
+    maps: &mut HashMap<usize, io::Result<Vec<sys::Extent>>>,
+    s: &mut DedupeSummary,
+) -> Vec<Cluster> {
     let mut clusters: Vec<(Option<Vec<sys::Extent>>, Cluster)> = Vec::new();
     for &i in group {
-        let (map, shared_elsewhere) = match open(&files[i]).and_then(|fd| sys::extents(fd.as_fd()))
-        {
-            Ok(m) if !m.is_empty() && m.iter().all(|e| e.shared && !e.opaque) => (Some(m), true),
-            Ok(m) => (None, m.iter().any(|e| e.shared)),
-            Err(e) => {
+        let (map, shared_elsewhere) = match maps.remove(&i) {
+            Some(Ok(m)) if m.iter().any(|e| e.inline) => continue,
+            Some(Ok(m)) if !m.is_empty() && m.iter().all(|e| e.shared && !e.opaque) => {
+                (Some(m), true)
+            }
+            Some(Ok(m)) => (None, m.iter().any(|e| e.shared)),
+            Some(Err(e)) => {
                 s.errors
                     .push(CopyError::io(&files[i].path, "map extents", &e));
                 continue;
             }
+            None => continue,
         };
         match clusters
             .iter_mut()
@@ -310,6 +355,32 @@ fn cluster_by_extents(files: &[File], group: &[usize], s: &mut DedupeSummary) ->
     clusters.into_iter().map(|(_, c)| c).collect()
 }
 
+/// Runs `f` on every item on the worker threads, each with a reusable
+/// buffer; results in no particular order.
+fn par_map<T: Send>(
+    items: &[usize],
+    opts: &DedupeOptions,
+    f: impl Fn(usize, &mut Vec<u8>) -> T + Sync,
+) -> Vec<(usize, T)> {
+    let next = AtomicUsize::new(0);
+    let out = Mutex::new(Vec::with_capacity(items.len()));
+    std::thread::scope(|sc| {
+        for _ in 0..workers(opts).min(items.len()) {
+            sc.spawn(|| {
+                let mut buf = Vec::new();
+                let mut mine = Vec::new();
+                loop {
+                    let k = next.fetch_add(1, Ordering::Relaxed);
+                    let Some(&i) = items.get(k) else { break };
+                    mine.push((i, f(i, &mut buf)));
+                }
+                out.lock().expect("results lock").append(&mut mine);
+            });
+        }
+    });
+    out.into_inner().expect("results lock")
+}
+
 /// BLAKE3 of each listed file on worker threads: of three samples (start,
 /// middle, end) with `sample`, else of everything.
 fn hash_all(
@@ -320,33 +391,27 @@ fn hash_all(
     reporter: &dyn Reporter,
     s: &mut DedupeSummary,
 ) -> HashMap<usize, blake3::Hash> {
-    let next = AtomicUsize::new(0);
-    let out = Mutex::new((HashMap::new(), Vec::new(), 0u64));
-    std::thread::scope(|sc| {
-        for _ in 0..workers(opts).min(which.len()) {
-            sc.spawn(|| {
-                let mut buf = vec![0u8; CHUNK];
-                loop {
-                    let k = next.fetch_add(1, Ordering::Relaxed);
-                    let Some(&i) = which.get(k) else { return };
-                    let f = &files[i];
-                    let r = open(f).and_then(|fd| hash_file(&fd, f.size, sample, &mut buf));
-                    let mut o = out.lock().expect("hash lock");
-                    match r {
-                        Ok((h, n)) => {
-                            reporter.bytes(n);
-                            o.0.insert(i, h);
-                            o.2 += n;
-                        }
-                        Err(e) => o.1.push(CopyError::io(&f.path, "read", &e)),
-                    }
-                }
-            });
+    let results = par_map(which, opts, |i, buf| {
+        if buf.is_empty() {
+            buf.resize(CHUNK, 0);
         }
+        let f = &files[i];
+        let r = open(f).and_then(|fd| hash_file(&fd, f.size, sample, buf));
+        if let Ok((_, n)) = &r {
+            reporter.bytes(*n);
+        }
+        r
     });
-    let (hashes, errors, bytes) = out.into_inner().expect("hash lock");
-    s.errors.extend(errors);
-    s.bytes_hashed += bytes;
+    let mut hashes = HashMap::new();
+    for (i, r) in results {
+        match r {
+            Ok((h, n)) => {
+                s.bytes_hashed += n;
+                hashes.insert(i, h);
+            }
+            Err(e) => s.errors.push(CopyError::io(&files[i].path, "read", &e)),
+        }
+    }
     hashes
 }
 
@@ -397,6 +462,22 @@ fn workers(opts: &DedupeOptions) -> usize {
     }
 }
 
+/// Makes one destination share the (open) source's blocks.
+fn share_one(src: &Fd, dst: &File) -> io::Result<sys::Shared> {
+    let d = open(dst)?;
+    let share =
+        |d: &Fd| sys::share_blocks(src.as_fd(), d.as_fd(), dst.dir.as_fd(), &dst.name, dst.size);
+    match share(&d) {
+        // Without privilege the kernel wants the destination open for
+        // writing (which changes nothing in it).
+        Err(e) if e.raw_os_error() == Some(libc::EPERM) => {
+            let flags = libc::O_WRONLY | libc::O_NOFOLLOW;
+            share(&sys::open_raw(dst.dir.as_fd(), &dst.name, flags, 0)?)
+        }
+        r => r,
+    }
+}
+
 /// Shares blocks for every (source, destination) pair on worker threads,
 /// and measures the free space gained on each filesystem.
 fn share_all(
@@ -420,63 +501,40 @@ fn share_all(
             }
         }
     }
-    let next = AtomicUsize::new(0);
-    let out = Mutex::new((0u64, 0u64, 0u64, Vec::new()));
-    std::thread::scope(|sc| {
-        for _ in 0..workers(opts).min(pairs.len()) {
-            sc.spawn(|| loop {
-                let k = next.fetch_add(1, Ordering::Relaxed);
-                let Some(&(si, di)) = pairs.get(k) else {
-                    return;
-                };
-                let (src, dst) = (&files[si], &files[di]);
-                let r = open(src).and_then(|s| {
-                    let d = open(dst)?;
-                    let shared = sys::share_blocks(
-                        s.as_fd(),
-                        d.as_fd(),
-                        dst.dir.as_fd(),
-                        &dst.name,
-                        dst.size,
-                    );
-                    match shared {
-                        // Without privilege the kernel wants the destination
-                        // open for writing (which changes nothing in it).
-                        Err(e) if e.raw_os_error() == Some(libc::EPERM) => {
-                            let d = sys::open_raw(
-                                dst.dir.as_fd(),
-                                &dst.name,
-                                libc::O_WRONLY | libc::O_NOFOLLOW,
-                                0,
-                            )?;
-                            sys::share_blocks(
-                                s.as_fd(),
-                                d.as_fd(),
-                                dst.dir.as_fd(),
-                                &dst.name,
-                                dst.size,
-                            )
-                        }
-                        r => r,
-                    }
-                });
-                let mut o = out.lock().expect("share lock");
-                match r {
-                    Ok(sys::Shared::Done) => {
-                        o.0 += 1;
-                        o.1 += dst.size;
-                    }
-                    Ok(sys::Shared::Differs) => o.2 += 1,
-                    Err(e) => o.3.push(CopyError::io(&dst.path, "dedupe", &e)),
-                }
-            });
-        }
+    // One task per source: it is opened once for all its destinations.
+    let mut by_src: HashMap<usize, Vec<usize>> = HashMap::new();
+    for &(src, dst) in pairs {
+        by_src.entry(src).or_default().push(dst);
+    }
+    let srcs: Vec<usize> = by_src.keys().copied().collect();
+    let results = par_map(&srcs, opts, |si, _| {
+        let src = &files[si];
+        let dsts = &by_src[&si];
+        let s = match open(src) {
+            Ok(fd) => fd,
+            Err(e) => {
+                let errno = e.raw_os_error().unwrap_or(libc::EIO);
+                return dsts
+                    .iter()
+                    .map(|&d| (d, Err(io::Error::from_raw_os_error(errno))))
+                    .collect();
+            }
+        };
+        dsts.iter()
+            .map(|&di| (di, share_one(&s, &files[di])))
+            .collect::<Vec<_>>()
     });
-    let (n, bytes, changed, errors) = out.into_inner().expect("share lock");
-    s.files_shared = n;
-    s.bytes_shared = bytes;
-    s.changed = changed;
-    s.errors.extend(errors);
+    for (di, r) in results.into_iter().flat_map(|(_, v)| v) {
+        let dst = &files[di];
+        match r {
+            Ok(sys::Shared::Done) => {
+                s.files_shared += 1;
+                s.bytes_shared += dst.size;
+            }
+            Ok(sys::Shared::Differs) => s.changed += 1,
+            Err(e) => s.errors.push(CopyError::io(&dst.path, "dedupe", &e)),
+        }
+    }
     // Btrfs shows freed space only after its transaction commits.
     for (fd, before) in spaces.values() {
         let _ = sys::sync_fs(fd.as_fd());

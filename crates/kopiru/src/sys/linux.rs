@@ -285,6 +285,7 @@ pub fn extents(fd: FdRef) -> io::Result<Vec<Extent>> {
                 length: e.length,
                 shared: e.flags & FIEMAP_EXTENT_SHARED != 0,
                 opaque: e.flags & opaque != 0,
+                inline: e.flags & FIEMAP_EXTENT_DATA_INLINE != 0,
             });
         }
         match req.ext[..n.min(BATCH)].last() {

@@ -556,6 +556,9 @@ pub struct Extent {
     /// Where the data is not a plain block range (delayed, inline, encoded,
     /// unknown): such maps cannot be compared.
     pub opaque: bool,
+    /// The data lives inside the filesystem's metadata (small Btrfs files):
+    /// it cannot share blocks.
+    pub inline: bool,
 }
 
 /// What the kernel did with a request to share blocks.
