@@ -10,6 +10,11 @@ command -v mkfs.xfs >/dev/null || need+=(xfsprogs)
 command -v mkfs.btrfs >/dev/null || need+=(btrfs-progs)
 command -v strace >/dev/null || need+=(strace)
 command -v losetup >/dev/null || need+=(mount)
+command -v sfdisk >/dev/null || need+=(fdisk)
+command -v xz >/dev/null || need+=(xz-utils)
+command -v zstd >/dev/null || need+=(zstd)
+command -v bzip2 >/dev/null || need+=(bzip2)
+command -v gzip >/dev/null || need+=(gzip)
 if ((${#need[@]})); then
   if [[ $(id -u) == 0 ]] && command -v apt-get >/dev/null; then
     echo "installing ${need[*]}" >&2

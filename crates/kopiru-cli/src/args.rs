@@ -22,6 +22,11 @@ pub enum Command {
     /// on both sides, the destination read from the device, not the cache.
     /// Prints each difference; exits 0 if identical, 1 if not, 2 on errors.
     Verify(VerifyArgs),
+    /// Write a disk image (raw, or xz/gzip/zstd/bzip2, decompressed as a
+    /// stream; - for standard input) to one or more whole block devices,
+    /// then read each back around the cache and compare.
+    #[command(after_help = FLASH_AFTER_HELP)]
+    Flash(FlashArgs),
     /// Make identical files share their blocks (XFS with reflink, Btrfs;
     /// APFS on macOS), freeing the space of every duplicate. Contents,
     /// permissions, owners and times do not change; each file stays
@@ -235,6 +240,18 @@ pub struct CopyArgs {
     pub json: bool,
 }
 
+const FLASH_AFTER_HELP: &str = "\
+Writes go through O_DIRECT in chunks sized from the device's topology, with
+two buffers allocated once (the image is read and decoded while the previous
+chunk is written), so progress counts bytes the device has acknowledged. The
+first MiB is written last, after everything else is flushed. Refused unless
+--force: a mounted device (or one with a mounted partition), the device
+holding the root filesystem or the image. On a terminal kopiru shows the
+device's size and model and asks before writing (--yes to skip).
+
+Exit codes: 0 every device written and verified; 23 some devices failed, the
+others are good; 1 nothing was written correctly; 2 usage error or refusal.";
+
 const DEDUPE_AFTER_HELP: &str = "\
 Files are grouped by filesystem and size, then by their extent maps (files
 already sharing all their blocks are one), then by a BLAKE3 of three 4 KiB
@@ -246,6 +263,45 @@ are left alone, and kopiru says so.
 
 Exit codes: 0 done (or nothing to do); 23 some files failed; 1 nothing could
 be done; 2 usage error.";
+
+#[derive(Args)]
+pub struct FlashArgs {
+    /// The image (- for standard input).
+    pub image: PathBuf,
+
+    /// Whole block devices to write (several: one read of the image).
+    #[arg(required = true, value_name = "DEVICE")]
+    pub devices: Vec<PathBuf>,
+
+    /// Do not read the devices back to compare.
+    #[arg(long)]
+    pub no_verify: bool,
+
+    /// Allow a regular file as a target (created if missing, never under /dev).
+    #[arg(long)]
+    pub file: bool,
+
+    /// Write even to a mounted device, or the one holding the root
+    /// filesystem or the image.
+    #[arg(long)]
+    pub force: bool,
+
+    /// Do not ask for confirmation.
+    #[arg(short = 'y', long)]
+    pub yes: bool,
+
+    /// Print a JSON summary on stdout.
+    #[arg(long)]
+    pub json: bool,
+
+    /// Show a progress bar even when stderr is not a terminal.
+    #[arg(long, overrides_with = "no_progress")]
+    pub progress: bool,
+
+    /// Never show a progress bar.
+    #[arg(long)]
+    pub no_progress: bool,
+}
 
 #[derive(Args)]
 pub struct DedupeArgs {

@@ -7,6 +7,7 @@ mod bench_fsync;
 mod copy;
 mod dedupe;
 mod exit;
+mod flash;
 mod plot;
 mod probe;
 mod progress;
@@ -22,6 +23,7 @@ fn main() -> ExitCode {
         args::Command::Probe(a) => probe::run(a),
         args::Command::Verify(a) => verify::run(a),
         args::Command::Dedupe(a) => dedupe::run(a),
+        args::Command::Flash(a) => flash::run(a),
         args::Command::Bench(args::BenchCommand::Sweep(a)) => bench::run(a),
         args::Command::Bench(args::BenchCommand::Fsync(a)) => bench_fsync::run(a),
     };

@@ -10,6 +10,7 @@ mod data;
 pub mod dedupe;
 mod error;
 mod events;
+pub mod flash;
 mod meta;
 mod options;
 mod plan;

@@ -6,6 +6,7 @@
 mod dedupe;
 mod durability;
 mod fixture;
+mod flash;
 mod manifest;
 mod trees;
 
@@ -987,6 +988,37 @@ fn main() {
         "into_itself_via_bind_mount::ext4".into(),
         ext4.clone(),
         Box::new(|| into_itself_via_bind_mount(Fs::Ext4)),
+    );
+    let flash_needs = fixture::loop_unavailable().or_else(|| {
+        ["xz", "zstd", "bzip2", "gzip", "sfdisk"]
+            .iter()
+            .find(|t| !fixture::have(t))
+            .map(|t| format!("{t} not installed (scripts/test.sh installs it)"))
+    });
+    add(
+        "flash_formats".into(),
+        flash_needs.clone(),
+        Box::new(flash::formats),
+    );
+    add(
+        "flash_verify_reads_device".into(),
+        flash_needs.clone().or_else(strace),
+        Box::new(flash::verify_reads_device),
+    );
+    add(
+        "flash_several_devices".into(),
+        flash_needs.clone(),
+        Box::new(flash::several_devices),
+    );
+    add(
+        "flash_refuses_mounted_partition".into(),
+        flash::partitions_unavailable(),
+        Box::new(flash::refuses_mounted_partition),
+    );
+    add(
+        "flash_refusals".into(),
+        flash_needs.or_else(|| Fs::Ext4.unavailable()),
+        Box::new(flash::refusals),
     );
     add(
         "dedupe_refused::ext4".into(),

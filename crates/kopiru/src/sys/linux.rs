@@ -379,3 +379,114 @@ pub fn fs_space(fd: FdRef) -> io::Result<(u64, u64)> {
     let st = unsafe { st.assume_init() };
     Ok((st.f_bfree as u64 * st.f_bsize as u64, st.f_bsize as u64))
 }
+
+/// What kopiru needs to know of a block device before writing it.
+#[derive(Clone, Debug, Default)]
+pub struct BlockInfo {
+    /// Size in bytes.
+    pub size: u64,
+    /// Smallest write the device takes (O_DIRECT alignment).
+    pub logical: u32,
+    /// The device's internal block size.
+    pub physical: u32,
+    /// Optimal I/O size (often 0: unknown).
+    pub optimal: u32,
+    /// Largest single request, in bytes (`queue/max_sectors_kb`).
+    pub max_request: u64,
+    /// Vendor and model, or what a loop device is backed by.
+    pub model: String,
+}
+
+const BLKGETSIZE64: libc::c_ulong = 0x8008_1272;
+const BLKSSZGET: libc::c_ulong = 0x1268;
+const BLKPBSZGET: libc::c_ulong = 0x127B;
+const BLKIOOPT: libc::c_ulong = 0x1279;
+
+fn sysfs(rdev: u64, rel: &str) -> Option<String> {
+    let (maj, min) = (
+        libc::major(rdev as libc::dev_t),
+        libc::minor(rdev as libc::dev_t),
+    );
+    std::fs::read_to_string(format!("/sys/dev/block/{maj}:{min}/{rel}"))
+        .ok()
+        .map(|s| s.trim().to_string())
+}
+
+/// Size, topology and model of an open block device (`rdev`: its number).
+pub fn block_info(fd: FdRef, rdev: u64) -> io::Result<BlockInfo> {
+    let mut size = 0u64;
+    cvt(unsafe { libc::ioctl(fd.as_raw_fd(), BLKGETSIZE64 as _, &mut size) })?;
+    let int = |req: libc::c_ulong| {
+        let mut v: libc::c_int = 0;
+        cvt(unsafe { libc::ioctl(fd.as_raw_fd(), req as _, &mut v) }).map(|_| v.max(0) as u32)
+    };
+    let max_kb: u64 = sysfs(rdev, "queue/max_sectors_kb")
+        .or_else(|| sysfs(rdev, "../queue/max_sectors_kb"))
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(512);
+    let model = match (sysfs(rdev, "device/vendor"), sysfs(rdev, "device/model")) {
+        (_, Some(m)) if !m.is_empty() => {
+            let v = sysfs(rdev, "device/vendor").unwrap_or_default();
+            format!("{v} {m}").trim().to_string()
+        }
+        _ => match sysfs(rdev, "loop/backing_file") {
+            Some(f) => format!("loop device backed by {f}"),
+            None => String::new(),
+        },
+    };
+    Ok(BlockInfo {
+        size,
+        logical: int(BLKSSZGET)?,
+        physical: int(BLKPBSZGET)?,
+        optimal: int(BLKIOOPT).unwrap_or(0),
+        max_request: max_kb * 1024,
+        model,
+    })
+}
+
+/// Device numbers of a block device's partitions (from sysfs).
+pub fn partitions(rdev: u64) -> Vec<u64> {
+    let (maj, min) = (
+        libc::major(rdev as libc::dev_t),
+        libc::minor(rdev as libc::dev_t),
+    );
+    let dir = format!("/sys/dev/block/{maj}:{min}");
+    let mut out = Vec::new();
+    if let Ok(rd) = std::fs::read_dir(&dir) {
+        for e in rd.flatten() {
+            let p = e.path();
+            if p.join("partition").exists() {
+                if let Some(d) = std::fs::read_to_string(p.join("dev"))
+                    .ok()
+                    .and_then(|s| parse_dev(s.trim()))
+                {
+                    out.push(d);
+                }
+            }
+        }
+    }
+    out
+}
+
+fn parse_dev(s: &str) -> Option<u64> {
+    let (a, b) = s.split_once(':')?;
+    Some(libc::makedev(a.parse().ok()?, b.parse().ok()?) as u64)
+}
+
+/// Every mounted filesystem's device number and mount point
+/// (`/proc/self/mountinfo`).
+pub fn mounts() -> Vec<(u64, String)> {
+    let text = std::fs::read_to_string("/proc/self/mountinfo").unwrap_or_default();
+    text.lines()
+        .filter_map(|l| {
+            let f: Vec<&str> = l.split(' ').collect();
+            Some((parse_dev(f.get(2)?)?, f.get(4)?.to_string()))
+        })
+        .collect()
+}
+
+/// Opens a block device exclusively: the kernel refuses if it is mounted
+/// or otherwise claimed.
+pub const O_EXCLUSIVE_DEVICE: libc::c_int = libc::O_EXCL;
+/// O_DIRECT, for opening files that are written or read around the cache.
+pub const O_DIRECT: libc::c_int = libc::O_DIRECT;

@@ -254,3 +254,40 @@ fn same_bytes(a: FdRef, b: FdRef, len: u64) -> io::Result<bool> {
     }
     Ok(true)
 }
+
+/// What kopiru needs to know of a block device before writing it.
+#[derive(Clone, Debug, Default)]
+pub struct BlockInfo {
+    /// Size in bytes.
+    pub size: u64,
+    /// Smallest write the device takes.
+    pub logical: u32,
+    /// The device's internal block size.
+    pub physical: u32,
+    /// Optimal I/O size (0: unknown).
+    pub optimal: u32,
+    /// Largest single request, in bytes.
+    pub max_request: u64,
+    /// Vendor and model.
+    pub model: String,
+}
+
+/// Not written for macOS yet (`DKIOCGETBLOCKCOUNT` and friends): refused.
+pub fn block_info(_fd: FdRef, _rdev: u64) -> io::Result<BlockInfo> {
+    Err(super::unsupported())
+}
+
+/// Not written for macOS yet.
+pub fn partitions(_rdev: u64) -> Vec<u64> {
+    Vec::new()
+}
+
+/// Not written for macOS yet (getfsstat).
+pub fn mounts() -> Vec<(u64, String)> {
+    Vec::new()
+}
+
+/// Opens a device with an exclusive lock.
+pub const O_EXCLUSIVE_DEVICE: libc::c_int = libc::O_EXLOCK;
+/// No O_DIRECT on macOS (F_NOCACHE is set after opening instead).
+pub const O_DIRECT: libc::c_int = 0;

@@ -1,0 +1,145 @@
+//! `kopiru flash`: checks the targets, asks on a terminal, shows progress,
+//! and reports each device.
+
+use crate::args::FlashArgs;
+use crate::bench::human;
+use crate::exit;
+use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
+use kopiru::flash::{check_targets, flash, FlashEvents, FlashOptions, FlashSummary};
+use std::io::{BufRead, IsTerminal, Write};
+
+struct Bar(Option<ProgressBar>);
+
+impl FlashEvents for Bar {
+    fn written(&self, n: u64) {
+        if let Some(b) = &self.0 {
+            b.inc(n);
+        }
+    }
+    fn verifying(&self, total: u64) {
+        if let Some(b) = &self.0 {
+            b.set_position(0);
+            b.set_length(total);
+            b.set_message("verified");
+        }
+    }
+    fn verified(&self, n: u64) {
+        if let Some(b) = &self.0 {
+            b.inc(n);
+        }
+    }
+}
+
+pub fn run(args: FlashArgs) -> u8 {
+    let opts = FlashOptions {
+        verify: !args.no_verify,
+        allow_file: args.file,
+        force: args.force,
+    };
+    let targets = match check_targets(&args.image, &args.devices, &opts) {
+        Ok(t) => t,
+        Err(r) => {
+            eprintln!("kopiru: {r}");
+            return exit::USAGE;
+        }
+    };
+    if !args.yes && std::io::stdin().is_terminal() && std::io::stderr().is_terminal() {
+        for t in &targets {
+            eprintln!(
+                "  {}: {}, {}",
+                t.path.display(),
+                human(t.size),
+                if t.model.is_empty() {
+                    "unknown model"
+                } else {
+                    &t.model
+                }
+            );
+        }
+        eprint!(
+            "Everything on {} will be overwritten with {}. Continue? [y/N] ",
+            if targets.len() == 1 {
+                "this device"
+            } else {
+                "these devices"
+            },
+            args.image.display()
+        );
+        let _ = std::io::stderr().flush();
+        let mut answer = String::new();
+        let _ = std::io::stdin().lock().read_line(&mut answer);
+        if !matches!(answer.trim(), "y" | "Y" | "yes") {
+            eprintln!("kopiru: nothing written");
+            return exit::FAILED;
+        }
+    }
+    let show = !args.no_progress && (args.progress || std::io::stderr().is_terminal());
+    let bar = Bar(show.then(|| {
+        let target = if args.progress {
+            ProgressDrawTarget::term_like_with_hz(Box::new(console::Term::stderr()), 10)
+        } else {
+            ProgressDrawTarget::stderr_with_hz(10)
+        };
+        let total = match std::fs::metadata(&args.image) {
+            Ok(m) if m.is_file() => Some(m.len()),
+            _ => None,
+        };
+        let b = ProgressBar::with_draw_target(total, target);
+        b.set_style(
+            ProgressStyle::with_template("{bar:30} {bytes} {msg} {binary_bytes_per_sec} ETA {eta}")
+                .expect("valid template"),
+        );
+        b.set_message("written");
+        b
+    }));
+    let s = flash(&args.image, &targets, &opts, &bar);
+    if let Some(b) = &bar.0 {
+        b.finish_and_clear();
+    }
+    report(&s, args.json)
+}
+
+fn report(s: &FlashSummary, json: bool) -> u8 {
+    if let Some(e) = &s.source_error {
+        eprintln!("kopiru: {e}");
+    }
+    let mut good = 0;
+    for d in &s.devices {
+        if let Some(e) = &d.error {
+            eprintln!("kopiru: {}: {e}", d.path.display());
+        } else if let Some(off) = d.mismatch_at {
+            eprintln!(
+                "kopiru: {}: verify: the device differs from the image at offset {off}",
+                d.path.display()
+            );
+        } else {
+            good += 1;
+        }
+    }
+    let code = if s.ok() {
+        exit::OK
+    } else if good > 0 && s.source_error.is_none() {
+        exit::PARTIAL
+    } else {
+        exit::FAILED
+    };
+    if json {
+        let j = serde_json::json!({
+            "format": s.format,
+            "image_bytes": s.image_bytes,
+            "write_seconds": s.write_time.as_secs_f64(),
+            "elapsed_seconds": s.elapsed.as_secs_f64(),
+            "source_error": s.source_error,
+            "devices": s.devices.iter().map(|d| serde_json::json!({
+                "path": d.path.to_string_lossy(),
+                "direct": d.direct,
+                "verified": d.verified,
+                "mismatch_at": d.mismatch_at,
+                "error": d.error,
+            })).collect::<Vec<_>>(),
+            "exit_code": code,
+        });
+        println!("{j}");
+    }
+    code
+}

@@ -1,0 +1,374 @@
+//! `kopiru flash` onto loop devices (512- and 4096-byte sectors, direct I/O
+//! on and off): every format byte for byte, verification that reads the
+//! device and not the cache, the refusals, several devices at once.
+
+use crate::fixture;
+use crate::{code, json, show, trees, R};
+use libtest_mimic::Failed;
+use std::ffi::OsStr;
+use std::os::unix::fs::FileExt;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+
+macro_rules! ensure {
+    ($cond:expr, $($msg:tt)+) => {
+        if !$cond {
+            return Err(format!($($msg)+).into());
+        }
+    };
+}
+
+/// A loop device over a sparse backing file, detached on drop.
+struct Loop {
+    dev: PathBuf,
+    backing: PathBuf,
+}
+
+impl Loop {
+    fn new(tag: &str, mib: u64, sector: u32, direct: bool) -> Result<Loop, Failed> {
+        let backing = fixture::run_root().join(format!("flash-{tag}.img"));
+        let f = std::fs::File::create(&backing)?;
+        f.set_len(mib << 20)?;
+        drop(f);
+        let out = fixture::sh(
+            Command::new("losetup")
+                .args(["-f", "--show", "-P"])
+                .arg(format!("--sector-size={sector}"))
+                .arg(format!("--direct-io={}", if direct { "on" } else { "off" }))
+                .arg(&backing),
+        )?;
+        Ok(Loop {
+            dev: PathBuf::from(out.trim()),
+            backing,
+        })
+    }
+}
+
+impl Drop for Loop {
+    fn drop(&mut self) {
+        let _ = Command::new("losetup").arg("-d").arg(&self.dev).status();
+        let _ = std::fs::remove_file(&self.backing);
+    }
+}
+
+fn flash(args: &[&OsStr]) -> Output {
+    crate::kopiru(
+        [
+            OsStr::new("flash"),
+            OsStr::new("--json"),
+            OsStr::new("--yes"),
+        ]
+        .iter()
+        .chain(args),
+    )
+}
+
+/// The first `image.len()` bytes of `dev`, read with O_DIRECT through dd
+/// (not the page cache).
+fn device_bytes(dev: &Path, len: usize) -> Result<Vec<u8>, Failed> {
+    let out = Command::new("dd")
+        .arg(format!("if={}", dev.display()))
+        .args(["bs=1M", "iflag=direct", "status=none"])
+        .arg(format!("count={}", len.div_ceil(1 << 20)))
+        .output()?;
+    ensure!(
+        out.status.success(),
+        "dd: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let mut v = out.stdout;
+    v.truncate(len);
+    Ok(v)
+}
+
+/// An image of 5 MiB + 1234 bytes (a tail shorter than any sector).
+fn image(dir: &Path) -> Result<(PathBuf, Vec<u8>), Failed> {
+    let data = trees::bytes((5 << 20) + 1234, 11);
+    let p = dir.join("image.raw");
+    std::fs::write(&p, &data)?;
+    Ok((p, data))
+}
+
+/// Raw, xz, gzip, zstd and bzip2 images, byte for byte, on 512- and
+/// 4096-byte-sector loop devices with direct I/O on and off.
+pub fn formats() -> R {
+    let dir = fixture::run_root().join("flash-formats");
+    std::fs::create_dir_all(&dir)?;
+    let (raw, data) = image(&dir)?;
+    let mut images = vec![raw.clone()];
+    for (tool, ext) in [
+        ("xz", "xz"),
+        ("gzip", "gz"),
+        ("zstd", "zst"),
+        ("bzip2", "bz2"),
+    ] {
+        fixture::sh(Command::new(tool).args(["-k", "-f", "-q"]).arg(&raw))?;
+        images.push(dir.join(format!("image.raw.{ext}")));
+    }
+    for (sector, direct) in [(512, false), (512, true), (4096, false), (4096, true)] {
+        let lo = Loop::new(&format!("fmt-{sector}-{direct}"), 16, sector, direct)?;
+        for img in &images {
+            // Start from garbage, so a skipped range would show.
+            fixture::sh(
+                Command::new("dd")
+                    .args([
+                        "if=/dev/urandom",
+                        "bs=1M",
+                        "count=8",
+                        "oflag=direct",
+                        "status=none",
+                    ])
+                    .arg(format!("of={}", lo.dev.display())),
+            )?;
+            let o = flash(&[img.as_os_str(), lo.dev.as_os_str()]);
+            let what = format!(
+                "{} on {sector}-byte sectors, direct-io {direct}",
+                img.display()
+            );
+            ensure!(code(&o) == 0, "{what}: {}", show(&o));
+            let j = json(&o)?;
+            ensure!(
+                j["devices"][0]["verified"] == true && j["image_bytes"] == data.len() as u64,
+                "{what}: {j}"
+            );
+            ensure!(
+                device_bytes(&lo.dev, data.len())? == data,
+                "{what}: the device differs"
+            );
+        }
+    }
+    Ok(())
+}
+
+/// Verification reads the device, not the page cache. kopiru is held after
+/// its last flush (strace delays the second fsync); meanwhile the device's
+/// page cache is filled with the written data and the backing file is
+/// changed behind it: a buffered `cmp` still sees the image, kopiru sees the
+/// change, at the right offset.
+pub fn verify_reads_device() -> R {
+    let dir = fixture::run_root().join("flash-verify");
+    std::fs::create_dir_all(&dir)?;
+    let data = trees::bytes(6 << 20, 12); // whole MiBs: no tail, two fsyncs
+    let img = dir.join("image.raw");
+    std::fs::write(&img, &data)?;
+    let lo = Loop::new("verify", 16, 512, false)?;
+    let child = Command::new("strace")
+        .args([
+            "-f",
+            "-o",
+            "/dev/null",
+            "-e",
+            "inject=fsync:delay_exit=3000000:when=2",
+        ])
+        .arg(env!("CARGO_BIN_EXE_kopiru"))
+        .args(["flash", "--json", "--yes", "--no-progress"])
+        .arg(&img)
+        .arg(&lo.dev)
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()?;
+    std::thread::sleep(std::time::Duration::from_millis(1500));
+    std::fs::read(&lo.dev)?; // the device's page cache now holds the image
+    let back = std::fs::OpenOptions::new().write(true).open(&lo.backing)?;
+    back.write_all_at(&[0xAA; 4096], 3 << 20)?;
+    back.sync_all()?;
+    let cached = Command::new("cmp")
+        .arg("-n")
+        .arg(data.len().to_string())
+        .arg(&img)
+        .arg(&lo.dev)
+        .output()?;
+    let o = child.wait_with_output()?;
+    ensure!(
+        cached.status.success(),
+        "the page cache did not keep the written data; the test proves nothing"
+    );
+    let j = json(&o)?;
+    ensure!(code(&o) == 1, "want exit 1: {}", show(&o));
+    ensure!(
+        j["devices"][0]["verified"] == false && j["devices"][0]["mismatch_at"] == 3u64 << 20,
+        "{j}"
+    );
+    ensure!(
+        String::from_utf8_lossy(&o.stderr).contains("differs from the image at offset 3145728"),
+        "{}",
+        show(&o)
+    );
+    Ok(())
+}
+
+/// Several devices from one read; one of them too small for a compressed
+/// image (its size is unknown until the end) fails, the others finish.
+pub fn several_devices() -> R {
+    let dir = fixture::run_root().join("flash-multi");
+    std::fs::create_dir_all(&dir)?;
+    let data = trees::bytes(12 << 20, 13);
+    let raw = dir.join("image.raw");
+    std::fs::write(&raw, &data)?;
+    fixture::sh(Command::new("zstd").args(["-k", "-f", "-q"]).arg(&raw))?;
+    let zst = dir.join("image.raw.zst");
+    let a = Loop::new("multi-a", 16, 512, false)?;
+    let b = Loop::new("multi-b", 16, 4096, true)?;
+    let small = Loop::new("multi-small", 8, 512, false)?;
+    let o = flash(&[
+        zst.as_os_str(),
+        a.dev.as_os_str(),
+        small.dev.as_os_str(),
+        b.dev.as_os_str(),
+    ]);
+    ensure!(code(&o) == 23, "want exit 23: {}", show(&o));
+    let j = json(&o)?;
+    let devs = j["devices"].as_array().cloned().unwrap_or_default();
+    ensure!(devs.len() == 3, "{j}");
+    for d in &devs {
+        let small_one = d["path"] == small.dev.to_string_lossy().as_ref();
+        if small_one {
+            ensure!(
+                d["error"].as_str().is_some_and(|e| e.contains("too small")),
+                "{j}"
+            );
+        } else {
+            ensure!(d["verified"] == true, "{j}");
+        }
+    }
+    for lo in [&a, &b] {
+        ensure!(
+            device_bytes(&lo.dev, data.len())? == data,
+            "{} differs",
+            lo.dev.display()
+        );
+    }
+    // A regular file target with --file: created, exact, ending with the
+    // image.
+    let out = dir.join("copy.img");
+    let o = flash(&[OsStr::new("--file"), raw.as_os_str(), out.as_os_str()]);
+    ensure!(code(&o) == 0, "{}", show(&o));
+    ensure!(std::fs::read(&out)? == data, "the file differs");
+    Ok(())
+}
+
+/// Refused before anything is written: a mounted device, a device with a
+/// mounted partition, a regular file without --file, a missing device (not
+/// created, not even with --file under /dev), a device too small.
+pub fn refusals() -> R {
+    let dir = fixture::run_root().join("flash-refusals");
+    std::fs::create_dir_all(&dir)?;
+    let (img, _) = image(&dir)?;
+    let refused = |args: &[&OsStr], why: &str| -> R {
+        let o = flash(args);
+        ensure!(code(&o) == 2, "want exit 2 ({why}): {}", show(&o));
+        ensure!(
+            String::from_utf8_lossy(&o.stderr).contains(why),
+            "want '{why}': {}",
+            show(&o)
+        );
+        Ok(())
+    };
+    // Mounted.
+    let lo = Loop::new("mounted", 64, 512, false)?;
+    fixture::sh(Command::new("mkfs.ext4").args(["-q", "-F"]).arg(&lo.dev))?;
+    let mnt = dir.join("mnt");
+    std::fs::create_dir_all(&mnt)?;
+    fixture::sh(Command::new("mount").arg(&lo.dev).arg(&mnt))?;
+    let r = refused(&[img.as_os_str(), lo.dev.as_os_str()], "is mounted");
+    let _ = fixture::sh(Command::new("umount").arg(&mnt));
+    r?;
+    // (The filesystem itself writes its device, so compare where the image
+    // would have gone: its second MiB.)
+    let (_, data) = image(&dir)?;
+    let there = device_bytes(&lo.dev, 2 << 20)?;
+    ensure!(
+        there[1 << 20..] != data[1 << 20..2 << 20],
+        "the mounted device was written"
+    );
+    // Not a block device.
+    let plain = dir.join("plain");
+    std::fs::write(&plain, b"keep me")?;
+    refused(&[img.as_os_str(), plain.as_os_str()], "not a block device")?;
+    ensure!(std::fs::read(&plain)? == b"keep me", "the file was written");
+    // Missing, and never created under /dev.
+    refused(
+        &[img.as_os_str(), OsStr::new("/dev/kopiru-no-such")],
+        "no such device",
+    )?;
+    refused(
+        &[
+            OsStr::new("--file"),
+            img.as_os_str(),
+            OsStr::new("/dev/kopiru-no-such"),
+        ],
+        "never creates files under /dev",
+    )?;
+    ensure!(
+        !Path::new("/dev/kopiru-no-such").exists(),
+        "a file was created in /dev"
+    );
+    // Too small for a raw image (its size is known before writing).
+    let tiny = Loop::new("tiny", 4, 512, false)?;
+    refused(&[img.as_os_str(), tiny.dev.as_os_str()], "too small")?;
+    Ok(())
+}
+
+/// Whether this kernel shows partitions of a loop device (some builds have
+/// no partition-table parsers): `None` if it does, else why not.
+pub fn partitions_unavailable() -> Option<String> {
+    if let Some(why) = fixture::loop_unavailable() {
+        return Some(why);
+    }
+    if !fixture::have("sfdisk") {
+        return Some("sfdisk not installed (scripts/test.sh installs fdisk)".into());
+    }
+    let probe = || -> Result<bool, Failed> {
+        std::fs::create_dir_all(fixture::run_root())?;
+        let lo = Loop::new("partprobe", 8, 512, false)?;
+        partition(&lo)?;
+        Ok(PathBuf::from(format!("{}p1", lo.dev.display())).exists())
+    };
+    match probe() {
+        Ok(true) => None,
+        Ok(false) => Some("this kernel shows no partitions on loop devices".into()),
+        Err(e) => Some(format!("cannot make a partitioned loop device: {e:?}")),
+    }
+}
+
+/// Writes a one-partition table and has the kernel read it.
+fn partition(lo: &Loop) -> R {
+    use std::io::Write;
+    let mut sf = Command::new("sfdisk")
+        .arg("-q")
+        .arg(&lo.dev)
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()?;
+    sf.stdin.take().unwrap().write_all(b"label: gpt\n,4M\n")?;
+    ensure!(sf.wait()?.success(), "sfdisk failed");
+    let _ = Command::new("blockdev")
+        .arg("--rereadpt")
+        .arg(&lo.dev)
+        .status();
+    Ok(())
+}
+
+/// A device one of whose partitions is mounted is refused.
+pub fn refuses_mounted_partition() -> R {
+    let dir = fixture::run_root().join("flash-partition");
+    std::fs::create_dir_all(&dir)?;
+    let (img, _) = image(&dir)?;
+    let lo = Loop::new("parts", 64, 512, false)?;
+    partition(&lo)?;
+    let part = PathBuf::from(format!("{}p1", lo.dev.display()));
+    fixture::sh(Command::new("mkfs.ext4").args(["-q", "-F"]).arg(&part))?;
+    let mnt = dir.join("mnt");
+    std::fs::create_dir_all(&mnt)?;
+    fixture::sh(Command::new("mount").arg(&part).arg(&mnt))?;
+    let o = flash(&[img.as_os_str(), lo.dev.as_os_str()]);
+    let _ = fixture::sh(Command::new("umount").arg(&mnt));
+    ensure!(code(&o) == 2, "want exit 2: {}", show(&o));
+    ensure!(
+        String::from_utf8_lossy(&o.stderr).contains("is mounted"),
+        "{}",
+        show(&o)
+    );
+    Ok(())
+}

@@ -1,0 +1,682 @@
+//! `kopiru flash`: a disk image (raw, or xz/gzip/zstd/bzip2 decompressed as
+//! a stream) written to one or more block devices.
+//!
+//! A reader thread decodes the image into two aligned buffers, allocated
+//! once and passed back and forth; the writer writes each filled buffer to
+//! every device with O_DIRECT, so a byte counts as written only when the
+//! device has acknowledged it. The first MiB is held back and written last,
+//! after everything else is flushed, so an interrupted flash leaves no
+//! partition table pointing at half an image. Then each device is read back
+//! around every cache and compared, 64 KiB block by block.
+
+use crate::sys::{self, Fd, FileKind};
+use std::ffi::CString;
+use std::io::{self, Read, Write};
+use std::os::fd::AsFd;
+use std::path::{Path, PathBuf};
+use std::sync::mpsc;
+use std::time::{Duration, Instant};
+
+/// Held back and written last.
+const HEAD: usize = 1 << 20;
+/// Verification granularity: the first mismatch is reported to this.
+const VERIFY_BLOCK: usize = 64 << 10;
+/// Buffered writes (O_DIRECT refused) are flushed every this many bytes, so
+/// the page cache never holds more than that of the device's data.
+const DIRTY_WINDOW: u64 = 32 << 20;
+
+/// What the caller asks of a flash.
+#[derive(Clone, Debug)]
+pub struct FlashOptions {
+    /// Read every device back and compare (default).
+    pub verify: bool,
+    /// Allow regular files as targets (`--file`).
+    pub allow_file: bool,
+    /// Write even to a mounted device, or the one holding the root
+    /// filesystem or the image.
+    pub force: bool,
+}
+
+impl Default for FlashOptions {
+    fn default() -> Self {
+        FlashOptions {
+            verify: true,
+            allow_file: false,
+            force: false,
+        }
+    }
+}
+
+/// A target, checked and described, ready to be written.
+#[derive(Clone, Debug)]
+pub struct Target {
+    /// As given.
+    pub path: PathBuf,
+    /// A block device (else a regular file, with `--file`).
+    pub is_block: bool,
+    /// Bytes it holds (0 for a new file).
+    pub size: u64,
+    /// Vendor and model, or what backs a loop device.
+    pub model: String,
+    /// O_DIRECT alignment.
+    pub align: usize,
+    /// Bytes per write, from the device's topology.
+    pub chunk: usize,
+}
+
+/// A refusal before anything is written.
+#[derive(Debug)]
+pub struct Refusal {
+    /// The target (or image) concerned.
+    pub path: PathBuf,
+    /// Why.
+    pub reason: String,
+}
+
+impl std::fmt::Display for Refusal {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{}: {}", self.path.display(), self.reason)
+    }
+}
+
+/// Progress of a flash, for the command line.
+pub trait FlashEvents: Sync {
+    /// `n` more bytes acknowledged by every remaining device.
+    fn written(&self, _n: u64) {}
+    /// Verification has begun (`total` bytes per device).
+    fn verifying(&self, _total: u64) {}
+    /// `n` more bytes read back.
+    fn verified(&self, _n: u64) {}
+}
+
+/// No progress wanted.
+pub struct NoEvents;
+impl FlashEvents for NoEvents {}
+
+/// How one device fared.
+#[derive(Debug, Clone)]
+pub struct DeviceResult {
+    /// As given.
+    pub path: PathBuf,
+    /// What failed, if anything ("write at offset N: ...").
+    pub error: Option<String>,
+    /// Whether the read-back matched (`None`: not verified).
+    pub verified: Option<bool>,
+    /// Offset of the first 64 KiB block that differed.
+    pub mismatch_at: Option<u64>,
+    /// Whether O_DIRECT was used (else buffered writes, flushed often).
+    pub direct: bool,
+}
+
+/// What a flash did.
+#[derive(Debug, Default)]
+pub struct FlashSummary {
+    /// Bytes of (decompressed) image written to each device.
+    pub image_bytes: u64,
+    /// The image's format ("raw", "xz", ...).
+    pub format: &'static str,
+    /// Per device.
+    pub devices: Vec<DeviceResult>,
+    /// An error reading or decoding the image (nothing is complete then).
+    pub source_error: Option<String>,
+    /// Time until every device was written and flushed.
+    pub write_time: Duration,
+    /// Wall time, verification included.
+    pub elapsed: Duration,
+}
+
+impl FlashSummary {
+    /// Whether every device was written (and verified, if asked) cleanly.
+    pub fn ok(&self) -> bool {
+        self.source_error.is_none()
+            && self
+                .devices
+                .iter()
+                .all(|d| d.error.is_none() && d.verified != Some(false))
+    }
+}
+
+/// Checks each target: a whole block device (or, with `--file`, a regular
+/// file) that is not mounted, does not hold the root filesystem or the
+/// image, and is big enough for an image of `image_size` (when known).
+pub fn check_targets(
+    image: &Path,
+    devices: &[PathBuf],
+    opts: &FlashOptions,
+) -> Result<Vec<Target>, Refusal> {
+    let refuse = |p: &Path, r: String| Refusal {
+        path: p.to_path_buf(),
+        reason: r,
+    };
+    let image_st = if image == Path::new("-") {
+        None
+    } else {
+        Some(sys::stat_path(image, true).map_err(|e| refuse(image, crate::error::reason(&e)))?)
+    };
+    // The size is known before writing only for a raw image file.
+    let raw = || {
+        let mut head = [0u8; 8];
+        let n = std::fs::File::open(image)
+            .and_then(|mut f| f.read(&mut head))
+            .unwrap_or(0);
+        detect(&head[..n]) == "raw"
+    };
+    let image_size = image_st
+        .filter(|s| s.kind() == FileKind::File && raw())
+        .map(|s| s.size);
+    let root_dev = sys::stat_path(Path::new("/"), true).map(|s| s.dev).ok();
+    let mounts = sys::mounts();
+    let mut out = Vec::new();
+    for dev in devices {
+        let st = match sys::stat_path(dev, true) {
+            Ok(st) => st,
+            Err(e) if e.raw_os_error() == Some(libc::ENOENT) && opts.allow_file => {
+                if dev.starts_with("/dev") {
+                    return Err(refuse(
+                        dev,
+                        "no such device (kopiru never creates files under /dev)".into(),
+                    ));
+                }
+                out.push(Target {
+                    path: dev.clone(),
+                    is_block: false,
+                    size: 0,
+                    model: "new file".into(),
+                    align: sys::DIRECT_ALIGN,
+                    chunk: 4 << 20,
+                });
+                continue;
+            }
+            Err(e) if e.raw_os_error() == Some(libc::ENOENT) => {
+                return Err(refuse(dev, "no such device".into()))
+            }
+            Err(e) => return Err(refuse(dev, crate::error::reason(&e))),
+        };
+        match st.kind() {
+            FileKind::BlockDevice => {}
+            FileKind::File if opts.allow_file => {
+                if image_st.is_some_and(|i| (i.dev, i.ino) == (st.dev, st.ino)) {
+                    return Err(refuse(dev, "is the image itself".into()));
+                }
+                out.push(Target {
+                    path: dev.clone(),
+                    is_block: false,
+                    size: st.size,
+                    model: "regular file".into(),
+                    align: sys::DIRECT_ALIGN,
+                    chunk: 4 << 20,
+                });
+                continue;
+            }
+            FileKind::File => {
+                return Err(refuse(
+                    dev,
+                    "not a block device (give --file to write a regular file)".into(),
+                ))
+            }
+            _ => return Err(refuse(dev, "not a block device".into())),
+        }
+        let mut ours = vec![st.rdev];
+        ours.extend(sys::partitions(st.rdev));
+        if !opts.force {
+            if root_dev.is_some_and(|r| ours.contains(&r)) {
+                return Err(refuse(
+                    dev,
+                    "holds the root filesystem (--force to write it anyway)".into(),
+                ));
+            }
+            if image_st.is_some_and(|i| ours.contains(&i.dev)) {
+                return Err(refuse(
+                    dev,
+                    "holds the image being written (--force to write it anyway)".into(),
+                ));
+            }
+            if let Some((_, at)) = mounts.iter().find(|(d, _)| ours.contains(d)) {
+                return Err(refuse(
+                    dev,
+                    format!("is mounted (at {at}); unmount it first, or --force"),
+                ));
+            }
+        }
+        let fd = sys::open_path(dev, libc::O_RDONLY)
+            .map_err(|e| refuse(dev, crate::error::reason(&e)))?;
+        let info = sys::block_info(fd.as_fd(), st.rdev)
+            .map_err(|e| refuse(dev, crate::error::reason(&e)))?;
+        if let Some(n) = image_size {
+            if n > info.size {
+                return Err(refuse(
+                    dev,
+                    format!(
+                        "too small: the image is {n} bytes, the device {} bytes",
+                        info.size
+                    ),
+                ));
+            }
+        }
+        let align = (info.logical.max(512) as usize).max(sys::DIRECT_ALIGN);
+        let unit = (info.physical as usize).max(align).max(VERIFY_BLOCK);
+        // Four of the largest requests the device takes, 1 to 4 MiB, in
+        // whole physical blocks; the optimal I/O size when it says one.
+        let want = if info.optimal as usize >= HEAD {
+            info.optimal as usize
+        } else {
+            (info.max_request as usize).saturating_mul(4)
+        };
+        let chunk = want.clamp(HEAD, 4 << 20) / unit * unit;
+        out.push(Target {
+            path: dev.clone(),
+            is_block: true,
+            size: info.size,
+            model: info.model,
+            align,
+            chunk: chunk.max(unit),
+        });
+    }
+    Ok(out)
+}
+
+/// A buffer aligned for O_DIRECT, allocated once.
+struct Aligned {
+    raw: Vec<u8>,
+    off: usize,
+    len: usize,
+}
+
+impl Aligned {
+    fn new(len: usize) -> Aligned {
+        let raw = vec![0u8; len + sys::DIRECT_ALIGN];
+        let off = raw.as_ptr().align_offset(sys::DIRECT_ALIGN);
+        Aligned { raw, off, len }
+    }
+    fn buf(&mut self) -> &mut [u8] {
+        &mut self.raw[self.off..self.off + self.len]
+    }
+    fn get(&self) -> &[u8] {
+        &self.raw[self.off..self.off + self.len]
+    }
+}
+
+/// The image's format, from its first bytes.
+fn detect(head: &[u8]) -> &'static str {
+    match head {
+        [0xFD, b'7', b'z', b'X', b'Z', 0, ..] => "xz",
+        [0x1F, 0x8B, ..] => "gzip",
+        [0x28, 0xB5, 0x2F, 0xFD, ..] => "zstd",
+        [b'B', b'Z', b'h', ..] => "bzip2",
+        _ => "raw",
+    }
+}
+
+/// Fills buffers from the decoded image and hands them to the writer.
+struct Sink {
+    full: mpsc::SyncSender<(Aligned, usize)>,
+    empty: mpsc::Receiver<Aligned>,
+    cur: Option<Aligned>,
+    len: usize,
+}
+
+impl Sink {
+    /// Reads `r` to its end straight into the buffers.
+    fn fill_from(&mut self, r: &mut impl Read) -> io::Result<()> {
+        let gone = || io::Error::new(io::ErrorKind::BrokenPipe, "writer stopped");
+        loop {
+            if self.cur.is_none() {
+                self.cur = Some(self.empty.recv().map_err(|_| gone())?);
+                self.len = 0;
+            }
+            let cur = self.cur.as_mut().expect("a buffer");
+            let n = match r.read(&mut cur.buf()[self.len..]) {
+                Ok(n) => n,
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
+                Err(e) => return Err(e),
+            };
+            if n == 0 {
+                return Ok(());
+            }
+            self.len += n;
+            if self.len == cur.len {
+                let b = self.cur.take().expect("a buffer");
+                self.full.send((b, self.len)).map_err(|_| gone())?;
+            }
+        }
+    }
+}
+
+impl Write for Sink {
+    fn write(&mut self, data: &[u8]) -> io::Result<usize> {
+        let gone = || io::Error::new(io::ErrorKind::BrokenPipe, "writer stopped");
+        if self.cur.is_none() {
+            self.cur = Some(self.empty.recv().map_err(|_| gone())?);
+            self.len = 0;
+        }
+        let cur = self.cur.as_mut().expect("a buffer");
+        let n = data.len().min(cur.len - self.len);
+        cur.buf()[self.len..self.len + n].copy_from_slice(&data[..n]);
+        self.len += n;
+        if self.len == cur.len {
+            let b = self.cur.take().expect("a buffer");
+            self.full.send((b, self.len)).map_err(|_| gone())?;
+        }
+        Ok(n)
+    }
+    fn flush(&mut self) -> io::Result<()> {
+        if let Some(b) = self.cur.take() {
+            if self.len > 0 {
+                let gone = io::Error::new(io::ErrorKind::BrokenPipe, "writer stopped");
+                self.full.send((b, self.len)).map_err(|_| gone)?;
+            }
+        }
+        Ok(())
+    }
+}
+
+/// Decodes the whole image into `sink`.
+fn decode(image: &Path, sink: &mut Sink, format: &mut &'static str) -> io::Result<()> {
+    let file: Box<dyn Read + Send> = if image == Path::new("-") {
+        Box::new(io::stdin())
+    } else {
+        Box::new(std::fs::File::open(image)?)
+    };
+    let mut r = io::BufReader::with_capacity(256 << 10, file);
+    *format = detect(io::BufRead::fill_buf(&mut r)?);
+    match *format {
+        "xz" => lzma_rs::xz_decompress(&mut r, sink)
+            .map_err(|e| io::Error::other(format!("xz: {e}")))?,
+        "gzip" => {
+            io::copy(&mut flate2::read::MultiGzDecoder::new(r), sink)?;
+        }
+        "zstd" => {
+            let mut d = ruzstd::decoding::StreamingDecoder::new(r)
+                .map_err(|e| io::Error::other(format!("zstd: {e}")))?;
+            io::copy(&mut d, sink)?;
+        }
+        "bzip2" => {
+            io::copy(&mut bzip2::read::MultiBzDecoder::new(r), sink)?;
+        }
+        // Raw: read straight into the aligned buffers, no copy.
+        _ => sink.fill_from(&mut r)?,
+    }
+    sink.flush()
+}
+
+/// One device being written.
+struct Dev {
+    path: PathBuf,
+    fd: Fd,
+    /// A second, buffered descriptor for a tail shorter than `align`.
+    plain: Fd,
+    direct: bool,
+    is_block: bool,
+    align: usize,
+    error: Option<String>,
+    since_flush: u64,
+}
+
+impl Dev {
+    fn open(t: &Target) -> io::Result<Dev> {
+        let c = sys::cstring(t.path.as_os_str())?;
+        let open = |flags| sys::open_raw(sys::cwd(), &c, flags, 0o644);
+        let (base, excl) = if t.is_block {
+            (libc::O_WRONLY, sys::O_EXCLUSIVE_DEVICE)
+        } else {
+            (libc::O_WRONLY | libc::O_CREAT, 0)
+        };
+        let (fd, direct) = match open(base | excl | sys::O_DIRECT) {
+            Ok(fd) if sys::O_DIRECT != 0 => (fd, true),
+            Ok(fd) => (fd, false),
+            Err(e) if e.raw_os_error() == Some(libc::EINVAL) => (open(base | excl)?, false),
+            Err(e) => return Err(e),
+        };
+        let plain = open(libc::O_WRONLY)?;
+        Ok(Dev {
+            path: t.path.clone(),
+            fd,
+            plain,
+            direct,
+            is_block: t.is_block,
+            align: t.align,
+            error: None,
+            since_flush: 0,
+        })
+    }
+
+    /// Writes `data` at `off`: whole aligned blocks through O_DIRECT, a
+    /// shorter tail through the buffered descriptor.
+    fn write(&mut self, data: &[u8], off: u64) -> io::Result<()> {
+        let body = if self.direct {
+            data.len() / self.align * self.align
+        } else {
+            data.len()
+        };
+        if body > 0 {
+            match sys::pwrite_all(self.fd.as_fd(), &data[..body], off) {
+                // O_DIRECT refused on this target: buffered from now on.
+                Err(e) if e.raw_os_error() == Some(libc::EINVAL) && self.direct => {
+                    self.direct = false;
+                    return self.write(data, off);
+                }
+                r => r?,
+            }
+        }
+        if body < data.len() {
+            sys::pwrite_all(self.plain.as_fd(), &data[body..], off + body as u64)?;
+            sys::sync_file(self.plain.as_fd())?;
+        }
+        if !self.direct {
+            self.since_flush += data.len() as u64;
+            if self.since_flush >= DIRTY_WINDOW {
+                sys::sync_file(self.fd.as_fd())?;
+                self.since_flush = 0;
+            }
+        }
+        Ok(())
+    }
+
+    fn flush(&mut self) -> io::Result<()> {
+        sys::sync_file(self.fd.as_fd())
+    }
+}
+
+/// Writes `image` to every target, then verifies each (unless told not to).
+pub fn flash(
+    image: &Path,
+    targets: &[Target],
+    opts: &FlashOptions,
+    events: &dyn FlashEvents,
+) -> FlashSummary {
+    let start = Instant::now();
+    let mut s = FlashSummary {
+        format: "raw",
+        ..Default::default()
+    };
+    let chunk = targets.iter().map(|t| t.chunk).min().unwrap_or(4 << 20);
+    let mut devs: Vec<Dev> = Vec::new();
+    for t in targets {
+        match Dev::open(t) {
+            Ok(d) => devs.push(d),
+            Err(e) => s.devices.push(DeviceResult {
+                path: t.path.clone(),
+                error: Some(format!("open: {}", crate::error::reason(&e))),
+                verified: None,
+                mismatch_at: None,
+                direct: false,
+            }),
+        }
+    }
+    let (full_tx, full_rx) = mpsc::sync_channel::<(Aligned, usize)>(2);
+    let (empty_tx, empty_rx) = mpsc::channel::<Aligned>();
+    for _ in 0..2 {
+        let _ = empty_tx.send(Aligned::new(chunk));
+    }
+    let mut head = Aligned::new(HEAD);
+    let mut head_len = 0usize;
+    let mut hashes: Vec<u64> = Vec::new();
+    let mut block = blake3::Hasher::new();
+    let mut in_block = 0usize;
+    let mut total = 0u64;
+    let mut format = "raw";
+    let read_error = std::thread::scope(|sc| {
+        let reader = sc.spawn(|| {
+            let mut sink = Sink {
+                full: full_tx,
+                empty: empty_rx,
+                cur: None,
+                len: 0,
+            };
+            let r = decode(image, &mut sink, &mut format);
+            drop(sink);
+            r
+        });
+        for (buf, len) in full_rx.iter() {
+            let data = &buf.get()[..len];
+            // Hashes of exactly the bytes sent, per 64 KiB block.
+            let mut rest = data;
+            while !rest.is_empty() {
+                let n = rest.len().min(VERIFY_BLOCK - in_block);
+                block.update(&rest[..n]);
+                in_block += n;
+                rest = &rest[n..];
+                if in_block == VERIFY_BLOCK {
+                    hashes.push(block_hash(&block));
+                    block.reset();
+                    in_block = 0;
+                }
+            }
+            // The first MiB waits; the rest goes out now.
+            let held = (HEAD.saturating_sub(total as usize)).min(len);
+            if held > 0 {
+                head.buf()[head_len..head_len + held].copy_from_slice(&data[..held]);
+                head_len += held;
+            }
+            if held < len {
+                let off = total + held as u64;
+                for d in devs.iter_mut().filter(|d| d.error.is_none()) {
+                    if let Err(e) = d.write(&data[held..], off) {
+                        d.error = Some(write_error(off, &e));
+                    }
+                }
+            }
+            total += len as u64;
+            events.written(len as u64);
+            // The reader may be done already; what it queued is still read.
+            let _ = empty_tx.send(buf);
+        }
+        reader
+            .join()
+            .unwrap_or_else(|_| Err(io::Error::other("reader panicked")))
+    });
+    if in_block > 0 {
+        hashes.push(block_hash(&block));
+    }
+    s.format = format;
+    s.image_bytes = total;
+    if let Err(e) = read_error {
+        s.source_error = Some(format!("{}: {}", image.display(), crate::error::reason(&e)));
+    }
+    // Everything but the first MiB is on the devices; flush, then write the
+    // head and flush again. (Not after a failed read: the device keeps its
+    // old first MiB, so it does not look like a complete image.)
+    for d in devs.iter_mut().filter(|d| d.error.is_none()) {
+        if let Err(e) = d.flush() {
+            d.error = Some(format!("flush: {}", crate::error::reason(&e)));
+            continue;
+        }
+        if s.source_error.is_some() {
+            continue;
+        }
+        let done = d.write(&head.get()[..head_len], 0).and_then(|()| {
+            // A regular file ends where the image ends, as with dd.
+            if !d.is_block {
+                sys::ftruncate(d.fd.as_fd(), total)?;
+            }
+            d.flush()
+        });
+        if let Err(e) = done {
+            d.error = Some(write_error(0, &e));
+        }
+    }
+    s.write_time = start.elapsed();
+    let verify = opts.verify && s.source_error.is_none();
+    if verify {
+        events.verifying(total);
+    }
+    for d in devs {
+        let mut r = DeviceResult {
+            path: d.path.clone(),
+            error: d.error.clone(),
+            verified: None,
+            mismatch_at: None,
+            direct: d.direct,
+        };
+        if verify && r.error.is_none() {
+            match read_back(&d.path, total, &hashes, chunk, events) {
+                Ok(None) => r.verified = Some(true),
+                Ok(Some(off)) => {
+                    r.verified = Some(false);
+                    r.mismatch_at = Some(off);
+                }
+                Err(e) => r.error = Some(format!("verify: {}", crate::error::reason(&e))),
+            }
+        }
+        s.devices.push(r);
+    }
+    s.elapsed = start.elapsed();
+    s
+}
+
+fn block_hash(h: &blake3::Hasher) -> u64 {
+    let b = h.finalize();
+    u64::from_le_bytes(b.as_bytes()[..8].try_into().expect("8 bytes"))
+}
+
+fn write_error(off: u64, e: &io::Error) -> String {
+    match e.raw_os_error() {
+        Some(libc::ENODEV) | Some(libc::ENXIO) => {
+            format!("the device disappeared (write at offset {off})")
+        }
+        Some(libc::ENOSPC) => format!("too small: the image goes on past offset {off}"),
+        _ => format!("write at offset {off}: {}", crate::error::reason(e)),
+    }
+}
+
+/// Reads the first `len` bytes of `path` around the page cache and compares
+/// them, 64 KiB block by block, with `hashes`. `Some(offset)`: the first
+/// block that differs.
+fn read_back(
+    path: &Path,
+    len: u64,
+    hashes: &[u64],
+    chunk: usize,
+    events: &dyn FlashEvents,
+) -> io::Result<Option<u64>> {
+    let c: CString = sys::cstring(path.as_os_str())?;
+    let fd = sys::open_uncached(sys::cwd(), &c)?;
+    let mut buf = Aligned::new(chunk);
+    let mut off = 0u64;
+    let mut block = 0usize;
+    while off < len {
+        let want = (len - off).min(chunk as u64) as usize;
+        // O_DIRECT reads whole aligned blocks; what lies past the image is
+        // read and ignored.
+        let aligned = want.div_ceil(sys::DIRECT_ALIGN) * sys::DIRECT_ALIGN;
+        let mut got = 0;
+        while got < want {
+            let n = sys::pread(fd.as_fd(), &mut buf.buf()[got..aligned], off + got as u64)?;
+            if n == 0 {
+                return Ok(Some(off + got as u64));
+            }
+            got += n;
+        }
+        for piece in buf.get()[..want].chunks(VERIFY_BLOCK) {
+            let mut h = blake3::Hasher::new();
+            h.update(piece);
+            if hashes.get(block) != Some(&block_hash(&h)) {
+                return Ok(Some(block as u64 * VERIFY_BLOCK as u64));
+            }
+            block += 1;
+        }
+        off += want as u64;
+        events.verified(want as u64);
+    }
+    Ok(None)
+}
