@@ -15,6 +15,7 @@ command -v xz >/dev/null || need+=(xz-utils)
 command -v zstd >/dev/null || need+=(zstd)
 command -v bzip2 >/dev/null || need+=(bzip2)
 command -v gzip >/dev/null || need+=(gzip)
+command -v bmaptool >/dev/null || need+=(bmap-tools)
 if ((${#need[@]})); then
   if [[ $(id -u) == 0 ]] && command -v apt-get >/dev/null; then
     echo "installing ${need[*]}" >&2

@@ -277,6 +277,11 @@ pub struct FlashArgs {
     #[arg(long)]
     pub no_verify: bool,
 
+    /// Write only the ranges this block map lists (bmaptool's format,
+    /// version 2, SHA-256): its own checksum and each range's are checked.
+    #[arg(long, value_name = "FILE")]
+    pub bmap: Option<PathBuf>,
+
     /// Allow a regular file as a target (created if missing, never under /dev).
     #[arg(long)]
     pub file: bool,

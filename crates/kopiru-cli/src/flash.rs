@@ -5,7 +5,7 @@ use crate::args::FlashArgs;
 use crate::bench::human;
 use crate::exit;
 use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
-use kopiru::flash::{check_targets, flash, FlashEvents, FlashOptions, FlashSummary};
+use kopiru::flash::{check_targets, flash, Bmap, FlashEvents, FlashOptions, FlashSummary};
 use std::io::{BufRead, IsTerminal, Write};
 
 struct Bar(Option<ProgressBar>);
@@ -31,10 +31,24 @@ impl FlashEvents for Bar {
 }
 
 pub fn run(args: FlashArgs) -> u8 {
+    let bmap = match &args.bmap {
+        None => None,
+        Some(p) => match std::fs::read_to_string(p)
+            .map_err(|e| e.to_string())
+            .and_then(|t| Bmap::parse(&t))
+        {
+            Ok(m) => Some(m),
+            Err(e) => {
+                eprintln!("kopiru: {}: {e}", p.display());
+                return exit::USAGE;
+            }
+        },
+    };
     let opts = FlashOptions {
         verify: !args.no_verify,
         allow_file: args.file,
         force: args.force,
+        bmap,
     };
     let targets = match check_targets(&args.image, &args.devices, &opts) {
         Ok(t) => t,

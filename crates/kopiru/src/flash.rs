@@ -35,6 +35,8 @@ pub struct FlashOptions {
     /// Write even to a mounted device, or the one holding the root
     /// filesystem or the image.
     pub force: bool,
+    /// Write only the ranges this block map lists (bmaptool's format).
+    pub bmap: Option<Bmap>,
 }
 
 impl Default for FlashOptions {
@@ -43,8 +45,107 @@ impl Default for FlashOptions {
             verify: true,
             allow_file: false,
             force: false,
+            bmap: None,
         }
     }
+}
+
+/// A block map (bmaptool's XML format, version 2): the image's size and
+/// the byte ranges that hold data, each with its SHA-256.
+#[derive(Clone, Debug)]
+pub struct Bmap {
+    /// Bytes in the (uncompressed) image.
+    pub image_size: u64,
+    /// Mapped ranges, ascending, as byte offsets [start, end), with the
+    /// SHA-256 of their bytes when the file gives one.
+    pub ranges: Vec<(u64, u64, Option<[u8; 32]>)>,
+}
+
+impl Bmap {
+    /// Parses a bmap file and checks its own checksum.
+    pub fn parse(text: &str) -> Result<Bmap, String> {
+        let tag = |name: &str| -> Option<&str> {
+            let open = format!("<{name}>");
+            let i = text.find(&open)? + open.len();
+            let j = text[i..].find(&format!("</{name}>"))? + i;
+            Some(text[i..j].trim())
+        };
+        let num = |name: &str| -> Result<u64, String> {
+            tag(name)
+                .and_then(|v| v.parse().ok())
+                .ok_or_else(|| format!("no <{name}>"))
+        };
+        let version = text
+            .find("<bmap version=\"")
+            .map(|i| &text[i + 15..])
+            .and_then(|v| v.split('"').next())
+            .ok_or("not a bmap file")?;
+        if !version.starts_with("2.") {
+            return Err(format!("bmap version {version} is not supported (2.x is)"));
+        }
+        if tag("ChecksumType") != Some("sha256") {
+            return Err("only sha256 bmap checksums are supported".into());
+        }
+        let image_size = num("ImageSize")?;
+        let block = num("BlockSize")?;
+        let file_sum = tag("BmapFileChecksum").ok_or("no <BmapFileChecksum>")?;
+        // The file's checksum is taken with its own value replaced by zeros.
+        let zeroed = text.replacen(file_sum, &"0".repeat(file_sum.len()), 1);
+        if hex(&sha256(zeroed.as_bytes())) != file_sum {
+            return Err("the bmap file's own checksum does not match: damaged or edited".into());
+        }
+        let mut ranges = Vec::new();
+        let mut rest = text;
+        while let Some(i) = rest.find("<Range") {
+            rest = &rest[i..];
+            let end = rest.find("</Range>").ok_or("unterminated <Range>")?;
+            let item = &rest[..end];
+            rest = &rest[end..];
+            let sum = item
+                .find("chksum=\"")
+                .map(|i| &item[i + 8..])
+                .and_then(|v| v.split('"').next())
+                .map(unhex)
+                .transpose()?;
+            let span = item[item.find('>').ok_or("bad <Range>")? + 1..].trim();
+            let (a, b) = match span.split_once('-') {
+                Some((a, b)) => (a.trim(), b.trim()),
+                None => (span, span),
+            };
+            let (a, b): (u64, u64) = (
+                a.parse().map_err(|_| format!("bad range '{span}'"))?,
+                b.parse().map_err(|_| format!("bad range '{span}'"))?,
+            );
+            let start = a * block;
+            let stop = ((b + 1) * block).min(image_size);
+            if start >= stop || ranges.last().is_some_and(|&(_, e, _)| start < e) {
+                return Err(format!("range '{span}' is out of order or past the image"));
+            }
+            ranges.push((start, stop, sum));
+        }
+        Ok(Bmap { image_size, ranges })
+    }
+}
+
+fn sha256(data: &[u8]) -> [u8; 32] {
+    use sha2::Digest;
+    sha2::Sha256::digest(data).into()
+}
+
+fn hex(b: &[u8]) -> String {
+    b.iter().map(|x| format!("{x:02x}")).collect()
+}
+
+fn unhex(s: &str) -> Result<[u8; 32], String> {
+    let mut out = [0u8; 32];
+    if s.len() != 64 {
+        return Err(format!("bad checksum '{s}'"));
+    }
+    for (i, o) in out.iter_mut().enumerate() {
+        *o = u8::from_str_radix(&s[2 * i..2 * i + 2], 16)
+            .map_err(|_| format!("bad checksum '{s}'"))?;
+    }
+    Ok(out)
 }
 
 /// A target, checked and described, ready to be written.
@@ -164,6 +265,7 @@ pub fn check_targets(
     let image_size = image_st
         .filter(|s| s.kind() == FileKind::File && raw())
         .map(|s| s.size);
+    let image_size = opts.bmap.as_ref().map(|m| m.image_size).or(image_size);
     let root_dev = sys::stat_path(Path::new("/"), true).map(|s| s.dev).ok();
     let mounts = sys::mounts();
     let mut out = Vec::new();
@@ -308,14 +410,41 @@ fn detect(head: &[u8]) -> &'static str {
 }
 
 /// Fills buffers from the decoded image and hands them to the writer.
-struct Sink {
+struct Sink<'a> {
     full: mpsc::SyncSender<(Aligned, usize)>,
     empty: mpsc::Receiver<Aligned>,
     cur: Option<Aligned>,
     len: usize,
+    /// Image bytes handed over so far.
+    total: u64,
+    /// Hashes of what will be written, for the read-back (None: no verify).
+    /// Taken here, on the reader's thread, off the writer's path.
+    written: Option<&'a mut Written>,
+    /// Block-map checksums, checked as the image streams past.
+    sums: Option<RangeSums>,
+    ranges: Option<&'a [(u64, u64)]>,
+    align: u64,
 }
 
-impl Sink {
+impl Sink<'_> {
+    /// Hands a filled buffer to the writer, after hashing what of it will
+    /// be written and checking the block map's checksums.
+    fn ship(&mut self, b: Aligned, len: usize) -> io::Result<()> {
+        let data = &b.get()[..len];
+        if let Some(sums) = &mut self.sums {
+            sums.feed(self.total, data).map_err(io::Error::other)?;
+        }
+        if let Some(w) = self.written.as_deref_mut() {
+            for (off, piece) in pieces_to_write(self.total, data, self.ranges, self.align) {
+                w.record(off, piece);
+            }
+        }
+        self.total += len as u64;
+        self.full
+            .send((b, len))
+            .map_err(|_| io::Error::new(io::ErrorKind::BrokenPipe, "writer stopped"))
+    }
+
     /// Reads `r` to its end straight into the buffers.
     fn fill_from(&mut self, r: &mut impl Read) -> io::Result<()> {
         let gone = || io::Error::new(io::ErrorKind::BrokenPipe, "writer stopped");
@@ -336,13 +465,13 @@ impl Sink {
             self.len += n;
             if self.len == cur.len {
                 let b = self.cur.take().expect("a buffer");
-                self.full.send((b, self.len)).map_err(|_| gone())?;
+                self.ship(b, self.len)?;
             }
         }
     }
 }
 
-impl Write for Sink {
+impl Write for Sink<'_> {
     fn write(&mut self, data: &[u8]) -> io::Result<usize> {
         let gone = || io::Error::new(io::ErrorKind::BrokenPipe, "writer stopped");
         if self.cur.is_none() {
@@ -355,15 +484,14 @@ impl Write for Sink {
         self.len += n;
         if self.len == cur.len {
             let b = self.cur.take().expect("a buffer");
-            self.full.send((b, self.len)).map_err(|_| gone())?;
+            self.ship(b, self.len)?;
         }
         Ok(n)
     }
     fn flush(&mut self) -> io::Result<()> {
         if let Some(b) = self.cur.take() {
             if self.len > 0 {
-                let gone = io::Error::new(io::ErrorKind::BrokenPipe, "writer stopped");
-                self.full.send((b, self.len)).map_err(|_| gone)?;
+                self.ship(b, self.len)?;
             }
         }
         Ok(())
@@ -510,9 +638,16 @@ pub fn flash(
     }
     let mut head = Aligned::new(HEAD);
     let mut head_len = 0usize;
-    let mut hashes: Vec<u64> = Vec::new();
-    let mut block = blake3::Hasher::new();
-    let mut in_block = 0usize;
+    let mut written = Written::default();
+    let ranges: Option<Vec<(u64, u64)>> = opts
+        .bmap
+        .as_ref()
+        .map(|m| m.ranges.iter().map(|&(a, b, _)| (a, b)).collect());
+    let align = targets
+        .iter()
+        .map(|t| t.align)
+        .max()
+        .unwrap_or(sys::DIRECT_ALIGN) as u64;
     let mut total = 0u64;
     let mut format = "raw";
     let read_error = std::thread::scope(|sc| {
@@ -522,6 +657,11 @@ pub fn flash(
                 empty: empty_rx,
                 cur: None,
                 len: 0,
+                total: 0,
+                written: opts.verify.then_some(&mut written),
+                sums: opts.bmap.as_ref().map(|m| RangeSums::new(&m.ranges)),
+                ranges: ranges.as_deref(),
+                align,
             };
             let r = decode(image, &mut sink, &mut format);
             drop(sink);
@@ -529,29 +669,16 @@ pub fn flash(
         });
         for (buf, len) in full_rx.iter() {
             let data = &buf.get()[..len];
-            // Hashes of exactly the bytes sent, per 64 KiB block.
-            let mut rest = data;
-            while !rest.is_empty() {
-                let n = rest.len().min(VERIFY_BLOCK - in_block);
-                block.update(&rest[..n]);
-                in_block += n;
-                rest = &rest[n..];
-                if in_block == VERIFY_BLOCK {
-                    hashes.push(block_hash(&block));
-                    block.reset();
-                    in_block = 0;
-                }
-            }
             // The first MiB waits; the rest goes out now.
             let held = (HEAD.saturating_sub(total as usize)).min(len);
             if held > 0 {
                 head.buf()[head_len..head_len + held].copy_from_slice(&data[..held]);
                 head_len += held;
             }
-            if held < len {
-                let off = total + held as u64;
+            let from = total + held as u64;
+            for (off, piece) in pieces_to_write(from, &data[held..], ranges.as_deref(), align) {
                 for d in devs.iter_mut().filter(|d| d.error.is_none()) {
-                    if let Err(e) = d.write(&data[held..], off) {
+                    if let Err(e) = d.write(piece, off) {
                         d.error = Some(write_error(off, &e));
                     }
                 }
@@ -565,13 +692,18 @@ pub fn flash(
             .join()
             .unwrap_or_else(|_| Err(io::Error::other("reader panicked")))
     });
-    if in_block > 0 {
-        hashes.push(block_hash(&block));
-    }
     s.format = format;
     s.image_bytes = total;
     if let Err(e) = read_error {
         s.source_error = Some(format!("{}: {}", image.display(), crate::error::reason(&e)));
+    } else if let Some(m) = &opts.bmap {
+        if m.image_size != total {
+            let e = format!(
+                "the image has {total} bytes, its bmap says {}",
+                m.image_size
+            );
+            s.source_error = Some(format!("{}: {e}", image.display()));
+        }
     }
     // Everything but the first MiB is on the devices; flush, then write the
     // head and flush again. (Not after a failed read: the device keeps its
@@ -584,13 +716,17 @@ pub fn flash(
         if s.source_error.is_some() {
             continue;
         }
-        let done = d.write(&head.get()[..head_len], 0).and_then(|()| {
-            // A regular file ends where the image ends, as with dd.
-            if !d.is_block {
-                sys::ftruncate(d.fd.as_fd(), total)?;
-            }
-            d.flush()
-        });
+        let head_pieces = pieces_to_write(0, &head.get()[..head_len], ranges.as_deref(), align);
+        let done = head_pieces
+            .iter()
+            .try_for_each(|&(off, p)| d.write(p, off))
+            .and_then(|()| {
+                // A regular file ends where the image ends, as with dd.
+                if !d.is_block {
+                    sys::ftruncate(d.fd.as_fd(), total)?;
+                }
+                d.flush()
+            });
         if let Err(e) = done {
             d.error = Some(write_error(0, &e));
         }
@@ -609,7 +745,7 @@ pub fn flash(
             direct: d.direct,
         };
         if verify && r.error.is_none() {
-            match read_back(&d.path, total, &hashes, chunk, events) {
+            match read_back(&d.path, &mut written, chunk, events) {
                 Ok(None) => r.verified = Some(true),
                 Ok(Some(off)) => {
                     r.verified = Some(false);
@@ -639,44 +775,152 @@ fn write_error(off: u64, e: &io::Error) -> String {
     }
 }
 
-/// Reads the first `len` bytes of `path` around the page cache and compares
-/// them, 64 KiB block by block, with `hashes`. `Some(offset)`: the first
-/// block that differs.
+/// What was written where: (offset, length, hash) of pieces of at most
+/// 64 KiB, for the read-back.
+#[derive(Default)]
+struct Written {
+    pieces: Vec<(u64, u32, u64)>,
+}
+
+impl Written {
+    fn record(&mut self, off: u64, data: &[u8]) {
+        for (i, p) in data.chunks(VERIFY_BLOCK).enumerate() {
+            let mut h = blake3::Hasher::new();
+            h.update(p);
+            let at = off + (i * VERIFY_BLOCK) as u64;
+            self.pieces.push((at, p.len() as u32, block_hash(&h)));
+        }
+    }
+}
+
+/// The parts of `data` (image bytes at offset `off`) to write: all of it,
+/// or with a block map only what overlaps its ranges, widened to `align`
+/// (the widening writes image bytes too, so nothing foreign lands).
+fn pieces_to_write<'a>(
+    off: u64,
+    data: &'a [u8],
+    ranges: Option<&[(u64, u64)]>,
+    align: u64,
+) -> Vec<(u64, &'a [u8])> {
+    let end = off + data.len() as u64;
+    let Some(ranges) = ranges else {
+        return if data.is_empty() {
+            vec![]
+        } else {
+            vec![(off, data)]
+        };
+    };
+    let mut out: Vec<(u64, &[u8])> = Vec::new();
+    let first = ranges.partition_point(|&(_, b)| b <= off);
+    for &(a, b) in &ranges[first..] {
+        if a >= end {
+            break;
+        }
+        let a = (a / align * align).max(off);
+        let b = b.div_ceil(align).saturating_mul(align).min(end);
+        // Widened neighbours can touch: join them.
+        match out.last_mut() {
+            Some((o, d)) if *o + d.len() as u64 >= a => {
+                let start = (*o - off) as usize;
+                *d = &data[start..(b - off) as usize];
+            }
+            _ => out.push((a, &data[(a - off) as usize..(b - off) as usize])),
+        }
+    }
+    out
+}
+
+/// Checks each block-map range's SHA-256 as the image streams past.
+struct RangeSums {
+    ranges: Vec<(u64, u64, Option<[u8; 32]>)>,
+    next: usize,
+    hasher: sha2::Sha256,
+}
+
+impl RangeSums {
+    fn new(ranges: &[(u64, u64, Option<[u8; 32]>)]) -> RangeSums {
+        use sha2::Digest;
+        RangeSums {
+            ranges: ranges.to_vec(),
+            next: 0,
+            hasher: sha2::Sha256::new(),
+        }
+    }
+
+    fn feed(&mut self, off: u64, data: &[u8]) -> Result<(), String> {
+        use sha2::Digest;
+        let end = off + data.len() as u64;
+        while let Some(&(a, b, sum)) = self.ranges.get(self.next) {
+            if a >= end {
+                return Ok(());
+            }
+            let (x, y) = (a.max(off), b.min(end));
+            self.hasher
+                .update(&data[(x - off) as usize..(y - off) as usize]);
+            if b > end {
+                return Ok(());
+            }
+            let got: [u8; 32] = std::mem::take(&mut self.hasher).finalize().into();
+            if sum.is_some_and(|s| s != got) {
+                return Err(format!(
+                    "bytes {a}-{b} do not match the checksum in the bmap file"
+                ));
+            }
+            self.next += 1;
+        }
+        Ok(())
+    }
+}
+
+/// Reads back every written piece of `path` around the page cache, in
+/// order, and compares. `Some(offset)`: where the first piece that differs
+/// starts.
 fn read_back(
     path: &Path,
-    len: u64,
-    hashes: &[u64],
+    written: &mut Written,
     chunk: usize,
     events: &dyn FlashEvents,
 ) -> io::Result<Option<u64>> {
     let c: CString = sys::cstring(path.as_os_str())?;
     let fd = sys::open_uncached(sys::cwd(), &c)?;
+    written.pieces.sort_unstable_by_key(|p| p.0);
     let mut buf = Aligned::new(chunk);
-    let mut off = 0u64;
-    let mut block = 0usize;
-    while off < len {
-        let want = (len - off).min(chunk as u64) as usize;
-        // O_DIRECT reads whole aligned blocks; what lies past the image is
-        // read and ignored.
+    let pieces = &written.pieces;
+    let mut i = 0;
+    while i < pieces.len() {
+        // A run of contiguous pieces that fits the buffer, read at once
+        // (O_DIRECT: from an aligned offset, whole aligned blocks).
+        let start = pieces[i].0;
+        let base = start / sys::DIRECT_ALIGN as u64 * sys::DIRECT_ALIGN as u64;
+        let mut j = i;
+        let mut end = start;
+        while j < pieces.len()
+            && pieces[j].0 == end
+            && (j == i || (end + u64::from(pieces[j].1) - base) as usize <= chunk)
+        {
+            end += u64::from(pieces[j].1);
+            j += 1;
+        }
+        let want = (end - base) as usize;
         let aligned = want.div_ceil(sys::DIRECT_ALIGN) * sys::DIRECT_ALIGN;
         let mut got = 0;
         while got < want {
-            let n = sys::pread(fd.as_fd(), &mut buf.buf()[got..aligned], off + got as u64)?;
+            let n = sys::pread(fd.as_fd(), &mut buf.buf()[got..aligned], base + got as u64)?;
             if n == 0 {
-                return Ok(Some(off + got as u64));
+                return Ok(Some(base + got as u64));
             }
             got += n;
         }
-        for piece in buf.get()[..want].chunks(VERIFY_BLOCK) {
+        for &(off, len, hash) in &pieces[i..j] {
+            let at = (off - base) as usize;
             let mut h = blake3::Hasher::new();
-            h.update(piece);
-            if hashes.get(block) != Some(&block_hash(&h)) {
-                return Ok(Some(block as u64 * VERIFY_BLOCK as u64));
+            h.update(&buf.get()[at..at + len as usize]);
+            if block_hash(&h) != hash {
+                return Ok(Some(off));
             }
-            block += 1;
         }
-        off += want as u64;
-        events.verified(want as u64);
+        events.verified(end - start);
+        i = j;
     }
     Ok(None)
 }

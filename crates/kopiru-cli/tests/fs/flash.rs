@@ -372,3 +372,110 @@ pub fn refuses_mounted_partition() -> R {
     );
     Ok(())
 }
+
+/// With a block map (made by bmaptool) exactly the mapped ranges are
+/// written, on a 4096-byte-sector device: the rest keeps what was there. A
+/// range whose bytes do not match the map's checksum fails the flash before
+/// the first MiB is written; an edited map is refused.
+pub fn bmap() -> R {
+    let dir = fixture::run_root().join("flash-bmap");
+    std::fs::create_dir_all(&dir)?;
+    let img = dir.join("sparse.img");
+    let f = std::fs::File::create(&img)?;
+    f.set_len(16 << 20)?;
+    let ranges: [(u64, usize); 3] = [(0, 8192), (300 * 4096, 5 * 4096), (9_000_000, 1000)];
+    for (i, &(off, len)) in ranges.iter().enumerate() {
+        f.write_all_at(&trees::bytes(len, 20 + i as u64), off)?;
+    }
+    drop(f);
+    let map = dir.join("sparse.bmap");
+    fixture::sh(
+        Command::new("bmaptool")
+            .arg("create")
+            .arg(&img)
+            .arg("-o")
+            .arg(&map),
+    )?;
+    let data = std::fs::read(&img)?;
+    let lo = Loop::new("bmap", 32, 4096, true)?;
+    fixture::sh(
+        Command::new("dd")
+            .args([
+                "if=/dev/urandom",
+                "bs=1M",
+                "count=32",
+                "oflag=direct",
+                "status=none",
+            ])
+            .arg(format!("of={}", lo.dev.display())),
+    )?;
+    let before = device_bytes(&lo.dev, data.len())?;
+    let o = flash(&[
+        OsStr::new("--bmap"),
+        map.as_os_str(),
+        img.as_os_str(),
+        lo.dev.as_os_str(),
+    ]);
+    ensure!(code(&o) == 0, "{}", show(&o));
+    ensure!(json(&o)?["devices"][0]["verified"] == true, "{}", show(&o));
+    let after = device_bytes(&lo.dev, data.len())?;
+    // bmaptool maps whole 4 KiB blocks.
+    let mapped = |o: usize| {
+        ranges.iter().any(|&(a, l)| {
+            let a = a as usize / 4096 * 4096;
+            let b = (a + l).div_ceil(4096) * 4096;
+            (a..b).contains(&o)
+        })
+    };
+    let mut wrong = 0;
+    for o in (0..data.len()).step_by(512) {
+        let want = if mapped(o) {
+            &data[o..o + 512]
+        } else {
+            &before[o..o + 512]
+        };
+        if &after[o..o + 512] != want {
+            wrong += 1;
+        }
+    }
+    ensure!(wrong == 0, "{wrong} sectors are not what the map says");
+
+    // The image changed after the map was made: caught, first MiB untouched.
+    let f = std::fs::OpenOptions::new().write(true).open(&img)?;
+    f.write_all_at(b"changed", 300 * 4096 + 10)?;
+    drop(f);
+    let head_before = device_bytes(&lo.dev, 1 << 20)?;
+    let o = flash(&[
+        OsStr::new("--bmap"),
+        map.as_os_str(),
+        img.as_os_str(),
+        lo.dev.as_os_str(),
+    ]);
+    ensure!(code(&o) == 1, "want exit 1: {}", show(&o));
+    ensure!(
+        String::from_utf8_lossy(&o.stderr).contains("do not match the checksum in the bmap file"),
+        "{}",
+        show(&o)
+    );
+    ensure!(
+        device_bytes(&lo.dev, 1 << 20)? == head_before,
+        "the first MiB was written"
+    );
+
+    // An edited map.
+    let text = std::fs::read_to_string(&map)?.replace("> 300-304 <", "> 300-305 <");
+    std::fs::write(&map, text)?;
+    let o = flash(&[
+        OsStr::new("--bmap"),
+        map.as_os_str(),
+        img.as_os_str(),
+        lo.dev.as_os_str(),
+    ]);
+    ensure!(code(&o) == 2, "want exit 2: {}", show(&o));
+    ensure!(
+        String::from_utf8_lossy(&o.stderr).contains("own checksum does not match"),
+        "{}",
+        show(&o)
+    );
+    Ok(())
+}

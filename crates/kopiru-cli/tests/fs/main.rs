@@ -1011,6 +1011,14 @@ fn main() {
         Box::new(flash::several_devices),
     );
     add(
+        "flash_bmap".into(),
+        flash_needs.clone().or_else(|| {
+            (!fixture::have("bmaptool"))
+                .then(|| "bmaptool not installed (scripts/test.sh installs bmap-tools)".into())
+        }),
+        Box::new(flash::bmap),
+    );
+    add(
         "flash_refuses_mounted_partition".into(),
         flash::partitions_unavailable(),
         Box::new(flash::refuses_mounted_partition),
