@@ -282,6 +282,21 @@ pub struct FlashArgs {
     #[arg(long, value_name = "FILE")]
     pub bmap: Option<PathBuf>,
 
+    /// The devices already read as zeros: do not write the image's all-zero
+    /// 64 KiB blocks.
+    #[arg(long, conflicts_with = "zero_first")]
+    pub zeroed: bool,
+
+    /// Zero each device first (BLKZEROOUT, which guarantees zeros on read),
+    /// then skip the image's all-zero 64 KiB blocks.
+    #[arg(long)]
+    pub zero_first: bool,
+
+    /// Read each block before writing it, and leave it alone if it already
+    /// holds the image's bytes (re-flashing a device that mostly has them).
+    #[arg(long)]
+    pub skip_identical: bool,
+
     /// Allow a regular file as a target (created if missing, never under /dev).
     #[arg(long)]
     pub file: bool,

@@ -49,6 +49,9 @@ pub fn run(args: FlashArgs) -> u8 {
         allow_file: args.file,
         force: args.force,
         bmap,
+        zeroed: args.zeroed,
+        zero_first: args.zero_first,
+        skip_identical: args.skip_identical,
     };
     let targets = match check_targets(&args.image, &args.devices, &opts) {
         Ok(t) => t,
@@ -149,6 +152,7 @@ fn report(s: &FlashSummary, json: bool) -> u8 {
                 "direct": d.direct,
                 "verified": d.verified,
                 "mismatch_at": d.mismatch_at,
+                "identical_bytes": d.identical_bytes,
                 "error": d.error,
             })).collect::<Vec<_>>(),
             "exit_code": code,

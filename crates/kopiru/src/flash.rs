@@ -37,6 +37,13 @@ pub struct FlashOptions {
     pub force: bool,
     /// Write only the ranges this block map lists (bmaptool's format).
     pub bmap: Option<Bmap>,
+    /// The devices already read as zeros: all-zero blocks are not written.
+    pub zeroed: bool,
+    /// Zero each device first (`BLKZEROOUT`), then skip all-zero blocks.
+    pub zero_first: bool,
+    /// Read each block before writing it and skip it if it already holds
+    /// the image's bytes (for re-flashing).
+    pub skip_identical: bool,
 }
 
 impl Default for FlashOptions {
@@ -46,6 +53,9 @@ impl Default for FlashOptions {
             allow_file: false,
             force: false,
             bmap: None,
+            zeroed: false,
+            zero_first: false,
+            skip_identical: false,
         }
     }
 }
@@ -207,6 +217,9 @@ pub struct DeviceResult {
     pub mismatch_at: Option<u64>,
     /// Whether O_DIRECT was used (else buffered writes, flushed often).
     pub direct: bool,
+    /// Bytes left unwritten because the device held them already
+    /// (`--skip-identical`).
+    pub identical_bytes: u64,
 }
 
 /// What a flash did.
@@ -424,6 +437,7 @@ struct Sink<'a> {
     sums: Option<RangeSums>,
     ranges: Option<&'a [(u64, u64)]>,
     align: u64,
+    skip_zeros: bool,
 }
 
 impl Sink<'_> {
@@ -435,7 +449,9 @@ impl Sink<'_> {
             sums.feed(self.total, data).map_err(io::Error::other)?;
         }
         if let Some(w) = self.written.as_deref_mut() {
-            for (off, piece) in pieces_to_write(self.total, data, self.ranges, self.align) {
+            for (off, piece) in
+                pieces_to_write(self.total, data, self.ranges, self.align, self.skip_zeros)
+            {
                 w.record(off, piece);
             }
         }
@@ -538,10 +554,15 @@ struct Dev {
     align: usize,
     error: Option<String>,
     since_flush: u64,
+    /// `--skip-identical`: a reading descriptor (around the cache) and a
+    /// buffer for what is on the device now.
+    check: Option<(Fd, Aligned)>,
+    /// Bytes not written because the device held them already.
+    identical: u64,
 }
 
 impl Dev {
-    fn open(t: &Target) -> io::Result<Dev> {
+    fn open(t: &Target, opts: &FlashOptions, chunk: usize) -> io::Result<Dev> {
         let c = sys::cstring(t.path.as_os_str())?;
         let open = |flags| sys::open_raw(sys::cwd(), &c, flags, 0o644);
         let (base, excl) = if t.is_block {
@@ -556,6 +577,20 @@ impl Dev {
             Err(e) => return Err(e),
         };
         let plain = open(libc::O_WRONLY)?;
+        if opts.zero_first {
+            if t.is_block {
+                sys::zero_out(fd.as_fd(), t.size)?;
+            } else {
+                sys::ftruncate(fd.as_fd(), 0)?;
+            }
+        }
+        let check = match opts.skip_identical {
+            true => Some((
+                sys::open_uncached(sys::cwd(), &c)?,
+                Aligned::new(chunk + HEAD),
+            )),
+            false => None,
+        };
         Ok(Dev {
             path: t.path.clone(),
             fd,
@@ -565,12 +600,40 @@ impl Dev {
             align: t.align,
             error: None,
             since_flush: 0,
+            check,
+            identical: 0,
         })
+    }
+
+    /// Whether the device holds `data` at `off` already.
+    fn holds(&mut self, data: &[u8], off: u64) -> bool {
+        let Some((fd, buf)) = &mut self.check else {
+            return false;
+        };
+        let a = sys::DIRECT_ALIGN as u64;
+        let base = off / a * a;
+        let len = ((off + data.len() as u64).div_ceil(a) * a - base) as usize;
+        if len > buf.len {
+            return false;
+        }
+        let mut got = 0;
+        while got < len {
+            match sys::pread(fd.as_fd(), &mut buf.buf()[got..len], base + got as u64) {
+                Ok(0) | Err(_) => return false,
+                Ok(n) => got += n,
+            }
+        }
+        let at = (off - base) as usize;
+        buf.get()[at..at + data.len()] == *data
     }
 
     /// Writes `data` at `off`: whole aligned blocks through O_DIRECT, a
     /// shorter tail through the buffered descriptor.
     fn write(&mut self, data: &[u8], off: u64) -> io::Result<()> {
+        if self.holds(data, off) {
+            self.identical += data.len() as u64;
+            return Ok(());
+        }
         let body = if self.direct {
             data.len() / self.align * self.align
         } else {
@@ -620,7 +683,7 @@ pub fn flash(
     let chunk = targets.iter().map(|t| t.chunk).min().unwrap_or(4 << 20);
     let mut devs: Vec<Dev> = Vec::new();
     for t in targets {
-        match Dev::open(t) {
+        match Dev::open(t, opts, chunk) {
             Ok(d) => devs.push(d),
             Err(e) => s.devices.push(DeviceResult {
                 path: t.path.clone(),
@@ -628,6 +691,7 @@ pub fn flash(
                 verified: None,
                 mismatch_at: None,
                 direct: false,
+                identical_bytes: 0,
             }),
         }
     }
@@ -648,6 +712,7 @@ pub fn flash(
         .map(|t| t.align)
         .max()
         .unwrap_or(sys::DIRECT_ALIGN) as u64;
+    let skip_zeros = opts.zeroed || opts.zero_first;
     let mut total = 0u64;
     let mut format = "raw";
     let read_error = std::thread::scope(|sc| {
@@ -662,6 +727,7 @@ pub fn flash(
                 sums: opts.bmap.as_ref().map(|m| RangeSums::new(&m.ranges)),
                 ranges: ranges.as_deref(),
                 align,
+                skip_zeros,
             };
             let r = decode(image, &mut sink, &mut format);
             drop(sink);
@@ -676,7 +742,8 @@ pub fn flash(
                 head_len += held;
             }
             let from = total + held as u64;
-            for (off, piece) in pieces_to_write(from, &data[held..], ranges.as_deref(), align) {
+            let pieces = pieces_to_write(from, &data[held..], ranges.as_deref(), align, skip_zeros);
+            for (off, piece) in pieces {
                 for d in devs.iter_mut().filter(|d| d.error.is_none()) {
                     if let Err(e) = d.write(piece, off) {
                         d.error = Some(write_error(off, &e));
@@ -716,7 +783,8 @@ pub fn flash(
         if s.source_error.is_some() {
             continue;
         }
-        let head_pieces = pieces_to_write(0, &head.get()[..head_len], ranges.as_deref(), align);
+        let head = &head.get()[..head_len];
+        let head_pieces = pieces_to_write(0, head, ranges.as_deref(), align, skip_zeros);
         let done = head_pieces
             .iter()
             .try_for_each(|&(off, p)| d.write(p, off))
@@ -743,6 +811,7 @@ pub fn flash(
             verified: None,
             mismatch_at: None,
             direct: d.direct,
+            identical_bytes: d.identical,
         };
         if verify && r.error.is_none() {
             match read_back(&d.path, &mut written, chunk, events) {
@@ -797,6 +866,43 @@ impl Written {
 /// or with a block map only what overlaps its ranges, widened to `align`
 /// (the widening writes image bytes too, so nothing foreign lands).
 fn pieces_to_write<'a>(
+    off: u64,
+    data: &'a [u8],
+    ranges: Option<&[(u64, u64)]>,
+    align: u64,
+    skip_zeros: bool,
+) -> Vec<(u64, &'a [u8])> {
+    let pieces = mapped_pieces(off, data, ranges, align);
+    if !skip_zeros {
+        return pieces;
+    }
+    // The device reads as zeros already: leave out every 64 KiB block (at
+    // 64 KiB-aligned offsets) that is all zeros.
+    let mut out: Vec<(u64, &[u8])> = Vec::new();
+    for (o, d) in pieces {
+        let mut i = 0usize;
+        while i < d.len() {
+            let at = o + i as u64;
+            let n = ((VERIFY_BLOCK as u64 - at % VERIFY_BLOCK as u64) as usize).min(d.len() - i);
+            let block = &d[i..i + n];
+            if block.iter().any(|&b| b != 0) {
+                match out.last_mut() {
+                    Some((lo, ld)) if *lo + ld.len() as u64 == at && *lo >= o => {
+                        let start = (*lo - o) as usize;
+                        *ld = &d[start..i + n];
+                    }
+                    _ => out.push((at, block)),
+                }
+            }
+            i += n;
+        }
+    }
+    out
+}
+
+/// [`pieces_to_write`] before zero skipping: everything, or what the block
+/// map lists.
+fn mapped_pieces<'a>(
     off: u64,
     data: &'a [u8],
     ranges: Option<&[(u64, u64)]>,

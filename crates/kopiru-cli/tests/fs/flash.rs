@@ -479,3 +479,134 @@ pub fn bmap() -> R {
     );
     Ok(())
 }
+
+/// `--zero-first` (BLKZEROOUT, then all-zero blocks skipped) and `--zeroed`
+/// give an exact device from a mostly-zero image; `--skip-identical`
+/// rewrites only what differs.
+pub fn zeros_and_identical() -> R {
+    let dir = fixture::run_root().join("flash-zeros");
+    std::fs::create_dir_all(&dir)?;
+    let img = dir.join("sparse.img");
+    let f = std::fs::File::create(&img)?;
+    f.set_len(20 << 20)?;
+    f.write_all_at(&trees::bytes(3 << 16, 30), 10 << 16)?;
+    f.write_all_at(&trees::bytes(1000, 31), 15 << 20)?;
+    drop(f);
+    let data = std::fs::read(&img)?;
+    let lo = Loop::new("zeros", 32, 512, false)?;
+    let garbage = |lo: &Loop| {
+        fixture::sh(
+            Command::new("dd")
+                .args([
+                    "if=/dev/urandom",
+                    "bs=1M",
+                    "count=32",
+                    "oflag=direct",
+                    "status=none",
+                ])
+                .arg(format!("of={}", lo.dev.display())),
+        )
+    };
+    garbage(&lo)?;
+    let o = flash(&[
+        OsStr::new("--zero-first"),
+        img.as_os_str(),
+        lo.dev.as_os_str(),
+    ]);
+    ensure!(code(&o) == 0, "{}", show(&o));
+    ensure!(
+        device_bytes(&lo.dev, data.len())? == data,
+        "--zero-first: the device differs"
+    );
+
+    fixture::sh(
+        Command::new("dd")
+            .args([
+                "if=/dev/zero",
+                "bs=1M",
+                "count=32",
+                "oflag=direct",
+                "status=none",
+            ])
+            .arg(format!("of={}", lo.dev.display())),
+    )?;
+    let o = flash(&[OsStr::new("--zeroed"), img.as_os_str(), lo.dev.as_os_str()]);
+    ensure!(code(&o) == 0, "{}", show(&o));
+    ensure!(
+        device_bytes(&lo.dev, data.len())? == data,
+        "--zeroed: the device differs"
+    );
+
+    // One 4 KiB block changed behind our back: only its chunk is rewritten.
+    fixture::sh(
+        Command::new("dd")
+            .args([
+                "if=/dev/urandom",
+                "bs=4096",
+                "count=1",
+                "seek=700",
+                "oflag=direct",
+            ])
+            .args(["conv=notrunc", "status=none"])
+            .arg(format!("of={}", lo.dev.display())),
+    )?;
+    let o = flash(&[
+        OsStr::new("--skip-identical"),
+        img.as_os_str(),
+        lo.dev.as_os_str(),
+    ]);
+    ensure!(code(&o) == 0, "{}", show(&o));
+    let same = json(&o)?["devices"][0]["identical_bytes"]
+        .as_u64()
+        .unwrap_or(0);
+    ensure!(
+        same >= (data.len() - (4 << 20)) as u64 && same < data.len() as u64,
+        "{same} of {} bytes left as they were: {}",
+        data.len(),
+        show(&o)
+    );
+    ensure!(
+        device_bytes(&lo.dev, data.len())? == data,
+        "--skip-identical: the device differs"
+    );
+    Ok(())
+}
+
+/// A write that fails (EIO injected on the second one) is reported with
+/// its offset; the device is not verified, the first MiB not written, and
+/// the exit code says nothing was written correctly.
+pub fn io_error() -> R {
+    let dir = fixture::run_root().join("flash-eio");
+    std::fs::create_dir_all(&dir)?;
+    let data = trees::bytes(12 << 20, 40);
+    let img = dir.join("image.raw");
+    std::fs::write(&img, &data)?;
+    let lo = Loop::new("eio", 16, 512, false)?;
+    let head_before = device_bytes(&lo.dev, 1 << 20)?;
+    let o = Command::new("strace")
+        .args([
+            "-f",
+            "-o",
+            "/dev/null",
+            "-e",
+            "inject=pwrite64:error=EIO:when=2",
+        ])
+        .arg(env!("CARGO_BIN_EXE_kopiru"))
+        .args(["flash", "--json", "--yes", "--no-progress"])
+        .arg(&img)
+        .arg(&lo.dev)
+        .output()?;
+    ensure!(code(&o) == 1, "want exit 1: {}", show(&o));
+    let err = String::from_utf8_lossy(&o.stderr);
+    ensure!(
+        err.contains(&format!("{}: write at offset", lo.dev.display()))
+            && err.contains("Input/output error"),
+        "{}",
+        show(&o)
+    );
+    ensure!(
+        device_bytes(&lo.dev, 1 << 20)? == head_before,
+        "the first MiB was written"
+    );
+    Ok(())
+}

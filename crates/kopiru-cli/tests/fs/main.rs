@@ -1019,6 +1019,16 @@ fn main() {
         Box::new(flash::bmap),
     );
     add(
+        "flash_zeros_and_identical".into(),
+        flash_needs.clone(),
+        Box::new(flash::zeros_and_identical),
+    );
+    add(
+        "flash_io_error".into(),
+        flash_needs.clone().or_else(strace),
+        Box::new(flash::io_error),
+    );
+    add(
         "flash_refuses_mounted_partition".into(),
         flash::partitions_unavailable(),
         Box::new(flash::refuses_mounted_partition),

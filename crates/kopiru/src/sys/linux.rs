@@ -490,3 +490,13 @@ pub fn mounts() -> Vec<(u64, String)> {
 pub const O_EXCLUSIVE_DEVICE: libc::c_int = libc::O_EXCL;
 /// O_DIRECT, for opening files that are written or read around the cache.
 pub const O_DIRECT: libc::c_int = libc::O_DIRECT;
+
+const BLKZEROOUT: libc::c_ulong = 0x127F;
+
+/// Zeroes the first `len` bytes of a block device (`BLKZEROOUT`): they read
+/// back as zeros afterwards, which a discard does not promise.
+pub fn zero_out(fd: FdRef, len: u64) -> io::Result<()> {
+    let range: [u64; 2] = [0, len];
+    cvt(unsafe { libc::ioctl(fd.as_raw_fd(), BLKZEROOUT as _, &range) })?;
+    Ok(())
+}

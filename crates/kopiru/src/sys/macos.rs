@@ -291,3 +291,8 @@ pub fn mounts() -> Vec<(u64, String)> {
 pub const O_EXCLUSIVE_DEVICE: libc::c_int = libc::O_EXLOCK;
 /// No O_DIRECT on macOS (F_NOCACHE is set after opening instead).
 pub const O_DIRECT: libc::c_int = 0;
+
+/// Not written for macOS yet.
+pub fn zero_out(_fd: FdRef, _len: u64) -> io::Result<()> {
+    Err(super::unsupported())
+}
