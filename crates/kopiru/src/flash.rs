@@ -198,6 +198,15 @@ pub trait FlashEvents: Sync {
     fn verifying(&self, _total: u64) {}
     /// `n` more bytes read back.
     fn verified(&self, _n: u64) {}
+    /// The per-block hook, called before each piece is written: `image` is
+    /// what is about to be written at `offset`; `on_device` is what the
+    /// device holds there now, when it was read first
+    /// ([`FlashOptions::skip_identical`]). Return false to leave the device
+    /// as it is there. The default writes unless the device already holds
+    /// the same bytes.
+    fn block(&self, _offset: u64, image: &[u8], on_device: Option<&[u8]>) -> bool {
+        on_device != Some(image)
+    }
 }
 
 /// No progress wanted.
@@ -605,32 +614,31 @@ impl Dev {
         })
     }
 
-    /// Whether the device holds `data` at `off` already.
-    fn holds(&mut self, data: &[u8], off: u64) -> bool {
-        let Some((fd, buf)) = &mut self.check else {
-            return false;
-        };
+    /// What the device holds at `off` now (`--skip-identical` only).
+    fn current(&mut self, off: u64, n: usize) -> Option<&[u8]> {
+        let (fd, buf) = self.check.as_mut()?;
         let a = sys::DIRECT_ALIGN as u64;
         let base = off / a * a;
-        let len = ((off + data.len() as u64).div_ceil(a) * a - base) as usize;
+        let len = ((off + n as u64).div_ceil(a) * a - base) as usize;
         if len > buf.len {
-            return false;
+            return None;
         }
         let mut got = 0;
         while got < len {
             match sys::pread(fd.as_fd(), &mut buf.buf()[got..len], base + got as u64) {
-                Ok(0) | Err(_) => return false,
-                Ok(n) => got += n,
+                Ok(0) | Err(_) => return None,
+                Ok(k) => got += k,
             }
         }
         let at = (off - base) as usize;
-        buf.get()[at..at + data.len()] == *data
+        Some(&buf.get()[at..at + n])
     }
 
     /// Writes `data` at `off`: whole aligned blocks through O_DIRECT, a
     /// shorter tail through the buffered descriptor.
-    fn write(&mut self, data: &[u8], off: u64) -> io::Result<()> {
-        if self.holds(data, off) {
+    fn write(&mut self, data: &[u8], off: u64, events: &dyn FlashEvents) -> io::Result<()> {
+        let wanted = events.block(off, data, self.current(off, data.len()));
+        if !wanted {
             self.identical += data.len() as u64;
             return Ok(());
         }
@@ -644,7 +652,7 @@ impl Dev {
                 // O_DIRECT refused on this target: buffered from now on.
                 Err(e) if e.raw_os_error() == Some(libc::EINVAL) && self.direct => {
                     self.direct = false;
-                    return self.write(data, off);
+                    return self.write(data, off, events);
                 }
                 r => r?,
             }
@@ -745,7 +753,7 @@ pub fn flash(
             let pieces = pieces_to_write(from, &data[held..], ranges.as_deref(), align, skip_zeros);
             for (off, piece) in pieces {
                 for d in devs.iter_mut().filter(|d| d.error.is_none()) {
-                    if let Err(e) = d.write(piece, off) {
+                    if let Err(e) = d.write(piece, off, events) {
                         d.error = Some(write_error(off, &e));
                     }
                 }
@@ -787,7 +795,7 @@ pub fn flash(
         let head_pieces = pieces_to_write(0, head, ranges.as_deref(), align, skip_zeros);
         let done = head_pieces
             .iter()
-            .try_for_each(|&(off, p)| d.write(p, off))
+            .try_for_each(|&(off, p)| d.write(p, off, events))
             .and_then(|()| {
                 // A regular file ends where the image ends, as with dd.
                 if !d.is_block {
