@@ -3,7 +3,7 @@
 //!
 //! A reader thread decodes the image into two aligned buffers, allocated
 //! once and passed back and forth; the writer writes each filled buffer to
-//! every device with O_DIRECT, so a byte counts as written only when the
+//! every device (several devices in parallel) with O_DIRECT, so a byte counts as written only when the
 //! device has acknowledged it. The first MiB is held back and written last,
 //! after everything else is flushed, so an interrupted flash leaves no
 //! partition table pointing at half an image. Then each device is read back
@@ -194,7 +194,7 @@ impl std::fmt::Display for Refusal {
 pub trait FlashEvents: Sync {
     /// `n` more bytes acknowledged by every remaining device.
     fn written(&self, _n: u64) {}
-    /// Verification has begun (`total` bytes per device).
+    /// Verification has begun (`total` bytes, all devices together).
     fn verifying(&self, _total: u64) {}
     /// `n` more bytes read back.
     fn verified(&self, _n: u64) {}
@@ -751,12 +751,25 @@ pub fn flash(
             }
             let from = total + held as u64;
             let pieces = pieces_to_write(from, &data[held..], ranges.as_deref(), align, skip_zeros);
-            for (off, piece) in pieces {
-                for d in devs.iter_mut().filter(|d| d.error.is_none()) {
+            let write_all = |d: &mut Dev| {
+                for &(off, piece) in &pieces {
                     if let Err(e) = d.write(piece, off, events) {
                         d.error = Some(write_error(off, &e));
+                        return;
                     }
                 }
+            };
+            let mut live: Vec<&mut Dev> = devs.iter_mut().filter(|d| d.error.is_none()).collect();
+            if live.len() > 1 {
+                // Each device on its own thread for this buffer: the slowest
+                // sets the pace, none waits for another's write.
+                std::thread::scope(|w| {
+                    for d in live {
+                        w.spawn(|| write_all(d));
+                    }
+                });
+            } else if let Some(d) = live.pop() {
+                write_all(d);
             }
             total += len as u64;
             events.written(len as u64);
@@ -810,29 +823,47 @@ pub fn flash(
     s.write_time = start.elapsed();
     let verify = opts.verify && s.source_error.is_none();
     if verify {
-        events.verifying(total);
+        let n = devs.iter().filter(|d| d.error.is_none()).count() as u64;
+        events.verifying(total * n);
     }
-    for d in devs {
-        let mut r = DeviceResult {
-            path: d.path.clone(),
-            error: d.error.clone(),
-            verified: None,
-            mismatch_at: None,
-            direct: d.direct,
-            identical_bytes: d.identical,
-        };
-        if verify && r.error.is_none() {
-            match read_back(&d.path, &mut written, chunk, events) {
-                Ok(None) => r.verified = Some(true),
-                Ok(Some(off)) => {
-                    r.verified = Some(false);
-                    r.mismatch_at = Some(off);
-                }
-                Err(e) => r.error = Some(format!("verify: {}", crate::error::reason(&e))),
-            }
-        }
-        s.devices.push(r);
-    }
+    written.pieces.sort_unstable_by_key(|p| p.0);
+    let written = &written;
+    // Devices are read back in parallel, each on its own thread.
+    let results: Vec<DeviceResult> = std::thread::scope(|sc| {
+        let handles: Vec<_> = devs
+            .iter()
+            .map(|d| {
+                sc.spawn(move || {
+                    let mut r = DeviceResult {
+                        path: d.path.clone(),
+                        error: d.error.clone(),
+                        verified: None,
+                        mismatch_at: None,
+                        direct: d.direct,
+                        identical_bytes: d.identical,
+                    };
+                    if verify && r.error.is_none() {
+                        match read_back(&d.path, written, chunk, events) {
+                            Ok(None) => r.verified = Some(true),
+                            Ok(Some(off)) => {
+                                r.verified = Some(false);
+                                r.mismatch_at = Some(off);
+                            }
+                            Err(e) => {
+                                r.error = Some(format!("verify: {}", crate::error::reason(&e)))
+                            }
+                        }
+                    }
+                    r
+                })
+            })
+            .collect();
+        handles
+            .into_iter()
+            .map(|h| h.join().expect("verify thread"))
+            .collect()
+    });
+    s.devices.extend(results);
     s.elapsed = start.elapsed();
     s
 }
@@ -986,18 +1017,17 @@ impl RangeSums {
     }
 }
 
-/// Reads back every written piece of `path` around the page cache, in
-/// order, and compares. `Some(offset)`: where the first piece that differs
+/// Reads back every written piece of `path` (sorted by offset) around the
+/// page cache, in order, and compares. `Some(offset)`: where the first piece that differs
 /// starts.
 fn read_back(
     path: &Path,
-    written: &mut Written,
+    written: &Written,
     chunk: usize,
     events: &dyn FlashEvents,
 ) -> io::Result<Option<u64>> {
     let c: CString = sys::cstring(path.as_os_str())?;
     let fd = sys::open_uncached(sys::cwd(), &c)?;
-    written.pieces.sort_unstable_by_key(|p| p.0);
     let mut buf = Aligned::new(chunk);
     let pieces = &written.pieces;
     let mut i = 0;
