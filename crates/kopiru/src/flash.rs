@@ -431,9 +431,16 @@ fn detect(head: &[u8]) -> &'static str {
     }
 }
 
+/// A part of the image for the writer: a filled buffer, or a range of the
+/// mapped image file.
+enum Piece {
+    Owned(Aligned, usize),
+    Mapped(usize, usize),
+}
+
 /// Fills buffers from the decoded image and hands them to the writer.
 struct Sink<'a> {
-    full: mpsc::SyncSender<(Aligned, usize)>,
+    full: mpsc::SyncSender<Piece>,
     empty: mpsc::Receiver<Aligned>,
     cur: Option<Aligned>,
     len: usize,
@@ -453,7 +460,13 @@ impl Sink<'_> {
     /// Hands a filled buffer to the writer, after hashing what of it will
     /// be written and checking the block map's checksums.
     fn ship(&mut self, b: Aligned, len: usize) -> io::Result<()> {
-        let data = &b.get()[..len];
+        self.check(&b.get()[..len])?;
+        self.send(Piece::Owned(b, len))
+    }
+
+    /// Hashes what of `data` (the next image bytes) will be written, and
+    /// checks the block map's checksums.
+    fn check(&mut self, data: &[u8]) -> io::Result<()> {
         if let Some(sums) = &mut self.sums {
             sums.feed(self.total, data).map_err(io::Error::other)?;
         }
@@ -464,10 +477,31 @@ impl Sink<'_> {
                 w.record(off, piece);
             }
         }
-        self.total += len as u64;
+        self.total += data.len() as u64;
+        Ok(())
+    }
+
+    fn send(&mut self, p: Piece) -> io::Result<()> {
         self.full
-            .send((b, len))
+            .send(p)
             .map_err(|_| io::Error::new(io::ErrorKind::BrokenPipe, "writer stopped"))
+    }
+
+    /// A raw image file, mapped: its chunks go to the writer as they are,
+    /// never copied.
+    fn send_mapped(&mut self, m: &sys::Mapping, chunk: usize) -> io::Result<()> {
+        let map = m.bytes();
+        let mut off = 0;
+        while off < map.len() {
+            let n = chunk.min(map.len() - off);
+            self.check(&map[off..off + n])?;
+            // Hashed: let go until the writer needs the pages, so at most
+            // two chunks of the image count as this process's memory.
+            m.release(off, n);
+            self.send(Piece::Mapped(off, n))?;
+            off += n;
+        }
+        Ok(())
     }
 
     /// Reads `r` to its end straight into the buffers.
@@ -521,6 +555,22 @@ impl Write for Sink<'_> {
         }
         Ok(())
     }
+}
+
+/// A raw image in a regular file, mapped; `None` for anything else (then
+/// it is read through buffers).
+fn map_raw(image: &Path) -> Option<sys::Mapping> {
+    if image == Path::new("-") {
+        return None;
+    }
+    let f = std::fs::File::open(image).ok()?;
+    let meta = f.metadata().ok()?;
+    let mut head = [0u8; 8];
+    let n = (&f).read(&mut head).ok()?;
+    if !meta.is_file() || meta.len() == 0 || detect(&head[..n]) != "raw" {
+        return None;
+    }
+    sys::Mapping::new(f.as_fd(), usize::try_from(meta.len()).ok()?).ok()
 }
 
 /// Decodes the whole image into `sink`.
@@ -703,7 +753,10 @@ pub fn flash(
             }),
         }
     }
-    let (full_tx, full_rx) = mpsc::sync_channel::<(Aligned, usize)>(2);
+    let (full_tx, full_rx) = mpsc::sync_channel::<Piece>(2);
+    // A raw image file is mapped and written from the page cache directly:
+    // no copy into buffers (that copy was most of kopiru's CPU time).
+    let mapping = map_raw(image);
     let (empty_tx, empty_rx) = mpsc::channel::<Aligned>();
     for _ in 0..2 {
         let _ = empty_tx.send(Aligned::new(chunk));
@@ -737,12 +790,21 @@ pub fn flash(
                 align,
                 skip_zeros,
             };
-            let r = decode(image, &mut sink, &mut format);
+            let r = match &mapping {
+                Some(m) => sink.send_mapped(m, chunk),
+                None => decode(image, &mut sink, &mut format),
+            };
             drop(sink);
             r
         });
-        for (buf, len) in full_rx.iter() {
-            let data = &buf.get()[..len];
+        for piece in full_rx.iter() {
+            let (data, len) = match &piece {
+                Piece::Owned(b, len) => (&b.get()[..*len], *len),
+                Piece::Mapped(off, len) => {
+                    let m = mapping.as_ref().expect("mapped");
+                    (&m.bytes()[*off..*off + *len], *len)
+                }
+            };
             // The first MiB waits; the rest goes out now.
             let held = (HEAD.saturating_sub(total as usize)).min(len);
             if held > 0 {
@@ -773,8 +835,17 @@ pub fn flash(
             }
             total += len as u64;
             events.written(len as u64);
-            // The reader may be done already; what it queued is still read.
-            let _ = empty_tx.send(buf);
+            match piece {
+                // The reader may be done already; what it queued is still read.
+                Piece::Owned(b, _) => {
+                    let _ = empty_tx.send(b);
+                }
+                Piece::Mapped(off, len) => {
+                    if let Some(m) = &mapping {
+                        m.release(off, len);
+                    }
+                }
+            }
         }
         reader
             .join()

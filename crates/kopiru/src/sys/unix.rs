@@ -569,3 +569,63 @@ pub enum Shared {
     /// The contents differ (checked by the kernel under lock): untouched.
     Differs,
 }
+
+/// A read-only memory map of a file.
+pub struct Mapping {
+    ptr: *mut libc::c_void,
+    len: usize,
+}
+
+// A shared, read-only mapping: reading it from several threads is safe.
+unsafe impl Send for Mapping {}
+unsafe impl Sync for Mapping {}
+
+impl Mapping {
+    /// Maps the first `len` bytes of `fd` (read-only, shared), for a
+    /// sequential read.
+    pub fn new(fd: FdRef, len: usize) -> io::Result<Mapping> {
+        let ptr = unsafe {
+            libc::mmap(
+                std::ptr::null_mut(),
+                len,
+                libc::PROT_READ,
+                libc::MAP_SHARED,
+                fd.as_raw_fd(),
+                0,
+            )
+        };
+        if ptr == libc::MAP_FAILED {
+            return Err(io::Error::last_os_error());
+        }
+        unsafe { libc::madvise(ptr, len, libc::MADV_SEQUENTIAL) };
+        Ok(Mapping { ptr, len })
+    }
+
+    /// The mapped bytes.
+    pub fn bytes(&self) -> &[u8] {
+        unsafe { std::slice::from_raw_parts(self.ptr as *const u8, self.len) }
+    }
+
+    /// Drops the process's hold on pages no longer needed (the page cache
+    /// keeps them), so they stop counting as resident memory.
+    pub fn release(&self, off: usize, len: usize) {
+        let page = 4096;
+        let start = off.div_ceil(page) * page;
+        let end = ((off + len) / page * page).min(self.len);
+        if end > start {
+            unsafe {
+                libc::madvise(
+                    (self.ptr as *mut u8).add(start).cast(),
+                    end - start,
+                    libc::MADV_DONTNEED,
+                )
+            };
+        }
+    }
+}
+
+impl Drop for Mapping {
+    fn drop(&mut self) {
+        unsafe { libc::munmap(self.ptr, self.len) };
+    }
+}
