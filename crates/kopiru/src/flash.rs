@@ -763,7 +763,11 @@ pub fn flash(
     }
     let mut head = Aligned::new(HEAD);
     let mut head_len = 0usize;
-    let mut written = Written::default();
+    // A mapped image is compared with itself at the read-back: no hashing.
+    let mut written = Written {
+        unhashed: mapping.is_some(),
+        ..Written::default()
+    };
     let ranges: Option<Vec<(u64, u64)>> = opts
         .bmap
         .as_ref()
@@ -899,6 +903,7 @@ pub fn flash(
     }
     written.pieces.sort_unstable_by_key(|p| p.0);
     let written = &written;
+    let mapping = mapping.as_ref();
     // Devices are read back in parallel, each on its own thread.
     let results: Vec<DeviceResult> = std::thread::scope(|sc| {
         let handles: Vec<_> = devs
@@ -914,7 +919,7 @@ pub fn flash(
                         identical_bytes: d.identical,
                     };
                     if verify && r.error.is_none() {
-                        match read_back(&d.path, written, chunk, events) {
+                        match read_back(&d.path, written, mapping, chunk, events) {
                             Ok(None) => r.verified = Some(true),
                             Ok(Some(off)) => {
                                 r.verified = Some(false);
@@ -959,15 +964,23 @@ fn write_error(off: u64, e: &io::Error) -> String {
 #[derive(Default)]
 struct Written {
     pieces: Vec<(u64, u32, u64)>,
+    /// No hashes: the read-back compares with the mapped image itself.
+    unhashed: bool,
 }
 
 impl Written {
     fn record(&mut self, off: u64, data: &[u8]) {
         for (i, p) in data.chunks(VERIFY_BLOCK).enumerate() {
-            let mut h = blake3::Hasher::new();
-            h.update(p);
+            let hash = match self.unhashed {
+                true => 0,
+                false => {
+                    let mut h = blake3::Hasher::new();
+                    h.update(p);
+                    block_hash(&h)
+                }
+            };
             let at = off + (i * VERIFY_BLOCK) as u64;
-            self.pieces.push((at, p.len() as u32, block_hash(&h)));
+            self.pieces.push((at, p.len() as u32, hash));
         }
     }
 }
@@ -1089,11 +1102,13 @@ impl RangeSums {
 }
 
 /// Reads back every written piece of `path` (sorted by offset) around the
-/// page cache, in order, and compares. `Some(offset)`: where the first piece that differs
+/// page cache, in order, and compares: with the mapped image when there is
+/// one, else with the hashes taken as it was read. `Some(offset)`: where the first piece that differs
 /// starts.
 fn read_back(
     path: &Path,
     written: &Written,
+    image: Option<&sys::Mapping>,
     chunk: usize,
     events: &dyn FlashEvents,
 ) -> io::Result<Option<u64>> {
@@ -1128,11 +1143,21 @@ fn read_back(
         }
         for &(off, len, hash) in &pieces[i..j] {
             let at = (off - base) as usize;
-            let mut h = blake3::Hasher::new();
-            h.update(&buf.get()[at..at + len as usize]);
-            if block_hash(&h) != hash {
+            let got = &buf.get()[at..at + len as usize];
+            let same = match image {
+                Some(m) => *got == m.bytes()[off as usize..off as usize + len as usize],
+                None => {
+                    let mut h = blake3::Hasher::new();
+                    h.update(got);
+                    block_hash(&h) == hash
+                }
+            };
+            if !same {
                 return Ok(Some(off));
             }
+        }
+        if let Some(m) = image {
+            m.release(start as usize, (end - start) as usize);
         }
         events.verified(end - start);
         i = j;
