@@ -343,6 +343,12 @@ pub fn check_targets(
         let mut ours = vec![st.rdev];
         ours.extend(sys::partitions(st.rdev));
         if !opts.force {
+            if sys::is_partition(st.rdev) {
+                return Err(refuse(
+                    dev,
+                    "is a partition, not a whole device (--force to write it anyway)".into(),
+                ));
+            }
             if root_dev.is_some_and(|r| ours.contains(&r)) {
                 return Err(refuse(
                     dev,

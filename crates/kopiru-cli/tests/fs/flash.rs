@@ -271,8 +271,19 @@ pub fn refusals() -> R {
     std::fs::create_dir_all(&mnt)?;
     fixture::sh(Command::new("mount").arg(&lo.dev).arg(&mnt))?;
     let r = refused(&[img.as_os_str(), lo.dev.as_os_str()], "is mounted");
+    // The image itself on that device.
+    let on_dev = mnt.join("image.raw");
+    let r2 = std::fs::copy(&img, &on_dev)
+        .map_err(Failed::from)
+        .and_then(|_| {
+            refused(
+                &[on_dev.as_os_str(), lo.dev.as_os_str()],
+                "holds the image being written",
+            )
+        });
     let _ = fixture::sh(Command::new("umount").arg(&mnt));
     r?;
+    r2?;
     // (The filesystem itself writes its device, so compare where the image
     // would have gone: its second MiB.)
     let (_, data) = image(&dir)?;

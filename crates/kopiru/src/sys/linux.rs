@@ -468,6 +468,11 @@ pub fn partitions(rdev: u64) -> Vec<u64> {
     out
 }
 
+/// Whether a block device is a partition of another (sysfs `partition`).
+pub fn is_partition(rdev: u64) -> bool {
+    sysfs(rdev, "partition").is_some()
+}
+
 fn parse_dev(s: &str) -> Option<u64> {
     let (a, b) = s.split_once(':')?;
     Some(libc::makedev(a.parse().ok()?, b.parse().ok()?) as u64)

@@ -296,3 +296,8 @@ pub const O_DIRECT: libc::c_int = 0;
 pub fn zero_out(_fd: FdRef, _len: u64) -> io::Result<()> {
     Err(super::unsupported())
 }
+
+/// Not written for macOS yet.
+pub fn is_partition(_rdev: u64) -> bool {
+    false
+}
