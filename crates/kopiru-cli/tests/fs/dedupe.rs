@@ -67,7 +67,10 @@ fn tree(root: &Path) -> Result<(), Failed> {
 /// else changes (content, mode, times, links); `--dry-run` changes nothing;
 /// a second run has nothing to do.
 pub fn shares(fs: Fs) -> R {
-    let w = fixture::workdir(fs, "dedupe")?;
+    // A filesystem of its own: other tests writing on a shared one would
+    // move its free space while this one measures it.
+    let mnt = fixture::make_fs(fs, &format!("dedupe-{}", fs.name()), 400, &[])?;
+    let w = mnt.join("t");
     tree(&w)?;
     let before = manifest(&w)?;
 
