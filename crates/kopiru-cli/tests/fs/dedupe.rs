@@ -131,14 +131,14 @@ pub fn changed_meanwhile(fs: Fs) -> R {
     trees::write_random(&w.join("y"), 2 * MIB, 3)?;
     let child = Command::new("strace")
         .args(["-f", "-o", "/dev/null", "-e"])
-        .arg("inject=syncfs:delay_enter=3000000:when=1")
+        .arg("inject=syncfs:delay_enter=6000000:when=1")
         .arg(env!("CARGO_BIN_EXE_kopiru"))
         .args(["dedupe", "--json", "--no-progress"])
         .arg(&w)
         .stdout(std::process::Stdio::piped())
         .stderr(std::process::Stdio::piped())
         .spawn()?;
-    std::thread::sleep(std::time::Duration::from_millis(1200));
+    std::thread::sleep(std::time::Duration::from_millis(2500));
     let mut y = trees::bytes(2 * MIB, 3);
     y[MIB] ^= 1;
     std::fs::write(w.join("y"), &y)?;

@@ -158,7 +158,7 @@ pub fn verify_reads_device() -> R {
             "-o",
             "/dev/null",
             "-e",
-            "inject=fsync:delay_exit=3000000:when=2",
+            "inject=fsync:delay_exit=6000000:when=2",
         ])
         .arg(env!("CARGO_BIN_EXE_kopiru"))
         .args(["flash", "--json", "--yes", "--no-progress"])
@@ -167,7 +167,7 @@ pub fn verify_reads_device() -> R {
         .stdout(std::process::Stdio::piped())
         .stderr(std::process::Stdio::piped())
         .spawn()?;
-    std::thread::sleep(std::time::Duration::from_millis(1500));
+    std::thread::sleep(std::time::Duration::from_millis(3000));
     std::fs::read(&lo.dev)?; // the device's page cache now holds the image
     let back = std::fs::OpenOptions::new().write(true).open(&lo.backing)?;
     back.write_all_at(&[0xAA; 4096], 3 << 20)?;
