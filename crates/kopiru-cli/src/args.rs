@@ -157,6 +157,27 @@ pub enum SyncArg {
     File,
 }
 
+/// The progress-bar switches every long-running command takes.
+#[derive(Args)]
+pub struct ProgressArgs {
+    /// Show a progress bar even when stderr is not a terminal.
+    #[arg(long, overrides_with = "no_progress")]
+    pub progress: bool,
+
+    /// Never show a progress bar.
+    #[arg(long)]
+    pub no_progress: bool,
+}
+
+impl ProgressArgs {
+    /// Whether to draw a bar: forced, or on a terminal when `tty_ok`, never
+    /// with --no-progress.
+    pub fn wanted(&self, tty_ok: bool) -> bool {
+        use std::io::IsTerminal;
+        !self.no_progress && (self.progress || (tty_ok && std::io::stderr().is_terminal()))
+    }
+}
+
 #[derive(Args)]
 pub struct CopyArgs {
     /// Sources, then the destination.
@@ -223,13 +244,8 @@ pub struct CopyArgs {
     #[arg(short = 'j', long, value_name = "N")]
     pub jobs: Option<usize>,
 
-    /// Show a progress bar even when stderr is not a terminal.
-    #[arg(long, overrides_with = "no_progress")]
-    pub progress: bool,
-
-    /// Never show a progress bar.
-    #[arg(long)]
-    pub no_progress: bool,
+    #[command(flatten)]
+    pub bar: ProgressArgs,
 
     /// Print, per file, the method used and why a faster one was not.
     #[arg(long)]
@@ -314,13 +330,8 @@ pub struct FlashArgs {
     #[arg(long)]
     pub json: bool,
 
-    /// Show a progress bar even when stderr is not a terminal.
-    #[arg(long, overrides_with = "no_progress")]
-    pub progress: bool,
-
-    /// Never show a progress bar.
-    #[arg(long)]
-    pub no_progress: bool,
+    #[command(flatten)]
+    pub bar: ProgressArgs,
 }
 
 #[derive(Args)]
@@ -346,13 +357,8 @@ pub struct DedupeArgs {
     #[arg(long)]
     pub json: bool,
 
-    /// Show a progress bar even when stderr is not a terminal.
-    #[arg(long, overrides_with = "no_progress")]
-    pub progress: bool,
-
-    /// Never show a progress bar.
-    #[arg(long)]
-    pub no_progress: bool,
+    #[command(flatten)]
+    pub bar: ProgressArgs,
 }
 
 #[derive(Args)]

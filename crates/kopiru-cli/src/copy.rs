@@ -5,7 +5,7 @@ use crate::args::CopyArgs;
 use crate::exit;
 use crate::progress::Progress;
 use kopiru::{CopyError, FileDone, Method, Reporter, Summary};
-use std::io::{IsTerminal, Write};
+use std::io::Write;
 use std::path::Path;
 
 struct CliReporter {
@@ -76,11 +76,13 @@ pub fn run(args: CopyArgs) -> u8 {
         }
     };
     let (dest, sources) = args.paths.split_last().expect("clap requires two paths");
-    let show_bar =
-        !args.no_progress && (args.progress || (std::io::stderr().is_terminal() && !args.explain));
+    // --explain prints a line per file: no bar on top of that unless asked.
     let mut reporter = CliReporter {
         explain: args.explain,
-        progress: show_bar.then(|| Progress::start(sources, args.progress)),
+        progress: args
+            .bar
+            .wanted(!args.explain)
+            .then(|| Progress::start(sources, args.bar.progress)),
     };
     let result = kopiru::copy(sources, dest, &opts, &reporter);
     if let Some(p) = &mut reporter.progress {

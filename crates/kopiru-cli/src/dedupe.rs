@@ -4,10 +4,10 @@
 use crate::args::DedupeArgs;
 use crate::bench::{human, parse_size};
 use crate::exit;
-use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
+use crate::progress;
+use indicatif::ProgressBar;
 use kopiru::dedupe::{dedupe, DedupeOptions, DedupeSummary};
 use kopiru::Reporter;
-use std::io::IsTerminal;
 
 struct Bar(Option<ProgressBar>);
 
@@ -32,17 +32,11 @@ pub fn run(args: DedupeArgs) -> u8 {
         min_size,
         jobs: args.jobs.unwrap_or(0),
     };
-    let show = !args.no_progress && (args.progress || std::io::stderr().is_terminal());
-    let bar = Bar(show.then(|| {
-        let target = if args.progress {
-            ProgressDrawTarget::term_like_with_hz(Box::new(console::Term::stderr()), 10)
-        } else {
-            ProgressDrawTarget::stderr_with_hz(10)
-        };
-        let b = ProgressBar::with_draw_target(None, target);
-        b.set_style(
-            ProgressStyle::with_template("{spinner} {bytes} hashed, {binary_bytes_per_sec}")
-                .expect("valid template"),
+    let bar = Bar(args.bar.wanted(true).then(|| {
+        let b = progress::bar(
+            args.bar.progress,
+            None,
+            "{spinner} {bytes} hashed, {binary_bytes_per_sec}",
         );
         b.enable_steady_tick(std::time::Duration::from_millis(100));
         b

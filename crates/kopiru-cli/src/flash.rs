@@ -4,7 +4,8 @@
 use crate::args::FlashArgs;
 use crate::bench::human;
 use crate::exit;
-use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
+use crate::progress;
+use indicatif::ProgressBar;
 use kopiru::flash::{check_targets, flash, Bmap, FlashEvents, FlashOptions, FlashSummary};
 use std::io::{BufRead, IsTerminal, Write};
 
@@ -90,21 +91,15 @@ pub fn run(args: FlashArgs) -> u8 {
             return exit::FAILED;
         }
     }
-    let show = !args.no_progress && (args.progress || std::io::stderr().is_terminal());
-    let bar = Bar(show.then(|| {
-        let target = if args.progress {
-            ProgressDrawTarget::term_like_with_hz(Box::new(console::Term::stderr()), 10)
-        } else {
-            ProgressDrawTarget::stderr_with_hz(10)
-        };
+    let bar = Bar(args.bar.wanted(true).then(|| {
         let total = match std::fs::metadata(&args.image) {
             Ok(m) if m.is_file() => Some(m.len()),
             _ => None,
         };
-        let b = ProgressBar::with_draw_target(total, target);
-        b.set_style(
-            ProgressStyle::with_template("{bar:30} {bytes} {msg} {binary_bytes_per_sec} ETA {eta}")
-                .expect("valid template"),
+        let b = progress::bar(
+            args.bar.progress,
+            total,
+            "{bar:30} {bytes} {msg} {binary_bytes_per_sec} ETA {eta}",
         );
         b.set_message("written");
         b

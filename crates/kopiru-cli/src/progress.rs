@@ -28,15 +28,11 @@ pub struct Progress {
 impl Progress {
     /// Starts a bar; `force` draws it even when stderr is not a terminal.
     pub fn start(sources: &[PathBuf], force: bool) -> Progress {
-        let target = if force {
-            ProgressDrawTarget::term_like_with_hz(Box::new(console::Term::stderr()), 10)
-        } else {
-            ProgressDrawTarget::stderr_with_hz(10)
-        };
-        let bar = ProgressBar::with_draw_target(None, target);
-        bar.set_style(style(
+        let bar = bar(
+            force,
+            None,
             "{spinner} {bytes} copied, {binary_bytes_per_sec} {msg}",
-        ));
+        );
         let counts = Arc::new(Counts::default());
         spawn_counter(sources.to_vec(), counts.clone());
         let ticker = {
@@ -65,6 +61,19 @@ impl Progress {
         }
         self.bar.finish_and_clear();
     }
+}
+
+/// A bar on stderr drawn with `template`, of `len` bytes when known;
+/// `force` draws it even when stderr is not a terminal.
+pub fn bar(force: bool, len: Option<u64>, template: &str) -> ProgressBar {
+    let target = if force {
+        ProgressDrawTarget::term_like_with_hz(Box::new(console::Term::stderr()), 10)
+    } else {
+        ProgressDrawTarget::stderr_with_hz(10)
+    };
+    let bar = ProgressBar::with_draw_target(len, target);
+    bar.set_style(style(template));
+    bar
 }
 
 fn style(template: &str) -> ProgressStyle {

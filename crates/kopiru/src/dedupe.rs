@@ -8,15 +8,15 @@
 //! the bytes under lock, so a file changed after it was hashed is left alone.
 
 use crate::events::Reporter;
+use crate::par::par_map;
 use crate::sys::{self, Fd, FileKind};
 use crate::CopyError;
 use std::collections::HashMap;
 use std::ffi::CString;
 use std::io;
 use std::os::fd::AsFd;
-use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicUsize, Ordering};
-use std::sync::{Arc, Mutex};
+use std::path::PathBuf;
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 /// Bytes per sample; files up to three samples long are hashed whole at once.
@@ -110,7 +110,7 @@ pub fn dedupe(paths: &[PathBuf], opts: &DedupeOptions, reporter: &dyn Reporter) 
     // longer than three samples are hashed whole in the same visit: one
     // open instead of two (they are most files of a node_modules tree).
     let all: Vec<usize> = size_groups.iter().flatten().copied().collect();
-    let visited = par_map(&all, opts, |i, buf| {
+    let visited = par_map(&all, opts.jobs, |i, buf: &mut Vec<u8>| {
         let f = &files[i];
         let fd = match open(f) {
             Ok(fd) => fd,
@@ -225,7 +225,7 @@ fn scan(paths: &[PathBuf], opts: &DedupeOptions, s: &mut DedupeSummary) -> Vec<F
     let mut devs: HashMap<u64, Option<u64>> = HashMap::new();
     let mut stack: Vec<(Arc<Fd>, CString, PathBuf)> = Vec::new();
     for p in paths {
-        let (parent, name) = match parent_and_name(p) {
+        let (parent, name) = match sys::open_parent(p) {
             Ok(x) => x,
             Err(e) => {
                 s.errors.push(CopyError::io(p, "open", &e));
@@ -294,20 +294,6 @@ fn scan(paths: &[PathBuf], opts: &DedupeOptions, s: &mut DedupeSummary) -> Vec<F
     files
 }
 
-fn parent_and_name(p: &Path) -> io::Result<(Fd, CString)> {
-    let flags = libc::O_RDONLY | libc::O_DIRECTORY;
-    match (p.parent(), p.file_name()) {
-        (Some(parent), Some(name)) => {
-            let parent = match parent.as_os_str().is_empty() {
-                true => Path::new("."),
-                false => parent,
-            };
-            Ok((sys::open_path(parent, flags)?, sys::cstring(name)?))
-        }
-        _ => Ok((sys::open_path(p, flags)?, CString::from(c"."))),
-    }
-}
-
 fn open(f: &File) -> io::Result<Fd> {
     // O_NOATIME first, so hashing leaves access times alone.
     sys::open_source(f.dir.as_fd(), &f.name, false, false, true)
@@ -355,32 +341,6 @@ fn cluster_by_extents(
     clusters.into_iter().map(|(_, c)| c).collect()
 }
 
-/// Runs `f` on every item on the worker threads, each with a reusable
-/// buffer; results in no particular order.
-fn par_map<T: Send>(
-    items: &[usize],
-    opts: &DedupeOptions,
-    f: impl Fn(usize, &mut Vec<u8>) -> T + Sync,
-) -> Vec<(usize, T)> {
-    let next = AtomicUsize::new(0);
-    let out = Mutex::new(Vec::with_capacity(items.len()));
-    std::thread::scope(|sc| {
-        for _ in 0..workers(opts).min(items.len()) {
-            sc.spawn(|| {
-                let mut buf = Vec::new();
-                let mut mine = Vec::new();
-                loop {
-                    let k = next.fetch_add(1, Ordering::Relaxed);
-                    let Some(&i) = items.get(k) else { break };
-                    mine.push((i, f(i, &mut buf)));
-                }
-                out.lock().expect("results lock").append(&mut mine);
-            });
-        }
-    });
-    out.into_inner().expect("results lock")
-}
-
 /// BLAKE3 of each listed file on worker threads: of three samples (start,
 /// middle, end) with `sample`, else of everything.
 fn hash_all(
@@ -391,7 +351,7 @@ fn hash_all(
     reporter: &dyn Reporter,
     s: &mut DedupeSummary,
 ) -> HashMap<usize, blake3::Hash> {
-    let results = par_map(which, opts, |i, buf| {
+    let results = par_map(which, opts.jobs, |i, buf: &mut Vec<u8>| {
         if buf.is_empty() {
             buf.resize(CHUNK, 0);
         }
@@ -454,14 +414,6 @@ fn hash_file(
     Ok((h.finalize(), read))
 }
 
-fn workers(opts: &DedupeOptions) -> usize {
-    if opts.jobs > 0 {
-        opts.jobs
-    } else {
-        std::thread::available_parallelism().map_or(2, |n| n.get())
-    }
-}
-
 /// Makes one destination share the (open) source's blocks.
 fn share_one(src: &Fd, dst: &File) -> io::Result<sys::Shared> {
     let d = open(dst)?;
@@ -507,7 +459,7 @@ fn share_all(
         by_src.entry(src).or_default().push(dst);
     }
     let srcs: Vec<usize> = by_src.keys().copied().collect();
-    let results = par_map(&srcs, opts, |si, _| {
+    let results = par_map(&srcs, opts.jobs, |si, _: &mut ()| {
         let src = &files[si];
         let dsts = &by_src[&si];
         let s = match open(src) {

@@ -9,7 +9,7 @@
 //! partition table pointing at half an image. Then each device is read back
 //! around every cache and compared, 64 KiB block by block.
 
-use crate::sys::{self, Fd, FileKind};
+use crate::sys::{self, Aligned, Fd, FileKind};
 use std::ffi::CString;
 use std::io::{self, Read, Write};
 use std::os::fd::AsFd;
@@ -276,18 +276,13 @@ pub fn check_targets(
     } else {
         Some(sys::stat_path(image, true).map_err(|e| refuse(image, crate::error::reason(&e)))?)
     };
-    // The size is known before writing only for a raw image file.
-    let raw = || {
-        let mut head = [0u8; 8];
-        let n = std::fs::File::open(image)
-            .and_then(|mut f| f.read(&mut head))
-            .unwrap_or(0);
-        detect(&head[..n]) == "raw"
-    };
-    let image_size = image_st
-        .filter(|s| s.kind() == FileKind::File && raw())
-        .map(|s| s.size);
-    let image_size = opts.bmap.as_ref().map(|m| m.image_size).or(image_size);
+    // The size is known before writing only for a raw image file (or from
+    // a block map).
+    let image_size = opts
+        .bmap
+        .as_ref()
+        .map(|m| m.image_size)
+        .or_else(|| raw_image(image).map(|(_, size)| size));
     let root_dev = sys::stat_path(Path::new("/"), true).map(|s| s.dev).ok();
     let mounts = sys::mounts();
     let mut out = Vec::new();
@@ -405,27 +400,6 @@ pub fn check_targets(
     Ok(out)
 }
 
-/// A buffer aligned for O_DIRECT, allocated once.
-struct Aligned {
-    raw: Vec<u8>,
-    off: usize,
-    len: usize,
-}
-
-impl Aligned {
-    fn new(len: usize) -> Aligned {
-        let raw = vec![0u8; len + sys::DIRECT_ALIGN];
-        let off = raw.as_ptr().align_offset(sys::DIRECT_ALIGN);
-        Aligned { raw, off, len }
-    }
-    fn buf(&mut self) -> &mut [u8] {
-        &mut self.raw[self.off..self.off + self.len]
-    }
-    fn get(&self) -> &[u8] {
-        &self.raw[self.off..self.off + self.len]
-    }
-}
-
 /// The image's format, from its first bytes.
 fn detect(head: &[u8]) -> &'static str {
     match head {
@@ -510,47 +484,53 @@ impl Sink<'_> {
         Ok(())
     }
 
+    /// The unfilled rest of the current buffer, taking a free one from the
+    /// writer when there is none.
+    fn space(&mut self) -> io::Result<&mut [u8]> {
+        if self.cur.is_none() {
+            let b = self
+                .empty
+                .recv()
+                .map_err(|_| io::Error::new(io::ErrorKind::BrokenPipe, "writer stopped"))?;
+            self.cur = Some(b);
+            self.len = 0;
+        }
+        let len = self.len;
+        Ok(&mut self.cur.as_mut().expect("a buffer").buf()[len..])
+    }
+
+    /// `n` more bytes are in the current buffer; a full one goes out.
+    fn filled(&mut self, n: usize) -> io::Result<()> {
+        self.len += n;
+        match self.cur.take() {
+            Some(b) if self.len == b.len => self.ship(b, self.len),
+            cur => {
+                self.cur = cur;
+                Ok(())
+            }
+        }
+    }
+
     /// Reads `r` to its end straight into the buffers.
     fn fill_from(&mut self, r: &mut impl Read) -> io::Result<()> {
-        let gone = || io::Error::new(io::ErrorKind::BrokenPipe, "writer stopped");
         loop {
-            if self.cur.is_none() {
-                self.cur = Some(self.empty.recv().map_err(|_| gone())?);
-                self.len = 0;
-            }
-            let cur = self.cur.as_mut().expect("a buffer");
-            let n = match r.read(&mut cur.buf()[self.len..]) {
+            let n = match r.read(self.space()?) {
+                Ok(0) => return Ok(()),
                 Ok(n) => n,
                 Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
                 Err(e) => return Err(e),
             };
-            if n == 0 {
-                return Ok(());
-            }
-            self.len += n;
-            if self.len == cur.len {
-                let b = self.cur.take().expect("a buffer");
-                self.ship(b, self.len)?;
-            }
+            self.filled(n)?;
         }
     }
 }
 
 impl Write for Sink<'_> {
     fn write(&mut self, data: &[u8]) -> io::Result<usize> {
-        let gone = || io::Error::new(io::ErrorKind::BrokenPipe, "writer stopped");
-        if self.cur.is_none() {
-            self.cur = Some(self.empty.recv().map_err(|_| gone())?);
-            self.len = 0;
-        }
-        let cur = self.cur.as_mut().expect("a buffer");
-        let n = data.len().min(cur.len - self.len);
-        cur.buf()[self.len..self.len + n].copy_from_slice(&data[..n]);
-        self.len += n;
-        if self.len == cur.len {
-            let b = self.cur.take().expect("a buffer");
-            self.ship(b, self.len)?;
-        }
+        let space = self.space()?;
+        let n = data.len().min(space.len());
+        space[..n].copy_from_slice(&data[..n]);
+        self.filled(n)?;
         Ok(n)
     }
     fn flush(&mut self) -> io::Result<()> {
@@ -563,9 +543,9 @@ impl Write for Sink<'_> {
     }
 }
 
-/// A raw image in a regular file, mapped; `None` for anything else (then
-/// it is read through buffers).
-fn map_raw(image: &Path) -> Option<sys::Mapping> {
+/// The image, opened, and its size, when it is a non-empty raw image in a
+/// regular file (not compressed, not standard input).
+fn raw_image(image: &Path) -> Option<(std::fs::File, u64)> {
     if image == Path::new("-") {
         return None;
     }
@@ -573,10 +553,14 @@ fn map_raw(image: &Path) -> Option<sys::Mapping> {
     let meta = f.metadata().ok()?;
     let mut head = [0u8; 8];
     let n = (&f).read(&mut head).ok()?;
-    if !meta.is_file() || meta.len() == 0 || detect(&head[..n]) != "raw" {
-        return None;
-    }
-    sys::Mapping::new(f.as_fd(), usize::try_from(meta.len()).ok()?).ok()
+    (meta.is_file() && meta.len() > 0 && detect(&head[..n]) == "raw").then_some((f, meta.len()))
+}
+
+/// A raw image in a regular file, mapped; `None` for anything else (then
+/// it is read through buffers).
+fn map_raw(image: &Path) -> Option<sys::Mapping> {
+    let (f, size) = raw_image(image)?;
+    sys::Mapping::new(f.as_fd(), usize::try_from(size).ok()?).ok()
 }
 
 /// Decodes the whole image into `sink`.

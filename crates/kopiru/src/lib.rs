@@ -13,6 +13,7 @@ mod events;
 pub mod flash;
 mod meta;
 mod options;
+mod par;
 mod plan;
 pub mod probe;
 pub mod sys;

@@ -142,9 +142,6 @@ impl Default for CopyOptions {
 
 impl CopyOptions {
     pub(crate) fn worker_count(&self) -> usize {
-        if self.jobs > 0 {
-            return self.jobs;
-        }
-        std::thread::available_parallelism().map_or(2, |n| n.get())
+        crate::par::workers(self.jobs)
     }
 }

@@ -4,14 +4,14 @@
 //! what the device holds, not what kopiru just wrote into memory. Both sides
 //! are hashed with BLAKE3.
 
-use crate::sys::{self, Fd, FileKind, Stat};
+use crate::par::par_map;
+use crate::sys::{self, Aligned, Fd, FileKind, Stat};
 use crate::CopyError;
 use std::ffi::{CStr, CString};
 use std::io;
 use std::os::fd::AsFd;
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 
 /// Read size for hashing.
 const CHUNK: usize = 1 << 20;
@@ -69,7 +69,7 @@ pub fn verify(src: &Path, dst: &Path, opts: VerifyOptions) -> VerifyReport {
         files: Vec::new(),
         report: VerifyReport::default(),
     };
-    match (open_parent(src), open_parent(dst)) {
+    match (sys::open_parent(src), sys::open_parent(dst)) {
         (Ok((sd, sn)), Ok((dd, dn))) => {
             walk.entry(&Arc::new(sd), &sn, &Arc::new(dd), &dn, Path::new(""))
         }
@@ -83,23 +83,6 @@ pub fn verify(src: &Path, dst: &Path, opts: VerifyOptions) -> VerifyReport {
     report.differences.extend(differences);
     report.errors.extend(errors);
     report
-}
-
-/// The parent directory of a path, opened, and the path's last name.
-fn open_parent(path: &Path) -> io::Result<(Fd, CString)> {
-    let flags = libc::O_RDONLY | libc::O_DIRECTORY;
-    match (path.parent(), path.file_name()) {
-        (Some(parent), Some(name)) => {
-            let parent = if parent.as_os_str().is_empty() {
-                Path::new(".")
-            } else {
-                parent
-            };
-            Ok((sys::open_path(parent, flags)?, sys::cstring(name)?))
-        }
-        // "/", "." or "..": the directory itself, as "." inside it.
-        _ => Ok((sys::open_path(path, flags)?, CString::from(c"."))),
-    }
 }
 
 impl Walk {
@@ -215,58 +198,39 @@ fn hash_all(
     src_root: &Path,
     report: &mut VerifyReport,
 ) -> (Vec<Difference>, Vec<CopyError>) {
-    let next = AtomicUsize::new(0);
-    let bytes = AtomicU64::new(0);
-    let out = Mutex::new((Vec::new(), Vec::new()));
-    let workers = if opts.jobs > 0 {
-        opts.jobs
-    } else {
-        std::thread::available_parallelism().map_or(2, |n| n.get())
-    };
-    std::thread::scope(|s| {
-        for _ in 0..workers.min(files.len().max(1)) {
-            s.spawn(|| {
-                let mut buf = vec![0u8; CHUNK + sys::DIRECT_ALIGN];
-                let off = buf.as_ptr().align_offset(sys::DIRECT_ALIGN);
-                let buf = &mut buf[off..off + CHUNK];
-                loop {
-                    let i = next.fetch_add(1, Ordering::Relaxed);
-                    let Some(f) = files.get(i) else { return };
-                    let src = sys::open_source(f.src_dir.as_fd(), &f.name, false, false, true)
-                        .or_else(|_| {
-                            sys::open_source(f.src_dir.as_fd(), &f.name, false, false, false)
-                        });
-                    let hashed = src
-                        .and_then(|fd| hash_fd(&fd, buf))
-                        .map_err(|e| CopyError::io(src_root.join(&f.rel), "read", &e))
-                        .and_then(|(a, n)| {
-                            sys::open_uncached(f.dst_dir.as_fd(), &f.name)
-                                .and_then(|fd| hash_fd(&fd, buf))
-                                .map(|(b, _)| (a == b, n))
-                                .map_err(|e| CopyError::io(&f.rel, "read destination", &e))
-                        });
-                    let mut out = out.lock().expect("verify lock");
-                    match hashed {
-                        Ok((same, n)) => {
-                            bytes.fetch_add(n, Ordering::Relaxed);
-                            if !same {
-                                out.0.push(Difference {
-                                    path: f.rel.clone(),
-                                    what: "content differs".into(),
-                                });
-                            }
-                        }
-                        Err(e) => out.1.push(e),
-                    }
-                }
-            });
-        }
+    let all: Vec<usize> = (0..files.len()).collect();
+    let results = par_map(&all, opts.jobs, |i, buf: &mut Option<Aligned>| {
+        let buf = buf.get_or_insert_with(|| Aligned::new(CHUNK)).buf();
+        let f = &files[i];
+        let src = sys::open_source(f.src_dir.as_fd(), &f.name, false, false, true)
+            .or_else(|_| sys::open_source(f.src_dir.as_fd(), &f.name, false, false, false));
+        src.and_then(|fd| hash_fd(&fd, buf))
+            .map_err(|e| CopyError::io(src_root.join(&f.rel), "read", &e))
+            .and_then(|(a, n)| {
+                sys::open_uncached(f.dst_dir.as_fd(), &f.name)
+                    .and_then(|fd| hash_fd(&fd, buf))
+                    .map(|(b, _)| (a == b, n))
+                    .map_err(|e| CopyError::io(&f.rel, "read destination", &e))
+            })
     });
     report.files = files.len() as u64;
-    report.bytes = bytes.into_inner();
-    let (mut d, e) = out.into_inner().expect("verify lock");
-    d.sort_by(|a, b| a.path.cmp(&b.path));
-    (d, e)
+    let (mut differences, mut errors) = (Vec::new(), Vec::new());
+    for (i, r) in results {
+        match r {
+            Ok((same, n)) => {
+                report.bytes += n;
+                if !same {
+                    differences.push(Difference {
+                        path: files[i].rel.clone(),
+                        what: "content differs".into(),
+                    });
+                }
+            }
+            Err(e) => errors.push(e),
+        }
+    }
+    differences.sort_by(|a, b| a.path.cmp(&b.path));
+    (differences, errors)
 }
 
 /// BLAKE3 of everything readable from `fd`, and the byte count.

@@ -1,6 +1,6 @@
 //! Linux: FICLONE, copy_file_range, getdents64, O_NOATIME.
 
-use super::unix::{cvt, cvt_size, retry, DirEntry, Extent, FdRef, FileKind, Shared};
+use super::unix::{cvt, cvt_size, retry, BlockInfo, DirEntry, Extent, FdRef, FileKind, Shared};
 use std::cell::RefCell;
 use std::ffi::CStr;
 use std::io;
@@ -370,31 +370,6 @@ pub fn can_share_blocks(fd: FdRef) -> bool {
     };
     let r = unsafe { libc::ioctl(fd.as_raw_fd(), FIDEDUPERANGE as _, &mut req) };
     r == 0 && req.status >= 0
-}
-
-/// Free bytes and the block size of the filesystem of `fd`.
-pub fn fs_space(fd: FdRef) -> io::Result<(u64, u64)> {
-    let mut st = std::mem::MaybeUninit::<libc::statfs>::uninit();
-    cvt(unsafe { libc::fstatfs(fd.as_raw_fd(), st.as_mut_ptr()) })?;
-    let st = unsafe { st.assume_init() };
-    Ok((st.f_bfree as u64 * st.f_bsize as u64, st.f_bsize as u64))
-}
-
-/// What kopiru needs to know of a block device before writing it.
-#[derive(Clone, Debug, Default)]
-pub struct BlockInfo {
-    /// Size in bytes.
-    pub size: u64,
-    /// Smallest write the device takes (O_DIRECT alignment).
-    pub logical: u32,
-    /// The device's internal block size.
-    pub physical: u32,
-    /// Optimal I/O size (often 0: unknown).
-    pub optimal: u32,
-    /// Largest single request, in bytes (`queue/max_sectors_kb`).
-    pub max_request: u64,
-    /// Vendor and model, or what a loop device is backed by.
-    pub model: String,
 }
 
 const BLKGETSIZE64: libc::c_ulong = 0x8008_1272;

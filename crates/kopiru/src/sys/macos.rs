@@ -1,6 +1,6 @@
 //! macOS: clonefile/fclonefileat, readdir. Compile-checked only (CI has no Mac).
 
-use super::unix::{cvt, cvt_size, DirEntry, Extent, FdRef, FileKind, Shared};
+use super::unix::{cvt, cvt_size, BlockInfo, DirEntry, Extent, FdRef, FileKind, Shared};
 use std::ffi::{CStr, CString};
 use std::io;
 use std::os::fd::{AsFd, AsRawFd};
@@ -194,14 +194,6 @@ pub fn can_share_blocks(fd: FdRef) -> bool {
     fs_type(fd).is_ok_and(|t| t == "apfs")
 }
 
-/// Free bytes and the block size of the filesystem of `fd`.
-pub fn fs_space(fd: FdRef) -> io::Result<(u64, u64)> {
-    let mut st = std::mem::MaybeUninit::<libc::statfs>::uninit();
-    cvt(unsafe { libc::fstatfs(fd.as_raw_fd(), st.as_mut_ptr()) })?;
-    let st = unsafe { st.assume_init() };
-    Ok((st.f_bfree as u64 * st.f_bsize as u64, st.f_bsize as u64))
-}
-
 /// macOS has no verified dedupe: clones `src` to a temporary name beside
 /// `dst`, compares the clone with `dst` byte for byte, gives it `dst`'s
 /// mode, owner, times and extended attributes, and renames it over `dst`.
@@ -253,23 +245,6 @@ fn same_bytes(a: FdRef, b: FdRef, len: u64) -> io::Result<bool> {
         off += ra as u64;
     }
     Ok(true)
-}
-
-/// What kopiru needs to know of a block device before writing it.
-#[derive(Clone, Debug, Default)]
-pub struct BlockInfo {
-    /// Size in bytes.
-    pub size: u64,
-    /// Smallest write the device takes.
-    pub logical: u32,
-    /// The device's internal block size.
-    pub physical: u32,
-    /// Optimal I/O size (0: unknown).
-    pub optimal: u32,
-    /// Largest single request, in bytes.
-    pub max_request: u64,
-    /// Vendor and model.
-    pub model: String,
 }
 
 /// Not written for macOS yet (`DKIOCGETBLOCKCOUNT` and friends): refused.

@@ -629,3 +629,73 @@ impl Drop for Mapping {
         unsafe { libc::munmap(self.ptr, self.len) };
     }
 }
+
+/// Free bytes and the block size of the filesystem of `fd`.
+pub fn fs_space(fd: FdRef) -> io::Result<(u64, u64)> {
+    let mut st = std::mem::MaybeUninit::<libc::statfs>::uninit();
+    cvt(unsafe { libc::fstatfs(fd.as_raw_fd(), st.as_mut_ptr()) })?;
+    let st = unsafe { st.assume_init() };
+    Ok((st.f_bfree as u64 * st.f_bsize as u64, st.f_bsize as u64))
+}
+
+/// What kopiru needs to know of a block device before writing it.
+#[derive(Clone, Debug, Default)]
+pub struct BlockInfo {
+    /// Size in bytes.
+    pub size: u64,
+    /// Smallest write the device takes (O_DIRECT alignment).
+    pub logical: u32,
+    /// The device's internal block size.
+    pub physical: u32,
+    /// Optimal I/O size (often 0: unknown).
+    pub optimal: u32,
+    /// Largest single request, in bytes (`queue/max_sectors_kb`).
+    pub max_request: u64,
+    /// Vendor and model, or what a loop device is backed by.
+    pub model: String,
+}
+
+/// A buffer aligned to [`DIRECT_ALIGN`] for O_DIRECT, allocated once and
+/// reused.
+pub struct Aligned {
+    raw: Vec<u8>,
+    off: usize,
+    /// Usable length.
+    pub len: usize,
+}
+
+impl Aligned {
+    /// A zeroed buffer of `len` usable bytes.
+    pub fn new(len: usize) -> Aligned {
+        let raw = vec![0u8; len + DIRECT_ALIGN];
+        let off = raw.as_ptr().align_offset(DIRECT_ALIGN);
+        Aligned { raw, off, len }
+    }
+
+    /// The aligned bytes, to fill.
+    pub fn buf(&mut self) -> &mut [u8] {
+        &mut self.raw[self.off..self.off + self.len]
+    }
+
+    /// The aligned bytes.
+    pub fn get(&self) -> &[u8] {
+        &self.raw[self.off..self.off + self.len]
+    }
+}
+
+/// Opens the parent directory of a command-line path and returns it with
+/// the path's last name; "/", "." and ".." give the directory itself and
+/// ".".
+pub fn open_parent(path: &Path) -> io::Result<(Fd, CString)> {
+    let flags = libc::O_RDONLY | libc::O_DIRECTORY;
+    match (path.parent(), path.file_name()) {
+        (Some(parent), Some(name)) => {
+            let parent = match parent.as_os_str().is_empty() {
+                true => Path::new("."),
+                false => parent,
+            };
+            Ok((open_path(parent, flags)?, super::cstring(name)?))
+        }
+        _ => Ok((open_path(path, flags)?, CString::from(c"."))),
+    }
+}
