@@ -2,7 +2,7 @@
 
 use crate::fixture::{self, Fs};
 use crate::manifest::{self, manifest};
-use crate::{code, json, shares_extents, show, trees, R};
+use crate::{code, fails_with, json, shares_extents, show, trees, R};
 use libtest_mimic::Failed;
 use std::ffi::OsStr;
 use std::path::Path;
@@ -164,12 +164,7 @@ pub fn refused() -> R {
     tree(&w)?;
     let before = manifest(&w)?;
     let o = dedupe(&[w.as_os_str()]);
-    ensure!(code(&o) == 1, "want exit 1: {}", show(&o));
-    ensure!(
-        String::from_utf8_lossy(&o.stderr).contains("ext4 cannot share blocks between files"),
-        "{}",
-        show(&o)
-    );
+    fails_with(&o, 1, "ext4 cannot share blocks between files")?;
     let d = manifest::compare(&before, &manifest(&w)?, manifest::ALL);
     ensure!(d.is_empty(), "something changed: {d:#?}");
     Ok(())

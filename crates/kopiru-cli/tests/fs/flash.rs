@@ -3,7 +3,7 @@
 //! device and not the cache, the refusals, several devices at once.
 
 use crate::fixture;
-use crate::{code, json, show, trees, R};
+use crate::{code, fails_with, json, show, trees, R};
 use libtest_mimic::Failed;
 use std::ffi::OsStr;
 use std::os::unix::fs::FileExt;
@@ -41,6 +41,21 @@ impl Loop {
             dev: PathBuf::from(out.trim()),
             backing,
         })
+    }
+}
+
+impl Loop {
+    /// Fills the first `mib` MiB of the device from `source` (/dev/urandom,
+    /// /dev/zero), around the page cache.
+    fn fill(&self, source: &str, mib: u32) -> R {
+        fixture::sh(
+            Command::new("dd")
+                .arg(format!("if={source}"))
+                .args(["bs=1M", "oflag=direct", "status=none"])
+                .arg(format!("count={mib}"))
+                .arg(format!("of={}", self.dev.display())),
+        )?;
+        Ok(())
     }
 }
 
@@ -109,17 +124,7 @@ pub fn formats() -> R {
         let lo = Loop::new(&format!("fmt-{sector}-{direct}"), 16, sector, direct)?;
         for img in &images {
             // Start from garbage, so a skipped range would show.
-            fixture::sh(
-                Command::new("dd")
-                    .args([
-                        "if=/dev/urandom",
-                        "bs=1M",
-                        "count=8",
-                        "oflag=direct",
-                        "status=none",
-                    ])
-                    .arg(format!("of={}", lo.dev.display())),
-            )?;
+            lo.fill("/dev/urandom", 8)?;
             let o = flash(&[img.as_os_str(), lo.dev.as_os_str()]);
             let what = format!(
                 "{} on {sector}-byte sectors, direct-io {direct}",
@@ -189,11 +194,7 @@ pub fn verify_reads_device() -> R {
         j["devices"][0]["verified"] == false && j["devices"][0]["mismatch_at"] == 3u64 << 20,
         "{j}"
     );
-    ensure!(
-        String::from_utf8_lossy(&o.stderr).contains("differs from the image at offset 3145728"),
-        "{}",
-        show(&o)
-    );
+    fails_with(&o, 1, "differs from the image at offset 3145728")?;
     Ok(())
 }
 
@@ -254,16 +255,7 @@ pub fn refusals() -> R {
     let dir = fixture::run_root().join("flash-refusals");
     std::fs::create_dir_all(&dir)?;
     let (img, _) = image(&dir)?;
-    let refused = |args: &[&OsStr], why: &str| -> R {
-        let o = flash(args);
-        ensure!(code(&o) == 2, "want exit 2 ({why}): {}", show(&o));
-        ensure!(
-            String::from_utf8_lossy(&o.stderr).contains(why),
-            "want '{why}': {}",
-            show(&o)
-        );
-        Ok(())
-    };
+    let refused = |args: &[&OsStr], why: &str| -> R { fails_with(&flash(args), 2, why) };
     // Mounted.
     let lo = Loop::new("mounted", 64, 512, false)?;
     fixture::sh(Command::new("mkfs.ext4").args(["-q", "-F"]).arg(&lo.dev))?;
@@ -375,12 +367,7 @@ pub fn refuses_mounted_partition() -> R {
     fixture::sh(Command::new("mount").arg(&part).arg(&mnt))?;
     let o = flash(&[img.as_os_str(), lo.dev.as_os_str()]);
     let _ = fixture::sh(Command::new("umount").arg(&mnt));
-    ensure!(code(&o) == 2, "want exit 2: {}", show(&o));
-    ensure!(
-        String::from_utf8_lossy(&o.stderr).contains("is mounted"),
-        "{}",
-        show(&o)
-    );
+    fails_with(&o, 2, "is mounted")?;
     Ok(())
 }
 
@@ -409,17 +396,7 @@ pub fn bmap() -> R {
     )?;
     let data = std::fs::read(&img)?;
     let lo = Loop::new("bmap", 32, 4096, true)?;
-    fixture::sh(
-        Command::new("dd")
-            .args([
-                "if=/dev/urandom",
-                "bs=1M",
-                "count=32",
-                "oflag=direct",
-                "status=none",
-            ])
-            .arg(format!("of={}", lo.dev.display())),
-    )?;
+    lo.fill("/dev/urandom", 32)?;
     let before = device_bytes(&lo.dev, data.len())?;
     let o = flash(&[
         OsStr::new("--bmap"),
@@ -462,12 +439,7 @@ pub fn bmap() -> R {
         img.as_os_str(),
         lo.dev.as_os_str(),
     ]);
-    ensure!(code(&o) == 1, "want exit 1: {}", show(&o));
-    ensure!(
-        String::from_utf8_lossy(&o.stderr).contains("do not match the checksum in the bmap file"),
-        "{}",
-        show(&o)
-    );
+    fails_with(&o, 1, "do not match the checksum in the bmap file")?;
     ensure!(
         device_bytes(&lo.dev, 1 << 20)? == head_before,
         "the first MiB was written"
@@ -482,12 +454,7 @@ pub fn bmap() -> R {
         img.as_os_str(),
         lo.dev.as_os_str(),
     ]);
-    ensure!(code(&o) == 2, "want exit 2: {}", show(&o));
-    ensure!(
-        String::from_utf8_lossy(&o.stderr).contains("own checksum does not match"),
-        "{}",
-        show(&o)
-    );
+    fails_with(&o, 2, "own checksum does not match")?;
     Ok(())
 }
 
@@ -505,20 +472,7 @@ pub fn zeros_and_identical() -> R {
     drop(f);
     let data = std::fs::read(&img)?;
     let lo = Loop::new("zeros", 32, 512, false)?;
-    let garbage = |lo: &Loop| {
-        fixture::sh(
-            Command::new("dd")
-                .args([
-                    "if=/dev/urandom",
-                    "bs=1M",
-                    "count=32",
-                    "oflag=direct",
-                    "status=none",
-                ])
-                .arg(format!("of={}", lo.dev.display())),
-        )
-    };
-    garbage(&lo)?;
+    lo.fill("/dev/urandom", 32)?;
     let o = flash(&[
         OsStr::new("--zero-first"),
         img.as_os_str(),
@@ -530,17 +484,7 @@ pub fn zeros_and_identical() -> R {
         "--zero-first: the device differs"
     );
 
-    fixture::sh(
-        Command::new("dd")
-            .args([
-                "if=/dev/zero",
-                "bs=1M",
-                "count=32",
-                "oflag=direct",
-                "status=none",
-            ])
-            .arg(format!("of={}", lo.dev.display())),
-    )?;
+    lo.fill("/dev/zero", 32)?;
     let o = flash(&[OsStr::new("--zeroed"), img.as_os_str(), lo.dev.as_os_str()]);
     ensure!(code(&o) == 0, "{}", show(&o));
     ensure!(

@@ -48,6 +48,30 @@ fn show(o: &Output) -> String {
     )
 }
 
+/// `o` exited with `want` and said `needle` on stderr.
+fn fails_with(o: &Output, want: i32, needle: &str) -> R {
+    ensure!(code(o) == want, "want exit {want}: {}", show(o));
+    ensure!(
+        String::from_utf8_lossy(&o.stderr).contains(needle),
+        "want {needle:?} on stderr: {}",
+        show(o)
+    );
+    Ok(())
+}
+
+/// `o` is a partial copy (exit 23) whose every error has `reason`; its
+/// JSON summary.
+fn partial_with(o: &Output, reason: &str) -> Result<serde_json::Value, Failed> {
+    ensure!(code(o) == 23, "want exit 23: {}", show(o));
+    let j = json(o)?;
+    let errors = j["errors"].as_array().cloned().unwrap_or_default();
+    ensure!(
+        !errors.is_empty() && errors.iter().all(|e| e["reason"] == reason),
+        "{j}"
+    );
+    Ok(j)
+}
+
 fn code(o: &Output) -> i32 {
     o.status.code().unwrap_or(-1)
 }
@@ -374,13 +398,7 @@ fn refusals(fs: Fs) -> R {
         w.join("file").as_os_str(),
         w.join("adir2").as_os_str(),
     ]);
-    ensure!(
-        code(&o) == 1
-            && String::from_utf8_lossy(&o.stderr)
-                .contains("cannot overwrite directory with non-directory"),
-        "{}",
-        show(&o)
-    );
+    fails_with(&o, 1, "cannot overwrite directory with non-directory")?;
     let after = manifest(&w)?;
     let d = compare(&before, &after, manifest::ALL);
     ensure!(d.is_empty(), "a refused copy changed something: {d:#?}");
@@ -591,16 +609,7 @@ fn enospc(fs: Fs) -> R {
         src.as_os_str(),
         dst.as_os_str(),
     ]);
-    ensure!(code(&o) == 23, "want exit 23: {}", show(&o));
-    let j = json(&o)?;
-    let errors = j["errors"].as_array().cloned().unwrap_or_default();
-    ensure!(
-        !errors.is_empty()
-            && errors
-                .iter()
-                .all(|e| e["reason"] == "No space left on device"),
-        "{j}"
-    );
+    let j = partial_with(&o, "No space left on device")?;
     let a = manifest(&src)?;
     let b = manifest(&dst)?;
     for (p, e) in b.iter().filter(|(_, e)| e.kind == 'f') {
