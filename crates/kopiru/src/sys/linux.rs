@@ -377,12 +377,17 @@ const BLKSSZGET: libc::c_ulong = 0x1268;
 const BLKPBSZGET: libc::c_ulong = 0x127B;
 const BLKIOOPT: libc::c_ulong = 0x1279;
 
-fn sysfs(rdev: u64, rel: &str) -> Option<String> {
+/// A block device's directory in sysfs.
+fn sysfs_dir(rdev: u64) -> String {
     let (maj, min) = (
         libc::major(rdev as libc::dev_t),
         libc::minor(rdev as libc::dev_t),
     );
-    std::fs::read_to_string(format!("/sys/dev/block/{maj}:{min}/{rel}"))
+    format!("/sys/dev/block/{maj}:{min}")
+}
+
+fn sysfs(rdev: u64, rel: &str) -> Option<String> {
+    std::fs::read_to_string(format!("{}/{rel}", sysfs_dir(rdev)))
         .ok()
         .map(|s| s.trim().to_string())
 }
@@ -400,9 +405,8 @@ pub fn block_info(fd: FdRef, rdev: u64) -> io::Result<BlockInfo> {
         .and_then(|s| s.parse().ok())
         .unwrap_or(512);
     let model = match (sysfs(rdev, "device/vendor"), sysfs(rdev, "device/model")) {
-        (_, Some(m)) if !m.is_empty() => {
-            let v = sysfs(rdev, "device/vendor").unwrap_or_default();
-            format!("{v} {m}").trim().to_string()
+        (v, Some(m)) if !m.is_empty() => {
+            format!("{} {m}", v.unwrap_or_default()).trim().to_string()
         }
         _ => match sysfs(rdev, "loop/backing_file") {
             Some(f) => format!("loop device backed by {f}"),
@@ -421,11 +425,7 @@ pub fn block_info(fd: FdRef, rdev: u64) -> io::Result<BlockInfo> {
 
 /// Device numbers of a block device's partitions (from sysfs).
 pub fn partitions(rdev: u64) -> Vec<u64> {
-    let (maj, min) = (
-        libc::major(rdev as libc::dev_t),
-        libc::minor(rdev as libc::dev_t),
-    );
-    let dir = format!("/sys/dev/block/{maj}:{min}");
+    let dir = sysfs_dir(rdev);
     let mut out = Vec::new();
     if let Ok(rd) = std::fs::read_dir(&dir) {
         for e in rd.flatten() {
