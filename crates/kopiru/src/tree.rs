@@ -522,9 +522,17 @@ impl<'s, 'a> Worker<'s, 'a> {
                 .error(CopyError::io(&dir.src_path, "read directory", &e)),
             Ok(mut entries) => {
                 // Subdirectories first, so other workers get work as early
-                // as possible; then inode order, which reads the source in
-                // on-disk order (gnulib fts).
-                entries.sort_unstable_by_key(|e| (e.kind != Some(FileKind::Dir), e.ino));
+                // as possible, in the order listed; then files in inode
+                // order, which reads the source in on-disk order (gnulib
+                // fts). Not subdirectories by inode: XFS and ext4 number
+                // inodes by allocation group, so workers taking neighbours
+                // would copy in one group and queue on its locks (XFS:
+                // ~1,800 context switches in the AGF lock on n16384, 50
+                // in listed order).
+                entries.sort_by_key(|e| match e.kind == Some(FileKind::Dir) {
+                    true => (false, 0),
+                    false => (true, e.ino),
+                });
                 let follow = self.sh.opts.follow == Follow::Always;
                 let items: Vec<Item> = entries
                     .into_iter()
