@@ -18,14 +18,15 @@ pub(crate) enum Target<'a> {
 pub(crate) type Warning = (&'static str, io::Error);
 
 /// Applies the metadata `preserve` asks for. `created_perm` is the permission
-/// the object has now, so that an unneeded chmod is skipped. `src` gives
-/// access to the source's xattrs. Failures are returned as warnings: the data
+/// the object has now and `owner_now` its owner if known, so that an unneeded
+/// chmod or chown is skipped. `src` gives access to the source's xattrs. Failures are returned as warnings: the data
 /// is there, a piece of metadata is not.
 pub(crate) fn apply(
     target: Target,
     src: Option<FdRef>,
     st: &Stat,
     created_perm: u32,
+    owner_now: Option<(u32, u32)>,
     preserve: &Preserve,
     umask: u32,
 ) -> Vec<Warning> {
@@ -39,7 +40,7 @@ pub(crate) fn apply(
         }
     }
     let mut owner_changed = false;
-    if preserve.owner {
+    if preserve.owner && owner_now != Some((st.uid, st.gid)) {
         match chown(&target, st.uid, st.gid) {
             Ok(()) => owner_changed = true,
             Err(e) => {

@@ -57,6 +57,11 @@ struct DirNode {
     /// Renames (temporary → final name) of files in a visible directory that
     /// wait until their data is durable (`--sync end`).
     deferred: Mutex<Vec<(CString, CString)>>,
+    /// With `-a`: the owner every entry this run creates here gets (our
+    /// fsuid; our group, or the directory's if it is setgid or mounted
+    /// `grpid`), learned from the first one, so a chown to that same owner
+    /// is skipped (coreutils skips it too, with an fstat per file).
+    new_owner: OnceLock<Option<(u32, u32)>>,
 }
 
 impl DirNode {
@@ -81,6 +86,7 @@ impl DirNode {
             staged: false,
             fresh: false,
             deferred: Mutex::new(Vec::new()),
+            new_owner: OnceLock::new(),
         }
     }
 }
@@ -592,11 +598,16 @@ impl<'s, 'a> Worker<'s, 'a> {
             }
             if let Some(st) = &cur.stat {
                 let opts = self.sh.opts;
+                let owner_now = match (&cur.parent, cur.fresh) {
+                    (Some(p), true) => p.new_owner.get().copied().flatten(),
+                    _ => None,
+                };
                 let w = meta::apply(
                     Target::Fd(cur.dst.as_fd()),
                     Some(cur.src.as_fd()),
                     st,
                     cur.created_perm,
+                    owner_now,
                     &opts.preserve,
                     self.sh.umask,
                 );
@@ -619,6 +630,20 @@ impl<'s, 'a> Worker<'s, 'a> {
                 None => return,
             }
         }
+    }
+
+    /// With `-a`, the owner a new entry in `dir` already has: stat the
+    /// first one (`first`), then the same for every other.
+    fn new_owner(
+        &self,
+        dir: &DirNode,
+        first: impl FnOnce() -> io::Result<Stat>,
+    ) -> Option<(u32, u32)> {
+        if !self.sh.opts.preserve.owner {
+            return None;
+        }
+        *dir.new_owner
+            .get_or_init(|| first().ok().map(|st| (st.uid, st.gid)))
     }
 
     fn warnings(&self, path: &Path, warnings: Vec<meta::Warning>) {
@@ -1026,11 +1051,13 @@ impl<'s, 'a> Worker<'s, 'a> {
                 return None;
             }
         };
+        let owner_now = self.new_owner(dir, || sys::fstat(dst.as_fd()));
         let warnings = meta::apply(
             Target::Fd(dst.as_fd()),
             Some(src.as_fd()),
             st,
             created_perm,
+            owner_now,
             &opts.preserve,
             self.sh.umask,
         );
@@ -1329,12 +1356,14 @@ impl<'s, 'a> Worker<'s, 'a> {
             Some(Ok(())) => {}
         }
         let created_perm = st.perm() & 0o777 & !self.sh.umask;
+        let owner_now = self.new_owner(dir, || sys::stat_at(dir.dst.as_fd(), dst_name, false));
         let target = Target::At(dir.dst.as_fd(), dst_name);
         let w = meta::apply(
             target,
             None,
             st,
             created_perm,
+            owner_now,
             &self.sh.opts.preserve,
             self.sh.umask,
         );
