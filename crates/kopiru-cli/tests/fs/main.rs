@@ -124,6 +124,39 @@ fn archive(fs: Fs) -> R {
     let after = manifest(&src)?;
     let d = compare(&before, &after, manifest::ALL);
     ensure!(d.is_empty(), "source changed: {d:#?}");
+
+    // Into a setgid directory of another group, where new entries get that
+    // group: kopiru learns the owner new entries get from the first one and
+    // skips chowns to it, so this checks that owners are still the source's.
+    // (Subdirectories made there inherit the setgid bit, as with cp -a, so
+    // modes are not compared.)
+    let sg = w.join("setgid");
+    std::fs::create_dir(&sg)?;
+    std::os::unix::fs::chown(&sg, Some(0), Some(4242))?;
+    std::fs::set_permissions(&sg, std::os::unix::fs::PermissionsExt::from_mode(0o2775))?;
+    let o = kopiru([
+        OsStr::new("copy"),
+        OsStr::new("-a"),
+        src.as_os_str(),
+        sg.as_os_str(),
+    ]);
+    ensure!(
+        code(&o) == 0,
+        "copy -a into a setgid directory: {}",
+        show(&o)
+    );
+    let probe = sg.join("probe");
+    std::fs::write(&probe, b"")?;
+    let probe_gid = std::os::unix::fs::MetadataExt::gid(&std::fs::metadata(&probe)?);
+    ensure!(
+        probe_gid == 4242,
+        "new files here get group {probe_gid}, not 4242"
+    );
+    let owners = manifest::Fields {
+        mode: false,
+        ..manifest::ALL
+    };
+    same_tree(&src, &sg.join("src"), owners)?;
     Ok(())
 }
 
