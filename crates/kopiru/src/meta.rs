@@ -19,8 +19,9 @@ pub(crate) type Warning = (&'static str, io::Error);
 
 /// Applies the metadata `preserve` asks for. `created_perm` is the permission
 /// the object has now and `owner_now` its owner if known, so that an unneeded
-/// chmod or chown is skipped. `src` gives access to the source's xattrs. Failures are returned as warnings: the data
-/// is there, a piece of metadata is not.
+/// chmod or chown is skipped. `src` gives access to the source's xattrs.
+/// Failures are returned as warnings: the data is there, a piece of metadata
+/// is not.
 pub(crate) fn apply(
     target: Target,
     src: Option<FdRef>,
