@@ -129,10 +129,7 @@ pub fn changed_meanwhile(fs: Fs) -> R {
     let w = fixture::workdir(fs, "dedupe-changed")?;
     trees::write_random(&w.join("x"), 2 * MIB, 3)?;
     trees::write_random(&w.join("y"), 2 * MIB, 3)?;
-    let child = Command::new("strace")
-        .args(["-f", "-o", "/dev/null", "-e"])
-        .arg("inject=syncfs:delay_enter=6000000:when=1")
-        .arg(env!("CARGO_BIN_EXE_kopiru"))
+    let child = crate::kopiru_injected("syncfs:delay_enter=6000000:when=1")
         .args(["dedupe", "--json", "--no-progress"])
         .arg(&w)
         .stdout(std::process::Stdio::piped())

@@ -42,10 +42,7 @@ pub fn tree(root: &Path, seed: u64) -> Result<(), Failed> {
 /// Runs kopiru under strace with one `-e inject=...` rule, one worker (strace
 /// counts calls per thread).
 fn kopiru_injected(inject: &str, args: &[&OsStr]) -> Result<Output, Failed> {
-    Ok(Command::new("strace")
-        .args(["-f", "-o", "/dev/null", "-e"])
-        .arg(format!("inject={inject}"))
-        .arg(env!("CARGO_BIN_EXE_kopiru"))
+    Ok(crate::kopiru_injected(inject)
         .args(["copy", "-j", "1", "--json"])
         .args(args)
         .output()?)

@@ -157,15 +157,7 @@ pub fn verify_reads_device() -> R {
     let img = dir.join("image.raw");
     std::fs::write(&img, &data)?;
     let lo = Loop::new("verify", 16, 512, false)?;
-    let child = Command::new("strace")
-        .args([
-            "-f",
-            "-o",
-            "/dev/null",
-            "-e",
-            "inject=fsync:delay_exit=6000000:when=2",
-        ])
-        .arg(env!("CARGO_BIN_EXE_kopiru"))
+    let child = crate::kopiru_injected("fsync:delay_exit=6000000:when=2")
         .args(["flash", "--json", "--yes", "--no-progress"])
         .arg(&img)
         .arg(&lo.dev)
@@ -538,15 +530,7 @@ pub fn io_error() -> R {
     std::fs::write(&img, &data)?;
     let lo = Loop::new("eio", 16, 512, false)?;
     let head_before = device_bytes(&lo.dev, 1 << 20)?;
-    let o = Command::new("strace")
-        .args([
-            "-f",
-            "-o",
-            "/dev/null",
-            "-e",
-            "inject=pwrite64:error=EIO:when=2",
-        ])
-        .arg(env!("CARGO_BIN_EXE_kopiru"))
+    let o = crate::kopiru_injected("pwrite64:error=EIO:when=2")
         .args(["flash", "--json", "--yes", "--no-progress"])
         .arg(&img)
         .arg(&lo.dev)

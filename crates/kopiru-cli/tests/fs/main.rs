@@ -39,6 +39,17 @@ where
         .expect("run kopiru")
 }
 
+/// kopiru run under strace with one fault injected (`inject`: strace's
+/// `-e inject=` value, e.g. `fsync:error=EIO:when=2`); the caller adds
+/// kopiru's arguments.
+fn kopiru_injected(inject: &str) -> Command {
+    let mut c = Command::new("strace");
+    c.args(["-f", "-o", "/dev/null", "-e"])
+        .arg(format!("inject={inject}"))
+        .arg(env!("CARGO_BIN_EXE_kopiru"));
+    c
+}
+
 fn show(o: &Output) -> String {
     format!(
         "exit {:?}\nstdout: {}\nstderr: {}",
@@ -566,19 +577,8 @@ fn injected_eio(fs: Fs) -> R {
     } else {
         "copy_file_range"
     };
-    let o = Command::new("strace")
-        .args([
-            "-f",
-            "-o",
-            "/dev/null",
-            "-e",
-            &format!("inject={call}:error=EIO:when=3"),
-            env!("CARGO_BIN_EXE_kopiru"),
-            "copy",
-            "-j",
-            "1",
-            "--json",
-        ])
+    let o = kopiru_injected(&format!("{call}:error=EIO:when=3"))
+        .args(["copy", "-j", "1", "--json"])
         .arg(&src)
         .arg(&dst)
         .output()?;
