@@ -287,10 +287,20 @@ pub(crate) fn join(dir: &Path, name: &std::ffi::OsStr) -> PathBuf {
 }
 
 impl Shared<'_> {
-    fn push(&self, task: Task) {
-        self.outstanding.fetch_add(1, Ordering::SeqCst);
-        self.queue.lock().expect("queue lock").push_back(task);
+    /// Queues a task (a shared directory at the low-priority end) and wakes
+    /// a waiting worker; returns how many tasks wait now.
+    fn push(&self, task: Task) -> usize {
+        let waiting = {
+            let mut q = self.queue.lock().expect("queue lock");
+            self.outstanding.fetch_add(1, Ordering::SeqCst);
+            match task {
+                Task::Share(_) => q.push_front(task),
+                _ => q.push_back(task),
+            }
+            q.len()
+        };
         self.wake.notify_one();
+        waiting
     }
 
     fn error(&self, e: CopyError) {
@@ -531,16 +541,7 @@ impl<'scope, 'env, 'a> Worker<'scope, 'env, 'a> {
     fn push(&self, task: Task) {
         let sh = self.sh;
         let share = matches!(task, Task::Share(_));
-        let waiting = {
-            let mut q = sh.queue.lock().expect("queue lock");
-            sh.outstanding.fetch_add(1, Ordering::SeqCst);
-            match share {
-                true => q.push_front(task),
-                false => q.push_back(task),
-            }
-            q.len()
-        };
-        sh.wake.notify_one();
+        let waiting = sh.push(task);
         if (share || waiting >= 2)
             && sh.started.load(Ordering::Relaxed) < sh.max_workers
             && sh
