@@ -1,0 +1,42 @@
+#!/usr/bin/env bash
+# A/B timing of kopiru builds beside cpz and fcp on one fresh loop-mounted
+# filesystem: how each change in docs/BENCHMARKS.md ("Where the time goes")
+# was measured before and after. Each BUILD is a kopiru binary (copy it aside
+# before rebuilding); extra copy options can be given through a wrapper
+# script. kopiru runs with --sync none, like the peers. Prints medians and
+# the ratio (faster of cpz and fcp ÷ each build).
+#
+# usage: scripts/bench-ab.sh FS CORPUS RUNS BUILD...
+# e.g.:  scripts/bench-ab.sh xfs /var/tmp/kc/n16384 10 /tmp/k-before target/release/kopiru
+# The filesystem stays mounted at /mnt/kopiru-ab-FS-CORPUS for further runs.
+set -euo pipefail
+fs=$1 corpus=$(readlink -f "$2") runs=$3; shift 3
+P=${PEERS_ROOT:-$HOME/.cache/kopiru-peers}/bin
+name=$(basename "$corpus")
+img=/var/tmp/kopiru-ab-$fs-$name.img mnt=/mnt/kopiru-ab-$fs-$name
+if ! mountpoint -q "$mnt"; then
+  need=$(( $(du -sk "$corpus" | cut -f1) * 3 / 1024 + 2048 ))
+  rm -f "$img"; truncate -s "${need}M" "$img"
+  case $fs in
+    ext4) mkfs.ext4 -q -F -i 4096 "$img";;
+    xfs) mkfs.xfs -q -f -m reflink=1 "$img";;
+    btrfs) mkfs.btrfs -q -f "$img" >/dev/null;;
+    *) echo "FS must be ext4, xfs or btrfs" >&2; exit 2;;
+  esac
+  mkdir -p "$mnt"; mount -o loop "$img" "$mnt"; cp -a "$corpus" "$mnt/src"; sync
+fi
+args=(-n cpz "$P/cpz $mnt/src $mnt/dst" -n fcp "$P/fcp $mnt/src $mnt/dst")
+i=0
+for k in "$@"; do
+  i=$((i + 1)); args+=(-n "build$i" "$(readlink -f "$k") copy --sync none $mnt/src $mnt/dst")
+done
+json=$(mktemp)
+hyperfine -N -w 1 --runs "$runs" --prepare "sh -c 'rm -rf $mnt/dst; sync'" "${args[@]}" --export-json "$json" >&2
+python3 - "$json" <<'PY'
+import json, statistics, sys
+m = {r["command"]: statistics.median(r["times"]) for r in json.load(open(sys.argv[1]))["results"]}
+best = min(m["cpz"], m["fcp"])
+print("  ".join(f"{k}={v * 1000:.0f}ms" for k, v in m.items()),
+      " ratios:", " ".join(f"{k}={best / v:.2f}" for k, v in m.items() if k.startswith("build")))
+PY
+rm -f "$json"
