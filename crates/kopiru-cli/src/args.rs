@@ -231,8 +231,8 @@ pub struct CopyArgs {
     pub no_target_directory: bool,
 
     /// After the copy is on disk, read every copied file back from the
-    /// device (not the cache) and compare it with its source (BLAKE3).
-    /// Differences are errors.
+    /// device (not the cache) and compare it with its source (BLAKE3),
+    /// hashed as it was read for the copy. Differences are errors.
     #[arg(long)]
     pub verify: bool,
 
@@ -372,7 +372,8 @@ pub struct VerifyArgs {
     #[arg(long)]
     pub ignore_extra: bool,
 
-    /// Hashing threads [default: the number of CPUs].
+    /// Reading and hashing threads [default: two per CPU, as uncached reads
+    /// wait for the device].
     #[arg(short = 'j', long, value_name = "N")]
     pub jobs: Option<usize>,
 

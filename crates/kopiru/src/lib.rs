@@ -53,10 +53,10 @@ pub fn copy(
             )
         })
         .collect();
-    let mut summary = tree::run(jobs, opts, reporter, refused);
+    let (mut summary, hashes) = tree::run(jobs, opts, reporter, refused);
     if opts.verify {
         for (src, dst) in &pairs {
-            verify_copy(src, dst, opts, reporter, &mut summary);
+            verify_copy(src, dst, opts, &hashes, reporter, &mut summary);
         }
     }
     summary.elapsed = start.elapsed();
@@ -69,6 +69,7 @@ fn verify_copy(
     src: &Path,
     dst: &Path,
     opts: &CopyOptions,
+    hashes: &verify::SourceHashes,
     reporter: &dyn Reporter,
     summary: &mut Summary,
 ) {
@@ -76,7 +77,7 @@ fn verify_copy(
         jobs: opts.jobs,
         extra_is_difference: false,
     };
-    let report = verify::verify(src, dst, vopts);
+    let report = verify::verify_copy(src, dst, vopts, hashes);
     summary.verified_files += report.files;
     for d in report.differences {
         let path = match d.path.as_os_str().is_empty() {

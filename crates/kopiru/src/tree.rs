@@ -12,6 +12,7 @@ use crate::meta::{self, Target};
 use crate::options::{CopyOptions, Follow, SyncMode};
 use crate::plan::Job;
 use crate::sys::{self, Fd, FileKind, Stat};
+use crate::verify::{SourceHash, SourceHashes};
 use crate::CopyError;
 use std::collections::{HashMap, VecDeque};
 use std::ffi::{CStr, CString};
@@ -187,19 +188,23 @@ struct Shared<'a> {
     finish: Mutex<Vec<Arc<DirNode>>>,
     /// Trees to rename into place at the end.
     staged: Mutex<Vec<StagedTree>>,
+    /// `--verify`: the hash of each file's source as it was read, for the
+    /// files whose data kopiru read itself.
+    source_hashes: Mutex<Vec<SourceHash>>,
     /// One descriptor per destination filesystem, opened before anything is
     /// written there: the flush at the end goes through it, and `syncfs`
     /// reports write-back errors that happened after it was opened.
     filesystems: Mutex<Vec<(u64, Fd, PathBuf)>>,
 }
 
-/// Runs every job to completion on the worker threads.
+/// Runs every job to completion on the worker threads. Also returns the
+/// source hashes taken while copying (`--verify`).
 pub(crate) fn run(
     jobs: Vec<Job>,
     opts: &CopyOptions,
     reporter: &dyn Reporter,
     refused: Vec<CopyError>,
-) -> Summary {
+) -> (Summary, SourceHashes) {
     sys::raise_fd_limit();
     let sh = Shared {
         opts,
@@ -220,6 +225,7 @@ pub(crate) fn run(
         tmp_counter: AtomicU64::new(0),
         finish: Mutex::new(Vec::new()),
         staged: Mutex::new(Vec::new()),
+        source_hashes: Mutex::new(Vec::new()),
         filesystems: Mutex::new(Vec::new()),
     };
     for e in refused {
@@ -274,7 +280,8 @@ pub(crate) fn run(
         copying.1.notify_all();
     });
     sh.publish();
-    sh.into_summary()
+    let hashes = std::mem::take(&mut *sh.source_hashes.lock().expect("hashes lock"));
+    (sh.into_summary(), SourceHashes::new(hashes))
 }
 
 /// `dir/name` for messages, without a leading "./".
@@ -980,12 +987,16 @@ impl<'scope, 'env, 'a> Worker<'scope, 'env, 'a> {
             true => dst_name.to_owned(),
             false => self.tmp_name(),
         };
-        let moved = match self.clone_new(dir, src, &tmp) {
-            Some(Ok(())) => data::Moved {
-                method: Method::Clone,
-                bytes: st.size,
-                why_not: None,
-            },
+        let (moved, hashed) = match self.clone_new(dir, src, &tmp) {
+            Some(Ok(())) => {
+                let moved = data::Moved {
+                    method: Method::Clone,
+                    bytes: st.size,
+                    why_not: None,
+                    source_hash: None,
+                };
+                (moved, None)
+            }
             Some(Err(e)) => {
                 self.dst_error(dir, dst_name, "clone", &e);
                 return None;
@@ -993,6 +1004,9 @@ impl<'scope, 'env, 'a> Worker<'scope, 'env, 'a> {
             None => self.write_tmp(dir, src, st, name, dst_name, &tmp)?,
         };
         let done = |w: &Self| {
+            if let Some(h) = hashed {
+                w.sh.source_hashes.lock().expect("hashes lock").push(h);
+            }
             w.file_done(
                 dir,
                 name,
@@ -1043,7 +1057,8 @@ impl<'scope, 'env, 'a> Worker<'scope, 'env, 'a> {
     /// Creates `tmp` (a new name) and fills it with the source's data and
     /// metadata, times last (which `--resume` relies on), made
     /// durable (`--sync file`) or on its way to the device (`--sync end`).
-    /// `None`: failed, reported, and `tmp` removed.
+    /// Also returns the source's hash, when it was hashed, keyed by the new
+    /// file's device and inode. `None`: failed, reported, and `tmp` removed.
     fn write_tmp(
         &mut self,
         dir: &DirNode,
@@ -1052,7 +1067,7 @@ impl<'scope, 'env, 'a> Worker<'scope, 'env, 'a> {
         name: &CStr,
         dst_name: &CStr,
         tmp: &CStr,
-    ) -> Option<data::Moved> {
+    ) -> Option<(data::Moved, Option<SourceHash>)> {
         let opts = self.sh.opts;
         let pair = self.pair_caps(st.dev, dir.dst_dev);
         let perm = st.perm() & 0o777;
@@ -1089,6 +1104,14 @@ impl<'scope, 'env, 'a> Worker<'scope, 'env, 'a> {
                 return None;
             }
         };
+        let hashed = moved.source_hash.and_then(|h| {
+            let d = sys::fstat(dst.as_fd()).ok()?;
+            Some(SourceHash {
+                dev: d.dev,
+                ino: d.ino,
+                hash: h,
+            })
+        });
         let owner_now = self.new_owner(dir, || sys::fstat(dst.as_fd()));
         let warnings = meta::apply(
             Target::Fd(dst.as_fd()),
@@ -1118,7 +1141,7 @@ impl<'scope, 'env, 'a> Worker<'scope, 'env, 'a> {
         if !warnings.is_empty() {
             self.warnings(&join(&dir.dst_path, sys::os_str(dst_name)), warnings);
         }
-        Some(moved)
+        Some((moved, hashed))
     }
 
     fn file_done(

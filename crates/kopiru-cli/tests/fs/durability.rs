@@ -504,6 +504,100 @@ pub fn verify_tree(fs: Fs) -> R {
         );
     }
     ensure!(out.lines().count() == 4, "{out}");
+
+    // One file copied to a new name: the verify pass finds the source by
+    // its own name (cloned files are read there).
+    let one = w.join("one");
+    let src_file = src.join("d2").join("f07");
+    let o = copy(&[
+        OsStr::new("--verify"),
+        src_file.as_os_str(),
+        one.as_os_str(),
+    ]);
+    let j = json(&o)?;
+    ensure!(code(&o) == 0 && j["verified_files"] == 1, "{}", show(&o));
+    Ok(())
+}
+
+/// `copy --verify` hashes each source file while copying it: the source is
+/// opened for reading once (the verify pass reads only the destination, with
+/// O_DIRECT), and a write that was lost (strace makes the first `pwrite64`
+/// report success without writing) is caught as a content difference.
+pub fn verify_hashes_while_copying() -> R {
+    let w = fixture::workdir(Fs::Ext4, "verify-once")?;
+    let (src, dst) = (w.join("src"), w.join("dst"));
+    std::fs::create_dir(&src)?;
+    trees::write_random(&src.join("big.bin"), 3_000_000, 1)?;
+    trees::write_random(&src.join("small.bin"), 5_000, 2)?;
+    std::fs::write(src.join("empty.bin"), b"")?;
+    let holey = std::fs::File::create(src.join("holey.bin"))?;
+    holey.set_len(8 << 20)?;
+    std::os::unix::fs::FileExt::write_all_at(&holey, b"data after a hole", 5 << 20)?;
+    drop(holey);
+    let names = ["big.bin", "small.bin", "empty.bin", "holey.bin"];
+
+    let trace = w.join("openat.trace");
+    let o = Command::new("strace")
+        .args(["-f", "-e", "trace=openat", "-o"])
+        .arg(&trace)
+        .arg(env!("CARGO_BIN_EXE_kopiru"))
+        .args(["copy", "--json", "--verify"])
+        .arg(&src)
+        .arg(&dst)
+        .output()?;
+    let j = json(&o)?;
+    ensure!(code(&o) == 0 && j["verified_files"] == 4, "{}", show(&o));
+    exact(&src, &dst)?;
+    let trace = std::fs::read_to_string(&trace)?;
+    for name in names {
+        let quoted = format!("\"{name}\", O_RDONLY");
+        let opens = |direct: bool| {
+            trace
+                .lines()
+                .filter(|l| l.contains(&quoted) && l.contains("O_DIRECT") == direct)
+                .count()
+        };
+        ensure!(
+            (opens(false), opens(true)) == (1, 1),
+            "{name}: {} cached and {} O_DIRECT opens for reading, want 1 and 1:\n{trace}",
+            opens(false),
+            opens(true)
+        );
+    }
+
+    // The lost write: unnoticed by a plain read/write copy, found by
+    // --verify (which reads and writes the same way).
+    let big = src.join("big.bin");
+    let lost_write = |verify: bool, to: &Path| {
+        let mut c = crate::kopiru_injected("pwrite64:retval=1048576:when=1");
+        c.args(["copy", "--json"]);
+        match verify {
+            true => c.arg("--verify"),
+            false => c.args(["--method", "stream"]),
+        };
+        c.arg(&big).arg(to).output()
+    };
+    let o = lost_write(false, &w.join("unverified"))?;
+    ensure!(code(&o) == 0, "{}", show(&o));
+    ensure!(
+        std::fs::read(w.join("unverified"))? != std::fs::read(&big)?,
+        "the injected write was not lost; the test proves nothing"
+    );
+    let verified = w.join("verified");
+    let o = lost_write(true, &verified)?;
+    ensure!(code(&o) != 0, "a lost write passed --verify: {}", show(&o));
+    let j = json(&o)?;
+    let errors = j["errors"].as_array().cloned().unwrap_or_default();
+    ensure!(
+        errors.len() == 1
+            && errors[0]["path"] == verified.to_string_lossy().as_ref()
+            && errors[0]["operation"] == "verify"
+            && errors[0]["reason"]
+                .as_str()
+                .is_some_and(|m| m.contains("content differs")),
+        "{}",
+        show(&o)
+    );
     Ok(())
 }
 

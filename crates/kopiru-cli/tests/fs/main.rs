@@ -1091,6 +1091,11 @@ fn main() {
         Box::new(durability::verify_reads_device),
     );
     add(
+        "verify_hashes_while_copying::ext4".into(),
+        ext4.clone(),
+        Box::new(durability::verify_hashes_while_copying),
+    );
+    add(
         "inode_starved::ext4".into(),
         ext4.clone(),
         Box::new(durability::inode_starved),

@@ -79,6 +79,47 @@ pub(crate) struct Moved {
     pub bytes: u64,
     /// Why faster rungs were not used.
     pub why_not: Option<Arc<str>>,
+    /// BLAKE3 of the source as it was read for the copy (`--verify`); `None`
+    /// when the kernel moved the data without kopiru reading it.
+    pub source_hash: Option<blake3::Hash>,
+}
+
+/// BLAKE3 of a file's bytes in order, fed as they are read; holes (ranges
+/// never read) count as zeros, as reading them would return.
+pub(crate) struct SourceDigest {
+    hasher: blake3::Hasher,
+    pos: u64,
+}
+
+impl SourceDigest {
+    fn new() -> Self {
+        SourceDigest {
+            hasher: blake3::Hasher::new(),
+            pos: 0,
+        }
+    }
+
+    /// Adds the bytes read at `off` (at or after everything added so far).
+    fn update_at(&mut self, off: u64, bytes: &[u8]) {
+        self.zeros_to(off);
+        self.hasher.update(bytes);
+        self.pos = off + bytes.len() as u64;
+    }
+
+    fn zeros_to(&mut self, end: u64) {
+        const ZEROS: [u8; 16 << 10] = [0; 16 << 10];
+        while self.pos < end {
+            let n = (end - self.pos).min(ZEROS.len() as u64);
+            self.hasher.update(&ZEROS[..n as usize]);
+            self.pos += n;
+        }
+    }
+
+    /// The hash of a file of `size` bytes.
+    fn finish(mut self, size: u64) -> blake3::Hash {
+        self.zeros_to(size);
+        self.hasher.finalize()
+    }
 }
 
 /// A failed data copy: the operation and its error.
@@ -127,6 +168,7 @@ pub(crate) fn copy_data(
                         method: Method::Clone,
                         bytes: st.size,
                         why_not: None,
+                        source_hash: None,
                     });
                 }
                 Err(e) if sys::is_not_supported(&e) => {
@@ -158,10 +200,14 @@ pub(crate) fn copy_data(
         return Err(("clone", io::Error::new(io::ErrorKind::Unsupported, msg)));
     }
 
+    // `--verify` hashes the source as it is read, so the verify pass reads
+    // only the destination: the kernel's copy is skipped unless asked for.
+    let mut digest = (opts.verify && opts.method != MethodChoice::Offload).then(SourceDigest::new);
     let holes = opts.sparse != SparseMode::Never && st.looks_sparse();
     let try_offload = matches!(opts.method, MethodChoice::Auto | MethodChoice::Offload)
         && sys::HAS_OFFLOAD
         && opts.sparse == SparseMode::Auto
+        && digest.is_none()
         && st.size > 0; // size 0: nothing, or a pseudo-file only read() can copy
 
     if holes {
@@ -171,13 +217,15 @@ pub(crate) fn copy_data(
             dst,
             try_offload && pair.offload.usable(),
             buf,
+            digest.as_mut(),
             reporter,
         ) {
-            Rung::Done(bytes) => {
+            Rung::Done((bytes, size)) => {
                 return Ok(Moved {
                     method: Method::Sparse,
                     bytes,
                     why_not: why,
+                    source_hash: digest.map(|d| d.finish(size)),
                 });
             }
             Rung::NotSupported(_, w) => why = Some(join_why(why, &w)),
@@ -191,6 +239,7 @@ pub(crate) fn copy_data(
                         method: Method::Offload,
                         bytes,
                         why_not: why,
+                        source_hash: None,
                     });
                 }
                 Rung::NotSupported(e, w) => {
@@ -216,11 +265,12 @@ pub(crate) fn copy_data(
     }
 
     let punch_zeros = opts.sparse == SparseMode::Always;
-    let bytes = stream::copy(src, dst, punch_zeros, buf, reporter)?;
+    let bytes = stream::copy(src, dst, punch_zeros, buf, digest.as_mut(), reporter)?;
     Ok(Moved {
         method: Method::Stream,
         bytes,
         why_not: why,
+        source_hash: digest.map(|d| d.finish(bytes)),
     })
 }
 

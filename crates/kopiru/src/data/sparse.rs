@@ -1,6 +1,6 @@
 //! Copy only the data ranges of a file with holes (SEEK_DATA / SEEK_HOLE).
 
-use super::Rung;
+use super::{Rung, SourceDigest};
 use crate::events::Reporter;
 use crate::sys::{self, FdRef, Stat};
 
@@ -8,14 +8,17 @@ use crate::sys::{self, FdRef, Stat};
 /// (falling back to pread/pwrite if the first call says "not here"), then sets
 /// the size so a trailing hole stays a hole. If a range ends early (the file is
 /// shorter than `stat` said, as sysfs files are) the copy ends there.
+/// Returns the data bytes copied and the file's size. Data read through the
+/// buffer is added to `digest` (which is only given without `offload`).
 pub(super) fn copy(
     src: FdRef,
     st: &Stat,
     dst: FdRef,
     mut offload: bool,
     buf: &mut Vec<u8>,
+    mut digest: Option<&mut SourceDigest>,
     reporter: &dyn Reporter,
-) -> Rung<u64> {
+) -> Rung<(u64, u64)> {
     let mut pos = 0u64;
     let mut data_bytes = 0u64;
     let mut end = st.size;
@@ -33,7 +36,17 @@ pub(super) fn copy(
             Ok(h) => h.unwrap_or(st.size).min(st.size),
             Err(e) => return Rung::Failed(("seek", e)),
         };
-        let got = match copy_range(src, dst, data, hole, &mut offload, data_bytes == 0, buf) {
+        let first = data_bytes == 0;
+        let range = (data, hole);
+        let got = match copy_range(
+            src,
+            dst,
+            range,
+            &mut offload,
+            first,
+            buf,
+            digest.as_deref_mut(),
+        ) {
             Ok(g) => g,
             Err(e) => return Rung::Failed(e),
         };
@@ -48,18 +61,18 @@ pub(super) fn copy(
     if let Err(e) = sys::ftruncate(dst, end) {
         return Rung::Failed(("truncate", e));
     }
-    Rung::Done(data_bytes)
+    Rung::Done((data_bytes, end))
 }
 
 /// Copies `[from, to)`; returns the bytes copied (fewer at end of file).
 fn copy_range(
     src: FdRef,
     dst: FdRef,
-    from: u64,
-    to: u64,
+    (from, to): (u64, u64),
     offload: &mut bool,
     first: bool,
     buf: &mut Vec<u8>,
+    mut digest: Option<&mut SourceDigest>,
 ) -> Result<u64, super::DataError> {
     let mut off = from;
     while *offload && off < to {
@@ -77,6 +90,9 @@ fn copy_range(
         let n = sys::pread(src, &mut buf[..want], off).map_err(|e| ("read", e))?;
         if n == 0 {
             break;
+        }
+        if let Some(d) = digest.as_deref_mut() {
+            d.update_at(off, &buf[..n]);
         }
         sys::pwrite_all(dst, &buf[..n], off).map_err(|e| ("write", e))?;
         off += n as u64;

@@ -1,16 +1,18 @@
 //! Read and write through the worker's reused buffer, until read() says EOF.
 
-use super::DataError;
+use super::{DataError, SourceDigest};
 use crate::events::Reporter;
 use crate::sys::{self, FdRef};
 
 /// Copies everything `src` yields. With `punch_zeros`, blocks of zeros are
-/// skipped (left as holes) and the size set at the end.
+/// skipped (left as holes) and the size set at the end. What is read is
+/// added to `digest`.
 pub(super) fn copy(
     src: FdRef,
     dst: FdRef,
     punch_zeros: bool,
     buf: &mut Vec<u8>,
+    mut digest: Option<&mut SourceDigest>,
     reporter: &dyn Reporter,
 ) -> Result<u64, DataError> {
     let buf = super::buffer(buf);
@@ -22,6 +24,9 @@ pub(super) fn copy(
             break;
         }
         let chunk = &buf[..n];
+        if let Some(d) = digest.as_deref_mut() {
+            d.update_at(off, chunk);
+        }
         if punch_zeros && chunk.iter().all(|&b| b == 0) {
             skipped_tail = true;
         } else {

@@ -214,15 +214,23 @@ pub fn rename_noreplace(old_dir: FdRef, old: &CStr, new_dir: FdRef, new: &CStr) 
 /// Opens a file for reading from the device rather than the page cache:
 /// O_DIRECT, or where that is refused, a normal open after dropping the
 /// file's clean cached pages. Reads need [`DIRECT_ALIGN`]-aligned buffers.
+/// The read leaves the file's access time alone where we may ask that (a
+/// verified copy keeps its source's times).
 pub fn open_uncached(dir: FdRef, name: &CStr) -> io::Result<super::Fd> {
-    let flags = libc::O_RDONLY | libc::O_NOFOLLOW | libc::O_CLOEXEC;
-    match super::unix::open_raw(dir, name, flags | libc::O_DIRECT, 0) {
-        Err(e) if e.raw_os_error() == Some(libc::EINVAL) => {
-            let fd = super::unix::open_raw(dir, name, flags, 0)?;
-            unsafe { libc::posix_fadvise(fd.as_raw_fd(), 0, 0, libc::POSIX_FADV_DONTNEED) };
-            Ok(fd)
+    let mut flags = libc::O_RDONLY | libc::O_NOFOLLOW | libc::O_CLOEXEC | libc::O_NOATIME;
+    loop {
+        match super::unix::open_raw(dir, name, flags | libc::O_DIRECT, 0) {
+            // O_NOATIME needs the file's owner (or CAP_FOWNER).
+            Err(e) if e.raw_os_error() == Some(libc::EPERM) && flags & libc::O_NOATIME != 0 => {
+                flags &= !libc::O_NOATIME;
+            }
+            Err(e) if e.raw_os_error() == Some(libc::EINVAL) => {
+                let fd = super::unix::open_raw(dir, name, flags, 0)?;
+                unsafe { libc::posix_fadvise(fd.as_raw_fd(), 0, 0, libc::POSIX_FADV_DONTNEED) };
+                return Ok(fd);
+            }
+            r => return r,
         }
-        r => r,
     }
 }
 
