@@ -125,6 +125,7 @@ fn json_summary(s: &Summary, code: u8) -> serde_json::Value {
         "special_files": s.specials,
         "hard_links": s.hardlinks,
         "skipped": s.skipped,
+        "withdrawn": s.withdrawn,
         "verified_files": s.verified_files,
         "methods": methods,
         "errors": s.errors.iter().map(error_json).collect::<Vec<_>>(),

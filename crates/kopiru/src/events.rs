@@ -93,6 +93,10 @@ pub struct Summary {
     /// Entries left as they were: already complete (`--resume`) or existing
     /// (`--no-clobber`).
     pub skipped: u64,
+    /// Entries counted above that were removed again because the final
+    /// flush of their filesystem failed (under `--sync end`): none of them
+    /// is at the destination.
+    pub withdrawn: u64,
     /// Files compared with their source after copying (`--verify`).
     pub verified_files: u64,
     /// Files per [`Method`], indexed in [`Method::ALL`] order.
@@ -111,8 +115,8 @@ impl Summary {
         self.methods[m.index()]
     }
 
-    /// Whether anything at all was created.
+    /// Whether anything at all was created and kept.
     pub fn copied_anything(&self) -> bool {
-        self.files + self.dirs + self.symlinks + self.specials + self.hardlinks > 0
+        self.files + self.dirs + self.symlinks + self.specials + self.hardlinks > self.withdrawn
     }
 }

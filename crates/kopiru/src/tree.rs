@@ -156,6 +156,8 @@ struct Counters {
     specials: AtomicU64,
     hardlinks: AtomicU64,
     skipped: AtomicU64,
+    /// Entries counted above and then removed by a failed final flush.
+    withdrawn: AtomicU64,
     methods: [AtomicU64; 4],
 }
 
@@ -394,7 +396,9 @@ impl Shared<'_> {
             for (tmp, name) in renames {
                 let path = || join(&dir.dst_path, sys::os_str(&name));
                 if let Some(&errno) = failed.get(&dir.dst_dev) {
-                    let _ = sys::unlink_at(dir.dst.as_fd(), &tmp, false);
+                    if sys::unlink_at(dir.dst.as_fd(), &tmp, false).is_ok() {
+                        self.counters.withdrawn.fetch_add(1, Ordering::Relaxed);
+                    }
                     let e = io::Error::from_raw_os_error(errno);
                     self.error(CopyError::io(path(), "sync", &e));
                     continue;
@@ -434,10 +438,13 @@ impl Shared<'_> {
                     }
                 }
                 Err((op, e)) => {
-                    if let Err(re) = remove_tree(parent, &t.tmp) {
+                    let mut removed = 0;
+                    if let Err(re) = remove_tree(parent, &t.tmp, &mut removed) {
                         let tmp_path = join(&t.parent.dst_path, sys::os_str(&t.tmp));
                         self.warn(CopyError::io(tmp_path, "remove", &re));
                     }
+                    let withdrawn = &self.counters.withdrawn;
+                    withdrawn.fetch_add(removed, Ordering::Relaxed);
                     self.error(CopyError::io(path, op, &e));
                 }
             }
@@ -480,6 +487,7 @@ impl Shared<'_> {
             specials: get(&c.specials),
             hardlinks: get(&c.hardlinks),
             skipped: get(&c.skipped),
+            withdrawn: get(&c.withdrawn),
             verified_files: 0,
             methods: std::array::from_fn(|i| get(&c.methods[i])),
             errors: self.errors.into_inner().expect("errors lock"),
@@ -1325,7 +1333,7 @@ impl<'scope, 'env, 'a> Worker<'scope, 'env, 'a> {
         }
         let tmp = staged_name(dst_name);
         if !self.sh.opts.resume {
-            match remove_tree(parent.dst.as_fd(), &tmp) {
+            match remove_tree(parent.dst.as_fd(), &tmp, &mut 0) {
                 Err(e) if e.raw_os_error() != Some(libc::ENOENT) => {
                     let path = join(&parent.dst_path, sys::os_str(&tmp));
                     self.sh.error(CopyError::io(path, "remove", &e));
@@ -1498,14 +1506,20 @@ fn staged_name(dst_name: &CStr) -> CString {
     CString::new(format!("{TMP_PREFIX}tree.{h:016x}")).expect("no NUL")
 }
 
-/// Removes a file, or a directory and everything in it.
-fn remove_tree(dir: sys::FdRef, name: &CStr) -> io::Result<()> {
+/// Removes a file, or a directory and everything in it, adding the number
+/// of names removed to `removed`.
+fn remove_tree(dir: sys::FdRef, name: &CStr, removed: &mut u64) -> io::Result<()> {
     match sys::unlink_at(dir, name, true) {
         Err(e) if e.raw_os_error() == Some(libc::ENOTDIR) => {
-            return sys::unlink_at(dir, name, false)
+            sys::unlink_at(dir, name, false)?;
+            *removed += 1;
+            return Ok(());
         }
         Err(e) if matches!(e.raw_os_error(), Some(libc::ENOTEMPTY | libc::EEXIST)) => {}
-        r => return r,
+        r => {
+            *removed += u64::from(r.is_ok());
+            return r;
+        }
     }
     let sub = sys::open_dir(dir, name)?;
     // Copied directories can be read-only; their entries must go first.
@@ -1516,12 +1530,15 @@ fn remove_tree(dir: sys::FdRef, name: &CStr) -> io::Result<()> {
             None => sys::stat_at(sub.as_fd(), &e.name, false)?.kind() == FileKind::Dir,
         };
         if is_dir {
-            remove_tree(sub.as_fd(), &e.name)?;
+            remove_tree(sub.as_fd(), &e.name, removed)?;
         } else {
             sys::unlink_at(sub.as_fd(), &e.name, false)?;
+            *removed += 1;
         }
     }
-    sys::unlink_at(dir, name, true)
+    sys::unlink_at(dir, name, true)?;
+    *removed += 1;
+    Ok(())
 }
 
 /// `--resume`: removes the temporary files an interrupted run left in a

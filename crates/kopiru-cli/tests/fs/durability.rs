@@ -114,18 +114,26 @@ fn exact(src: &Path, dst: &Path) -> R {
 
 /// A failed flush (`syncfs` → EIO) under `--sync end`: a new tree never
 /// appears and its staged copy is removed; in an existing tree every file
-/// keeps its old content. Nothing is retried; the exit code says so.
+/// keeps its old content. Nothing is retried; the exit code says so: 1 when
+/// nothing was copied, as here.
 pub fn flush_fails(fs: Fs) -> R {
     let w = fixture::workdir(fs, "flush-fails")?;
     let (src, dst) = (w.join("src"), w.join("dst"));
     tree(&src, 1)?;
     let o = kopiru_injected("syncfs:error=EIO", &[src.as_os_str(), dst.as_os_str()])?;
     ensure!(
-        code(&o) != 0,
-        "a failed flush must fail the run: {}",
+        code(&o) == 1,
+        "a failed flush of the only tree must fail the run with 1: {}",
         show(&o)
     );
     ensure!(!dst.exists(), "the tree appeared although its flush failed");
+    // Every entry made was withdrawn.
+    let j = json(&o)?;
+    let made: u64 = ["files", "directories", "symlinks", "hard_links"]
+        .iter()
+        .filter_map(|k| j[*k].as_u64())
+        .sum();
+    ensure!(made == 126 && j["withdrawn"] == made, "{j}");
     no_temporaries(&w)?;
     let err = String::from_utf8_lossy(&o.stderr);
     ensure!(
