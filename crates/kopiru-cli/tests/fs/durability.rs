@@ -218,6 +218,62 @@ pub fn fsync_fails(fs: Fs) -> R {
     Ok(())
 }
 
+/// A `close` of a written file that fails (EIO, which NFS and some FUSE
+/// filesystems return for write-back errors) fails that file: it is
+/// reported with its path and absent, the others are copied, exit 23. The
+/// close is singled out with `strace -P`: the file's path in the tree kopiru
+/// stages beside the destination (named `.kopiru-tmp.tree.` and the FNV-1a
+/// hash of the destination's name, so a resumed run finds it).
+pub fn close_fails(fs: Fs) -> R {
+    let w = fixture::workdir(fs, "close-fails")?;
+    let (src, dst) = (w.join("src"), w.join("dst"));
+    std::fs::create_dir(&src)?;
+    for i in 0..6 {
+        trees::write_random(&src.join(format!("f{i}")), 20_000 + i as usize, i)?;
+    }
+    let fnv = b"dst".iter().fold(0xcbf2_9ce4_8422_2325u64, |h, &b| {
+        (h ^ u64::from(b)).wrapping_mul(0x0100_0000_01b3)
+    });
+    let staged = w.join(format!(".kopiru-tmp.tree.{fnv:016x}"));
+    let o = Command::new("strace")
+        .args([
+            "-f",
+            "-o",
+            "/dev/null",
+            "-e",
+            "inject=close:error=EIO",
+            "-P",
+        ])
+        .arg(staged.join("f2"))
+        .arg(env!("CARGO_BIN_EXE_kopiru"))
+        .args(["copy", "--json"])
+        .arg(&src)
+        .arg(&dst)
+        .output()?;
+    ensure!(code(&o) == 23, "want exit 23: {}", show(&o));
+    let j = json(&o)?;
+    let errors = j["errors"].as_array().cloned().unwrap_or_default();
+    let failed = dst.join("f2");
+    ensure!(
+        errors.len() == 1
+            && errors[0]["path"] == failed.to_string_lossy().as_ref()
+            && errors[0]["operation"] == "close",
+        "{}",
+        show(&o)
+    );
+    ensure!(!failed.exists(), "f2 was kept although its close failed");
+    ensure!(j["files"] == 5, "{j}");
+    let d = manifest::compare_except(
+        &manifest(&src)?,
+        &manifest(&dst)?,
+        manifest::DEFAULT,
+        &[b"", b"f2"],
+    );
+    ensure!(d.is_empty(), "{d:#?}");
+    no_temporaries(&w)?;
+    Ok(())
+}
+
 /// A rename that fails (the second, EIO) while copying into an existing
 /// directory: that file keeps its old content, its temporary is removed.
 pub fn rename_fails(fs: Fs) -> R {

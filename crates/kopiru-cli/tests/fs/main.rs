@@ -964,6 +964,11 @@ fn main() {
             Box::new(move || durability::fsync_fails(fs)),
         );
         add(
+            format!("close_fails::{n}"),
+            needs_strace.clone(),
+            Box::new(move || durability::close_fails(fs)),
+        );
+        add(
             format!("rename_fails::{n}"),
             needs_strace.clone(),
             Box::new(move || durability::rename_fails(fs)),
@@ -1092,7 +1097,7 @@ fn main() {
     );
     add(
         "verify_hashes_while_copying::ext4".into(),
-        ext4.clone(),
+        ext4.clone().or_else(strace),
         Box::new(durability::verify_hashes_while_copying),
     );
     add(
