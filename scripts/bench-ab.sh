@@ -3,8 +3,10 @@
 # filesystem: how each change in docs/BENCHMARKS.md ("Where the time goes")
 # was measured before and after. Each BUILD is a kopiru binary (copy it aside
 # before rebuilding); extra copy options can be given through a wrapper
-# script. kopiru runs with --sync none, like the peers. Prints medians and
-# the ratio (faster of cpz and fcp ÷ each build).
+# script. kopiru runs with --sync none, like the peers. The runs are
+# interleaved (scripts/interleave.py: one run of each command per round, in
+# a rotated order), so drift on a noisy machine hits every command alike.
+# Prints medians and the ratio (faster of cpz and fcp ÷ each build).
 #
 # usage: scripts/bench-ab.sh FS CORPUS RUNS BUILD...
 # e.g.:  scripts/bench-ab.sh xfs /var/tmp/kc/n16384 10 /tmp/k-before target/release/kopiru
@@ -25,18 +27,16 @@ if ! mountpoint -q "$mnt"; then
   esac
   mkdir -p "$mnt"; mount -o loop "$img" "$mnt"; cp -a "$corpus" "$mnt/src"; sync
 fi
-args=(-n cpz "$P/cpz $mnt/src $mnt/dst" -n fcp "$P/fcp $mnt/src $mnt/dst")
+args=("cpz=$P/cpz $mnt/src $mnt/dst" "fcp=$P/fcp $mnt/src $mnt/dst")
 i=0
 for k in "$@"; do
-  i=$((i + 1)); args+=(-n "build$i" "$(readlink -f "$k") copy --sync none $mnt/src $mnt/dst")
+  i=$((i + 1)); args+=("build$i=$(readlink -f "$k") copy --sync none $mnt/src $mnt/dst")
 done
-json=$(mktemp)
-hyperfine -N -w 1 --runs "$runs" --prepare "sh -c 'rm -rf $mnt/dst; sync'" "${args[@]}" --export-json "$json" >&2
-python3 - "$json" <<'PY'
-import json, statistics, sys
-m = {r["command"]: statistics.median(r["times"]) for r in json.load(open(sys.argv[1]))["results"]}
+line=$(python3 "$(dirname "$0")/interleave.py" "$runs" "rm -rf $mnt/dst; sync" "${args[@]}")
+python3 - "$line" <<'PY'
+import sys
+m = {k: float(v[:-2]) for k, v in (f.split("=") for f in sys.argv[1].split())}
 best = min(m["cpz"], m["fcp"])
-print("  ".join(f"{k}={v * 1000:.0f}ms" for k, v in m.items()),
-      " ratios:", " ".join(f"{k}={best / v:.2f}" for k, v in m.items() if k.startswith("build")))
+print(sys.argv[1], " ratios:",
+      " ".join(f"{k}={best / v:.2f}" for k, v in m.items() if k.startswith("build")))
 PY
-rm -f "$json"
