@@ -137,6 +137,14 @@ pub(crate) fn verify_copy(
     report
 }
 
+/// Opens a file or directory for reading with O_NOATIME where we may (a
+/// comparison should not change access times, and a verified copy keeps its
+/// source's), else without.
+fn open_keeping_atime(dir: &Fd, name: &CStr, is_dir: bool) -> io::Result<Fd> {
+    sys::open_source(dir.as_fd(), name, is_dir, false, true)
+        .or_else(|_| sys::open_source(dir.as_fd(), name, is_dir, false, false))
+}
+
 /// `root/rel`, or `root` itself for the roots.
 fn under(root: &Path, rel: &Path) -> PathBuf {
     match rel.as_os_str().is_empty() {
@@ -211,12 +219,7 @@ impl Walk<'_> {
     }
 
     fn dir(&mut self, sd: &Fd, sn: &CStr, dd: &Fd, dn: &CStr, rel: &Path) {
-        // Listing a directory would set its access time: a verified copy
-        // keeps its source's.
-        let open = |fd: &Fd, name: &CStr| {
-            sys::open_source(fd.as_fd(), name, true, false, true)
-                .or_else(|_| sys::open_dir(fd.as_fd(), name))
-        };
+        let open = |fd: &Fd, name: &CStr| open_keeping_atime(fd, name, true);
         let (s, d) = match (open(sd, sn), open(dd, dn)) {
             (Ok(s), Ok(d)) => (Arc::new(s), Arc::new(d)),
             (Err(e), _) => return self.fail(true, rel, "open", &e),
@@ -276,9 +279,9 @@ fn hash_all(
         let f = &files[i];
         let src_hash = match f.src_hash {
             Some(h) => Ok((h, 0)),
-            None => sys::open_source(f.src_dir.as_fd(), &f.src_name, false, false, true)
-                .or_else(|_| sys::open_source(f.src_dir.as_fd(), &f.src_name, false, false, false))
-                .and_then(|fd| hash_fd(&fd, buf)),
+            None => {
+                open_keeping_atime(&f.src_dir, &f.src_name, false).and_then(|fd| hash_fd(&fd, buf))
+            }
         };
         src_hash
             .map_err(|e| CopyError::io(under(src_root, &f.rel), "read", &e))

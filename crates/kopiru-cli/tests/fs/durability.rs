@@ -171,15 +171,59 @@ pub fn flush_fails(fs: Fs) -> R {
     Ok(())
 }
 
+/// Six files of different sizes in a new directory `src`.
+fn six_files(src: &Path) -> R {
+    std::fs::create_dir(src)?;
+    for i in 0..6 {
+        trees::write_random(&src.join(format!("f{i}")), 20_000 + i as usize, i)?;
+    }
+    Ok(())
+}
+
+/// `o` failed exactly one file, `failed`, at `op` with EIO: reported with
+/// its path (in the JSON and on stderr), exit 23, and absent; every other
+/// file of `src` is in `dst`, whole, and nothing temporary is left in `w`.
+fn only_failed(o: &Output, w: &Path, src: &Path, dst: &Path, failed: &Path, op: &str) -> R {
+    ensure!(code(o) == 23, "want exit 23: {}", show(o));
+    let j = json(o)?;
+    let errors = j["errors"].as_array().cloned().unwrap_or_default();
+    ensure!(
+        errors.len() == 1
+            && errors[0]["path"] == failed.to_string_lossy().as_ref()
+            && errors[0]["operation"] == op,
+        "{}",
+        show(o)
+    );
+    ensure!(
+        String::from_utf8_lossy(&o.stderr)
+            .contains(&format!("{}: {op}: Input/output error", failed.display())),
+        "{}",
+        show(o)
+    );
+    ensure!(
+        !failed.exists(),
+        "{} was left after its {op} failed",
+        failed.display()
+    );
+    let others = std::fs::read_dir(src)?.count() - 1;
+    ensure!(j["files"] == others, "{j}");
+    let skip = failed.file_name().unwrap_or_default().as_bytes();
+    let d = manifest::compare_except(
+        &manifest(src)?,
+        &manifest(dst)?,
+        manifest::DEFAULT,
+        &[b"", skip],
+    );
+    ensure!(d.is_empty(), "{d:#?}");
+    no_temporaries(w)
+}
+
 /// `--sync file`: the fourth fsync (the second file's) fails with EIO; that
 /// file is reported with its path and is absent, the others are copied.
 pub fn fsync_fails(fs: Fs) -> R {
     let w = fixture::workdir(fs, "fsync-fails")?;
     let (src, dst) = (w.join("src"), w.join("dst"));
-    std::fs::create_dir(&src)?;
-    for i in 0..6 {
-        trees::write_random(&src.join(format!("f{i}")), 20_000 + i as usize, i)?;
-    }
+    six_files(&src)?;
     let o = kopiru_injected(
         "fsync:error=EIO:when=4",
         &[
@@ -189,33 +233,10 @@ pub fn fsync_fails(fs: Fs) -> R {
             dst.as_os_str(),
         ],
     )?;
-    ensure!(code(&o) == 23, "want exit 23: {}", show(&o));
+    // Which file's fsync that was depends on the order: the error says.
     let j = json(&o)?;
-    let errors = j["errors"].as_array().cloned().unwrap_or_default();
-    ensure!(errors.len() == 1, "{j}");
-    let failed = PathBuf::from(errors[0]["path"].as_str().unwrap_or(""));
-    ensure!(
-        String::from_utf8_lossy(&o.stderr)
-            .contains(&format!("{}: sync: Input/output error", failed.display())),
-        "{}",
-        show(&o)
-    );
-    ensure!(
-        !failed.exists(),
-        "{} was left after its fsync failed",
-        failed.display()
-    );
-    ensure!(j["files"] == 5, "{j}");
-    let skip = failed.file_name().unwrap().as_bytes();
-    let d = manifest::compare_except(
-        &manifest(&src)?,
-        &manifest(&dst)?,
-        manifest::DEFAULT,
-        &[b"", skip],
-    );
-    ensure!(d.is_empty(), "{d:#?}");
-    no_temporaries(&w)?;
-    Ok(())
+    let failed = PathBuf::from(j["errors"][0]["path"].as_str().unwrap_or(""));
+    only_failed(&o, &w, &src, &dst, &failed, "sync")
 }
 
 /// A `close` of a written file that fails (EIO, which NFS and some FUSE
@@ -227,51 +248,17 @@ pub fn fsync_fails(fs: Fs) -> R {
 pub fn close_fails(fs: Fs) -> R {
     let w = fixture::workdir(fs, "close-fails")?;
     let (src, dst) = (w.join("src"), w.join("dst"));
-    std::fs::create_dir(&src)?;
-    for i in 0..6 {
-        trees::write_random(&src.join(format!("f{i}")), 20_000 + i as usize, i)?;
-    }
+    six_files(&src)?;
     let fnv = b"dst".iter().fold(0xcbf2_9ce4_8422_2325u64, |h, &b| {
         (h ^ u64::from(b)).wrapping_mul(0x0100_0000_01b3)
     });
     let staged = w.join(format!(".kopiru-tmp.tree.{fnv:016x}"));
-    let o = Command::new("strace")
-        .args([
-            "-f",
-            "-o",
-            "/dev/null",
-            "-e",
-            "inject=close:error=EIO",
-            "-P",
-        ])
-        .arg(staged.join("f2"))
-        .arg(env!("CARGO_BIN_EXE_kopiru"))
+    let o = crate::kopiru_injected_on("close:error=EIO", &[&staged.join("f2")])
         .args(["copy", "--json"])
         .arg(&src)
         .arg(&dst)
         .output()?;
-    ensure!(code(&o) == 23, "want exit 23: {}", show(&o));
-    let j = json(&o)?;
-    let errors = j["errors"].as_array().cloned().unwrap_or_default();
-    let failed = dst.join("f2");
-    ensure!(
-        errors.len() == 1
-            && errors[0]["path"] == failed.to_string_lossy().as_ref()
-            && errors[0]["operation"] == "close",
-        "{}",
-        show(&o)
-    );
-    ensure!(!failed.exists(), "f2 was kept although its close failed");
-    ensure!(j["files"] == 5, "{j}");
-    let d = manifest::compare_except(
-        &manifest(&src)?,
-        &manifest(&dst)?,
-        manifest::DEFAULT,
-        &[b"", b"f2"],
-    );
-    ensure!(d.is_empty(), "{d:#?}");
-    no_temporaries(&w)?;
-    Ok(())
+    only_failed(&o, &w, &src, &dst, &dst.join("f2"), "close")
 }
 
 /// A rename that fails (the second, EIO) while copying into an existing

@@ -43,10 +43,19 @@ where
 /// `-e inject=` value, e.g. `fsync:error=EIO:when=2`); the caller adds
 /// kopiru's arguments.
 fn kopiru_injected(inject: &str) -> Command {
+    kopiru_injected_on(inject, &[])
+}
+
+/// [`kopiru_injected`], the fault injected only into calls that touch one
+/// of `paths` (strace's `-P`), when given.
+fn kopiru_injected_on(inject: &str, paths: &[&Path]) -> Command {
     let mut c = Command::new("strace");
     c.args(["-f", "-o", "/dev/null", "-e"])
-        .arg(format!("inject={inject}"))
-        .arg(env!("CARGO_BIN_EXE_kopiru"));
+        .arg(format!("inject={inject}"));
+    for p in paths {
+        c.arg("-P").arg(p);
+    }
+    c.arg(env!("CARGO_BIN_EXE_kopiru"));
     c
 }
 
