@@ -1112,15 +1112,18 @@ impl<'scope, 'env, 'a> Worker<'scope, 'env, 'a> {
                 return None;
             }
         };
-        let hashed = moved.source_hash.and_then(|h| {
-            let d = sys::fstat(dst.as_fd()).ok()?;
-            Some(SourceHash {
+        // One fstat of the new file serves both the hash's key and, with
+        // -a, the owner new entries here get.
+        let dst_stat = moved.source_hash.map(|_| sys::fstat(dst.as_fd()));
+        let hashed = match (moved.source_hash, &dst_stat) {
+            (Some(hash), Some(Ok(d))) => Some(SourceHash {
                 dev: d.dev,
                 ino: d.ino,
-                hash: h,
-            })
-        });
-        let owner_now = self.new_owner(dir, || sys::fstat(dst.as_fd()));
+                hash,
+            }),
+            _ => None,
+        };
+        let owner_now = self.new_owner(dir, || dst_stat.unwrap_or_else(|| sys::fstat(dst.as_fd())));
         let warnings = meta::apply(
             Target::Fd(dst.as_fd()),
             Some(src.as_fd()),
