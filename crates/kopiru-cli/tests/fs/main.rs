@@ -571,6 +571,129 @@ fn json_summary(fs: Fs) -> R {
 
 /// An I/O error on one file (injected with strace): that file is reported
 /// with its path and reason and absent, the others copied, exit 23.
+/// A directory of 600 files, copied as a pipeline when two workers share it
+/// (one creates the files, the other opens sources ahead and finishes files
+/// behind): with `-a`, every kept field arrives, hard links included. A
+/// source that cannot be opened (with one worker and with two), or a new
+/// file that cannot be created (one worker; strace `-P` on its name: the
+/// first call is the source's open, the second the create), fails that
+/// file only: named with its path, absent, nothing temporary left, exit 23.
+/// The pipeline's own create failures are in `out_of_inodes`.
+fn large_directory(fs: Fs) -> R {
+    let w = fixture::workdir(fs, "large-dir")?;
+    let src = w.join("src");
+    trees::large_dir(&src, 600)?;
+    let dst = w.join("dst");
+    let o = kopiru([
+        OsStr::new("copy"),
+        OsStr::new("-a"),
+        src.as_os_str(),
+        dst.as_os_str(),
+    ]);
+    ensure!(o.status.success(), "{}", show(&o));
+    same_tree(&src, &dst, manifest::ALL)?;
+    let cases = [
+        ("EACCES:when=1", "open", &src, "Permission denied", "1"),
+        (
+            "ENOSPC:when=2",
+            "create",
+            &dst,
+            "No space left on device",
+            "1",
+        ),
+        ("EACCES:when=1", "open", &src, "Permission denied", "2"),
+    ];
+    for (fault, op, side, reason, jobs) in cases {
+        std::fs::remove_dir_all(&dst)?;
+        let o = kopiru_injected_on(&format!("openat:error={fault}"), &[Path::new("f0123")])
+            .args(["copy", "-a", "--json", "-j", jobs])
+            .arg(&src)
+            .arg(&dst)
+            .output()?;
+        let j = partial_with(&o, reason)?;
+        let failed = side.join("f0123");
+        ensure!(
+            j["errors"].as_array().map(Vec::len) == Some(1)
+                && j["errors"][0]["path"] == failed.to_string_lossy().as_ref()
+                && j["errors"][0]["operation"] == op,
+            "{}",
+            show(&o)
+        );
+        ensure!(
+            String::from_utf8_lossy(&o.stderr)
+                .contains(&format!("{}: {op}: {reason}", failed.display())),
+            "{}",
+            show(&o)
+        );
+        ensure!(!dst.join("f0123").exists(), "f0123 was left: {}", show(&o));
+        let d = compare_except(
+            &manifest(&src)?,
+            &manifest(&dst)?,
+            manifest::ALL,
+            &[b"", b"f0123"],
+        );
+        ensure!(d.is_empty(), "{fault} -j {jobs}: {d:#?}");
+        let tmp = std::fs::read_dir(&w)?
+            .chain(std::fs::read_dir(&dst)?)
+            .filter_map(|e| e.ok())
+            .filter(|e| e.file_name().as_bytes().starts_with(b".kopiru-tmp."))
+            .count();
+        ensure!(tmp == 0, "{tmp} temporaries left");
+    }
+    Ok(())
+}
+
+/// Out of inodes half-way through a large directory (ext4 made with 256):
+/// each file that cannot be created is reported with its path, exit 23;
+/// every file that was created is whole, with its mode and times, and
+/// nothing temporary is left. Default workers, so the files are created
+/// ahead of their copies.
+fn out_of_inodes() -> R {
+    let mnt = fixture::make_fs(Fs::Ext4, "inodes", 32, &["-N", "256"])?;
+    let w = fixture::workdir(Fs::Ext4, "inodes-src")?;
+    let src = w.join("src");
+    trees::large_dir(&src, 600)?;
+    let dst = mnt.join("dst");
+    let o = kopiru([
+        OsStr::new("copy"),
+        OsStr::new("--json"),
+        src.as_os_str(),
+        dst.as_os_str(),
+    ]);
+    let j = partial_with(&o, "No space left on device")?;
+    let errors = j["errors"].as_array().cloned().unwrap_or_default();
+    let copied = j["files"].as_u64().unwrap_or(0) + j["hard_links"].as_u64().unwrap_or(0);
+    ensure!(
+        copied > 100 && errors.len() > 100,
+        "{copied} files and links copied, {} errors",
+        errors.len()
+    );
+    let (a, b) = (manifest(&src)?, manifest(&dst)?);
+    for e in &errors {
+        let path = e["path"].as_str().unwrap_or("");
+        ensure!(path.starts_with(&*dst.to_string_lossy()), "{e}");
+        ensure!(!Path::new(path).exists(), "{path} exists after failing");
+        ensure!(
+            String::from_utf8_lossy(&o.stderr).contains(&format!("{path}: ")),
+            "{path} not on stderr"
+        );
+    }
+    let made: Vec<_> = b.iter().filter(|(p, _)| !p.is_empty()).collect();
+    let files = made.iter().filter(|(_, e)| e.kind == 'f').count() as u64;
+    ensure!(files == copied, "{files} files in the copy, {copied} said");
+    for (p, e) in made {
+        let name = String::from_utf8_lossy(p);
+        ensure!(!name.contains(".kopiru-tmp"), "temporary left: {name}");
+        let d = compare(
+            &[(p.clone(), a[p].clone())].into(),
+            &[(p.clone(), e.clone())].into(),
+            manifest::DEFAULT,
+        );
+        ensure!(d.is_empty() || e.kind == 'd', "{d:?}");
+    }
+    Ok(())
+}
+
 fn injected_eio(fs: Fs) -> R {
     let w = fixture::workdir(fs, "eio")?;
     let src = w.join("src");
@@ -908,6 +1031,11 @@ fn main() {
         (!fixture::have("strace"))
             .then(|| "strace not installed (apt-get install strace)".to_string())
     };
+    add(
+        "out_of_inodes".into(),
+        Fs::Ext4.unavailable(),
+        Box::new(out_of_inodes),
+    );
     for fs in Fs::ALL {
         let n = fs.name();
         let why = fs.unavailable();
@@ -955,6 +1083,11 @@ fn main() {
             format!("enospc::{n}"),
             why.clone(),
             Box::new(move || enospc(fs)),
+        );
+        add(
+            format!("large_directory::{n}"),
+            why.clone().or_else(strace),
+            Box::new(move || large_directory(fs)),
         );
         add(
             format!("injected_eio::{n}"),

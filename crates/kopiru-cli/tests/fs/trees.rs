@@ -207,6 +207,31 @@ pub fn rich(root: &Path) -> Res {
     Ok(())
 }
 
+/// One directory of `files` regular files (f0000, f0001, ...: 0 to 5 KB,
+/// five different modes, nanosecond times), two more names hard-linked to
+/// f0010, a symlink and a subdirectory: more than one worker's share, so
+/// kopiru copies it as a pipeline.
+pub fn large_dir(root: &Path, files: usize) -> Res {
+    let io = |e: std::io::Error| e.to_string();
+    std::fs::create_dir_all(root.join("sub")).map_err(io)?;
+    write_random(&root.join("sub/inner"), 300, 7)?;
+    const MODES: [u32; 5] = [0o644, 0o600, 0o755, 0o640, 0o444];
+    for i in 0..files {
+        let p = root.join(format!("f{i:04}"));
+        write_random(&p, (i * 37) % 5000, i as u64)?;
+        chmod(&p, MODES[i % MODES.len()])?;
+    }
+    for name in ["link-a", "link-b"] {
+        std::fs::hard_link(root.join("f0010"), root.join(name)).map_err(io)?;
+    }
+    std::os::unix::fs::symlink("f0001", root.join("sym")).map_err(io)?;
+    for i in 0..files {
+        set_times(&root.join(format!("f{i:04}")), i as i64)?;
+    }
+    set_times(&root.join("sub"), 1)?;
+    set_times(root, 2)
+}
+
 /// A chain of `levels` directories with 200-byte names and a file at the
 /// bottom, made with directory-relative calls (its path is too long for
 /// anything else). Returns the length of the deepest path.
