@@ -3,8 +3,9 @@
 //! depth-first, so few directories are open at once). Directories are read
 //! once, with large getdents64 buffers, and entries are opened relative to
 //! their directory's descriptor; a large directory is split into chunks so all
-//! workers share it. A directory's metadata is applied when its last entry is
-//! done (post-order), counted by `pending`.
+//! workers share it, and a large new one is copied as a pipeline ([`Ahead`]:
+//! one worker creates, the others open and finish). A directory's metadata is
+//! applied when its last entry is done (post-order), counted by `pending`.
 
 use crate::data::{self, Caps, PairCaps};
 use crate::events::{FileDone, Method, Reporter, Summary};
