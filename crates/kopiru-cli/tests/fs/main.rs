@@ -569,8 +569,6 @@ fn json_summary(fs: Fs) -> R {
     Ok(())
 }
 
-/// An I/O error on one file (injected with strace): that file is reported
-/// with its path and reason and absent, the others copied, exit 23.
 /// A directory of 600 files, copied as a pipeline when two workers share it
 /// (one creates the files, the other opens sources ahead and finishes files
 /// behind): with `-a`, every kept field arrives, hard links included. A
@@ -694,6 +692,8 @@ fn out_of_inodes() -> R {
     Ok(())
 }
 
+/// An I/O error on one file (injected with strace): that file is reported
+/// with its path and reason and absent, the others copied, exit 23.
 fn injected_eio(fs: Fs) -> R {
     let w = fixture::workdir(fs, "eio")?;
     let src = w.join("src");
