@@ -76,7 +76,7 @@ fn is_temporary(p: &[u8]) -> bool {
 }
 
 /// No kopiru temporary is left anywhere under `root`.
-fn no_temporaries(root: &Path) -> R {
+pub fn no_temporaries(root: &Path) -> R {
     let left = temporaries(root)?;
     ensure!(left.is_empty(), "left: {left:?}");
     Ok(())

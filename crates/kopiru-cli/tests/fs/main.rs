@@ -631,12 +631,7 @@ fn large_directory(fs: Fs) -> R {
             &[b"", b"f0123"],
         );
         ensure!(d.is_empty(), "{fault} -j {jobs}: {d:#?}");
-        let tmp = std::fs::read_dir(&w)?
-            .chain(std::fs::read_dir(&dst)?)
-            .filter_map(|e| e.ok())
-            .filter(|e| e.file_name().as_bytes().starts_with(b".kopiru-tmp."))
-            .count();
-        ensure!(tmp == 0, "{tmp} temporaries left");
+        durability::no_temporaries(&w)?;
     }
     Ok(())
 }
@@ -679,9 +674,8 @@ fn out_of_inodes() -> R {
     let made: Vec<_> = b.iter().filter(|(p, _)| !p.is_empty()).collect();
     let files = made.iter().filter(|(_, e)| e.kind == 'f').count() as u64;
     ensure!(files == copied, "{files} files in the copy, {copied} said");
+    durability::no_temporaries(&mnt)?;
     for (p, e) in made {
-        let name = String::from_utf8_lossy(p);
-        ensure!(!name.contains(".kopiru-tmp"), "temporary left: {name}");
         let d = compare(
             &[(p.clone(), a[p].clone())].into(),
             &[(p.clone(), e.clone())].into(),
