@@ -91,7 +91,7 @@ fn bench(root: &Path, args: &FsyncArgs) -> Result<(), String> {
                 return Err(std::io::Error::other(e.to_string()));
             }
             if then_syncfs {
-                kopiru::sys::sync_fs(File::open(&dst)?.as_fd())?;
+                kopiru::sync_filesystem(File::open(&dst)?.as_fd())?;
             }
             Ok(start.elapsed().as_secs_f64())
         })

@@ -4,7 +4,8 @@
 use crate::args::CopyArgs;
 use crate::exit;
 use crate::progress::Progress;
-use kopiru::{CopyError, FileDone, Method, Reporter, Summary};
+use crate::render;
+use kopiru::{Error, FileDone, Method, Reporter, Summary};
 use std::io::Write;
 use std::path::Path;
 
@@ -42,8 +43,8 @@ impl Reporter for CliReporter {
             let mut line = format!(
                 "{:<8}{} -> {}",
                 d.method.name(),
-                src.display(),
-                dst.display()
+                render::path(&src),
+                render::path(&dst)
             );
             if let Some(why) = d.why_not {
                 line.push_str(&format!("  ({why})"));
@@ -58,11 +59,11 @@ impl Reporter for CliReporter {
         }
     }
 
-    fn error(&self, e: &CopyError) {
+    fn error(&self, e: &Error) {
         self.print(true, &format!("kopiru: {e}"));
     }
 
-    fn warning(&self, e: &CopyError) {
+    fn warning(&self, e: &Error) {
         self.print(true, &format!("kopiru: warning: {e}"));
     }
 }
@@ -103,15 +104,6 @@ pub fn run(args: CopyArgs) -> u8 {
     }
 }
 
-fn error_json(e: &CopyError) -> serde_json::Value {
-    serde_json::json!({
-        "path": e.path.to_string_lossy(),
-        "operation": e.op,
-        "reason": e.reason,
-        "errno": e.errno,
-    })
-}
-
 fn json_summary(s: &Summary, code: u8) -> serde_json::Value {
     let methods: serde_json::Map<String, serde_json::Value> = Method::ALL
         .iter()
@@ -128,8 +120,8 @@ fn json_summary(s: &Summary, code: u8) -> serde_json::Value {
         "withdrawn": s.withdrawn,
         "verified_files": s.verified_files,
         "methods": methods,
-        "errors": s.errors.iter().map(error_json).collect::<Vec<_>>(),
-        "warnings": s.warnings.iter().map(error_json).collect::<Vec<_>>(),
+        "errors": s.errors.iter().map(render::error_json).collect::<Vec<_>>(),
+        "warnings": s.warnings.iter().map(render::error_json).collect::<Vec<_>>(),
         "elapsed_seconds": s.elapsed.as_secs_f64(),
         "exit_code": code,
     })

@@ -11,6 +11,7 @@ mod flash;
 mod plot;
 mod probe;
 mod progress;
+mod render;
 mod verify;
 
 use clap::Parser;

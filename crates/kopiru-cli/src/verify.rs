@@ -30,10 +30,10 @@ pub fn run(args: VerifyArgs) -> u8 {
             "files": report.files,
             "bytes": report.bytes,
             "differences": report.differences.iter().map(|d| serde_json::json!({
-                "path": d.path.to_string_lossy(),
-                "what": d.what,
+                "path": crate::render::path(&d.path),
+                "what": d.what.to_string(),
             })).collect::<Vec<_>>(),
-            "errors": report.errors.iter().map(|e| e.to_string()).collect::<Vec<_>>(),
+            "errors": report.errors.iter().map(crate::render::error_json).collect::<Vec<_>>(),
             "exit_code": code,
         });
         let _ = writeln!(out, "{j}");
@@ -44,7 +44,7 @@ pub fn run(args: VerifyArgs) -> u8 {
             } else {
                 args.dest.join(&d.path)
             };
-            let _ = writeln!(out, "{}: {}", path.display(), d.what);
+            let _ = writeln!(out, "{}: {}", crate::render::path(&path), d.what);
         }
     }
     for e in &report.errors {

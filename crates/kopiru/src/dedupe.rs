@@ -7,10 +7,10 @@
 //! most once. Sharing is done by the kernel's verified dedupe, which compares
 //! the bytes under lock, so a file changed after it was hashed is left alone.
 
+use crate::error::{Error, Op};
 use crate::events::Reporter;
 use crate::par::par_map;
 use crate::sys::{self, Fd, FileKind};
-use crate::CopyError;
 use std::collections::HashMap;
 use std::ffi::CString;
 use std::io;
@@ -68,7 +68,7 @@ pub struct DedupeSummary {
     /// Filesystems that cannot share blocks.
     pub unsupported: Vec<Unsupported>,
     /// Files that could not be read or shared.
-    pub errors: Vec<CopyError>,
+    pub errors: Vec<Error>,
     /// Wall time.
     pub elapsed: Duration,
 }
@@ -133,7 +133,7 @@ pub fn dedupe(paths: &[PathBuf], opts: &DedupeOptions, reporter: &dyn Reporter) 
                 reporter.bytes(n);
                 small_hashes.insert(i, h);
             }
-            Some(Err(e)) => s.errors.push(CopyError::io(&files[i].path, "read", &e)),
+            Some(Err(e)) => s.errors.push(Error::src(&files[i].path, Op::Read, &e)),
             None => {}
         }
     }
@@ -228,7 +228,7 @@ fn scan(paths: &[PathBuf], opts: &DedupeOptions, s: &mut DedupeSummary) -> Vec<F
         let (parent, name) = match sys::open_parent(p) {
             Ok(x) => x,
             Err(e) => {
-                s.errors.push(CopyError::io(p, "open", &e));
+                s.errors.push(Error::src(p, Op::Open, &e));
                 continue;
             }
         };
@@ -238,7 +238,7 @@ fn scan(paths: &[PathBuf], opts: &DedupeOptions, s: &mut DedupeSummary) -> Vec<F
         let st = match sys::stat_at(dir.as_fd(), &name, false) {
             Ok(st) => st,
             Err(e) => {
-                s.errors.push(CopyError::io(&path, "stat", &e));
+                s.errors.push(Error::src(&path, Op::Stat, &e));
                 continue;
             }
         };
@@ -250,7 +250,7 @@ fn scan(paths: &[PathBuf], opts: &DedupeOptions, s: &mut DedupeSummary) -> Vec<F
                 let sub = match sub {
                     Ok(fd) => Arc::new(fd),
                     Err(e) => {
-                        s.errors.push(CopyError::io(&path, "open", &e));
+                        s.errors.push(Error::src(&path, Op::Open, &e));
                         continue;
                     }
                 };
@@ -261,7 +261,7 @@ fn scan(paths: &[PathBuf], opts: &DedupeOptions, s: &mut DedupeSummary) -> Vec<F
                             stack.push((sub.clone(), e.name, p));
                         }
                     }
-                    Err(e) => s.errors.push(CopyError::io(&path, "read directory", &e)),
+                    Err(e) => s.errors.push(Error::src(&path, Op::ReadDirectory, &e)),
                 }
             }
             FileKind::File if st.size > 0 && seen.insert((st.dev, st.ino)) => {
@@ -319,7 +319,7 @@ fn cluster_by_extents(
             Some(Ok(m)) => (None, m.iter().any(|e| e.shared)),
             Some(Err(e)) => {
                 s.errors
-                    .push(CopyError::io(&files[i].path, "map extents", &e));
+                    .push(Error::src(&files[i].path, Op::MapExtents, &e));
                 continue;
             }
             None => continue,
@@ -369,7 +369,7 @@ fn hash_all(
                 s.bytes_hashed += n;
                 hashes.insert(i, h);
             }
-            Err(e) => s.errors.push(CopyError::io(&files[i].path, "read", &e)),
+            Err(e) => s.errors.push(Error::src(&files[i].path, Op::Read, &e)),
         }
     }
     hashes
@@ -484,7 +484,7 @@ fn share_all(
                 s.bytes_shared += dst.size;
             }
             Ok(sys::Shared::Differs) => s.changed += 1,
-            Err(e) => s.errors.push(CopyError::io(&dst.path, "dedupe", &e)),
+            Err(e) => s.errors.push(Error::dst(&dst.path, Op::Dedupe, &e)),
         }
     }
     // Btrfs shows freed space only after its transaction commits.

@@ -1,49 +1,359 @@
-//! A failure of one file, with where and why.
+//! The one error type of the engine: what was being done ([`Op`]), on which
+//! side ([`Side`]), to which path, and why ([`Cause`]: the `io::Error` kept
+//! whole, or a refusal the engine made itself). Copy, verify, dedupe and
+//! flash all report it; text is made only when it is displayed.
 
 use std::fmt;
 use std::io;
 use std::path::PathBuf;
 
-/// One file or directory that could not be copied (or whose metadata could not
-/// be kept): `path: operation: reason`.
-#[derive(Debug)]
-pub struct CopyError {
-    /// The path concerned (source or destination, whichever failed).
-    pub path: PathBuf,
-    /// What was being done ("open", "copy", "mkdir", ...).
-    pub op: &'static str,
-    /// Why it failed.
-    pub reason: String,
-    /// The OS error number, when there is one.
-    pub errno: Option<i32>,
+/// The operation that failed. [`Op::name`] is the word used in messages
+/// and in `--json` (`path: operation: reason`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum Op {
+    /// Reading an entry's metadata.
+    Stat,
+    /// Opening a file or directory.
+    Open,
+    /// Reading data.
+    Read,
+    /// Listing a directory.
+    ReadDirectory,
+    /// Reading a symlink's target.
+    Readlink,
+    /// Resolving a path to its real location.
+    Resolve,
+    /// Turning a path into a name the OS accepts.
+    Name,
+    /// Following a symlink.
+    Follow,
+    /// Finding data and holes.
+    Seek,
+    /// Writing data.
+    Write,
+    /// Setting a file's length.
+    Truncate,
+    /// Creating a file.
+    Create,
+    /// Creating a directory.
+    Mkdir,
+    /// Creating a symlink.
+    Symlink,
+    /// Creating a FIFO, socket or device node.
+    Mknod,
+    /// Creating a hard link.
+    Link,
+    /// Cloning (sharing blocks).
+    Clone,
+    /// The in-kernel copy (`copy_file_range`).
+    CopyFileRange,
+    /// Copying as a whole (a refusal before any data moved).
+    Copy,
+    /// Moving a name into place.
+    Rename,
+    /// Removing a name.
+    Remove,
+    /// Making data or names durable.
+    Sync,
+    /// Closing a written file (where delayed write errors appear).
+    Close,
+    /// Setting access and modification times.
+    SetTimes,
+    /// Setting permission bits.
+    Chmod,
+    /// Setting owner and group.
+    Chown,
+    /// Setting the owner failed; the group was kept.
+    ChownGroupOnly,
+    /// Copying extended attributes.
+    Xattr,
+    /// Comparing a copy with its source.
+    Verify,
+    /// Reading a file's extent map.
+    MapExtents,
+    /// Sharing blocks between identical files.
+    Dedupe,
+    /// Flushing a device.
+    Flush,
 }
 
-impl CopyError {
-    pub(crate) fn io(path: impl Into<PathBuf>, op: &'static str, err: &io::Error) -> CopyError {
-        CopyError {
-            path: path.into(),
+impl Op {
+    /// The word used in messages and JSON.
+    pub fn name(self) -> &'static str {
+        match self {
+            Op::Stat => "stat",
+            Op::Open => "open",
+            Op::Read => "read",
+            Op::ReadDirectory => "read directory",
+            Op::Readlink => "readlink",
+            Op::Resolve => "resolve",
+            Op::Name => "name",
+            Op::Follow => "follow",
+            Op::Seek => "seek",
+            Op::Write => "write",
+            Op::Truncate => "truncate",
+            Op::Create => "create",
+            Op::Mkdir => "mkdir",
+            Op::Symlink => "symlink",
+            Op::Mknod => "mknod",
+            Op::Link => "link",
+            Op::Clone => "clone",
+            Op::CopyFileRange => "copy_file_range",
+            Op::Copy => "copy",
+            Op::Rename => "rename",
+            Op::Remove => "remove",
+            Op::Sync => "sync",
+            Op::Close => "close",
+            Op::SetTimes => "set times",
+            Op::Chmod => "chmod",
+            Op::Chown => "chown",
+            Op::ChownGroupOnly => "chown (owner kept as yours)",
+            Op::Xattr => "xattr",
+            Op::Verify => "verify",
+            Op::MapExtents => "map extents",
+            Op::Dedupe => "dedupe",
+            Op::Flush => "flush",
+        }
+    }
+}
+
+impl fmt::Display for Op {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+/// Which side of the operation the path is on.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Side {
+    /// What is read: a copy's source, a flash's image, a file being
+    /// hashed.
+    Source,
+    /// What is written: a copy's destination, a flashed device, a file
+    /// whose blocks are shared.
+    Destination,
+}
+
+impl Side {
+    /// "source" or "destination".
+    pub fn name(self) -> &'static str {
+        match self {
+            Side::Source => "source",
+            Side::Destination => "destination",
+        }
+    }
+}
+
+/// A request the engine turned down itself, with no OS error behind it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum Refusal {
+    /// The source and the destination are one file (by any name).
+    SameFile {
+        /// The source as named.
+        source: PathBuf,
+        /// The destination it resolves to.
+        dest: PathBuf,
+    },
+    /// A directory would be copied into itself or below itself.
+    IntoItself {
+        /// The destination, inside the source.
+        dest: Option<PathBuf>,
+    },
+    /// A directory would replace something that is not one.
+    DirOverNonDir {
+        /// The source directory, when named on the command line.
+        source: Option<PathBuf>,
+    },
+    /// A non-directory would replace a directory.
+    NonDirOverDir {
+        /// The source, when named on the command line.
+        source: Option<PathBuf>,
+    },
+    /// A path that must be a directory is not one.
+    NotADirectory,
+    /// An entry changed type between listing and opening it.
+    ChangedType,
+    /// A copy differs from its source.
+    Differs(Mismatch),
+    /// `--method clone` where the two filesystems cannot clone.
+    CannotClone {
+        /// Why the clone was refused ("EXDEV", "ext4 cannot clone", ...).
+        why: String,
+    },
+}
+
+/// How a copy differs from its source (`--verify`, `kopiru verify`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum Mismatch {
+    /// Present in the source only.
+    MissingInDestination,
+    /// Present in the destination only.
+    OnlyInDestination,
+    /// A different kind of entry on each side.
+    Kind {
+        /// The source's kind ("file", "directory", ...).
+        source: &'static str,
+        /// The destination's kind.
+        dest: &'static str,
+    },
+    /// Regular files of different sizes.
+    Size {
+        /// The source's size in bytes.
+        source: u64,
+        /// The destination's size in bytes.
+        dest: u64,
+    },
+    /// Regular files of one size whose bytes differ.
+    Content,
+    /// Symlinks to different targets.
+    SymlinkTarget,
+    /// Device nodes with different numbers.
+    DeviceNumber,
+}
+
+impl fmt::Display for Mismatch {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Mismatch::MissingInDestination => f.write_str("missing in destination"),
+            Mismatch::OnlyInDestination => f.write_str("only in destination"),
+            Mismatch::Kind { source, dest } => {
+                write!(f, "{source} in source, {dest} in destination")
+            }
+            Mismatch::Size { source, dest } => {
+                write!(f, "size differs: {source} vs {dest} bytes")
+            }
+            Mismatch::Content => f.write_str("content differs"),
+            Mismatch::SymlinkTarget => f.write_str("symlink target differs"),
+            Mismatch::DeviceNumber => f.write_str("device number differs"),
+        }
+    }
+}
+
+impl fmt::Display for Refusal {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let quoted = |p: &Option<PathBuf>| match p {
+            Some(p) => format!(" '{}'", crate::paths::Escaped(p.as_os_str())),
+            None => String::new(),
+        };
+        match self {
+            Refusal::SameFile { source, dest } => write!(
+                f,
+                "'{}' and '{}' are the same file",
+                crate::paths::Escaped(source.as_os_str()),
+                crate::paths::Escaped(dest.as_os_str())
+            ),
+            Refusal::IntoItself { dest: Some(d) } => write!(
+                f,
+                "cannot copy a directory into itself or its own subdirectory '{}'",
+                crate::paths::Escaped(d.as_os_str())
+            ),
+            Refusal::IntoItself { dest: None } => f.write_str(
+                "cannot copy a directory into itself (the destination is inside the source)",
+            ),
+            Refusal::DirOverNonDir { source } => write!(
+                f,
+                "cannot overwrite non-directory with directory{}",
+                quoted(source)
+            ),
+            Refusal::NonDirOverDir { source } => write!(
+                f,
+                "cannot overwrite directory with non-directory{}",
+                quoted(source)
+            ),
+            Refusal::NotADirectory => f.write_str("not a directory"),
+            Refusal::ChangedType => f.write_str("changed type while being copied"),
+            Refusal::Differs(m) => m.fmt(f),
+            Refusal::CannotClone { why } => write!(
+                f,
+                "cannot clone here ({why}); nothing was copied (--method auto falls back)"
+            ),
+        }
+    }
+}
+
+/// Why an operation failed.
+#[derive(Debug)]
+pub enum Cause {
+    /// The OS said no; kept whole (its raw error number included).
+    Io(io::Error),
+    /// The engine refused.
+    Refused(Refusal),
+}
+
+/// One file or directory that could not be copied, verified, deduplicated
+/// or flashed (or whose metadata could not be kept): `path: op: reason`.
+#[derive(Debug)]
+pub struct Error {
+    /// What was being done.
+    pub op: Op,
+    /// Which side `path` is on.
+    pub side: Side,
+    /// The path concerned, on `side`.
+    pub path: PathBuf,
+    /// Why.
+    pub cause: Cause,
+}
+
+impl Error {
+    /// An OS error of `op` on `path`.
+    pub fn io(side: Side, path: impl Into<PathBuf>, op: Op, err: io::Error) -> Error {
+        Error {
             op,
-            reason: reason(err),
-            errno: err.raw_os_error(),
+            side,
+            path: path.into(),
+            cause: Cause::Io(err),
         }
     }
 
-    pub(crate) fn refusal(
-        path: impl Into<PathBuf>,
-        op: &'static str,
-        reason: impl Into<String>,
-    ) -> CopyError {
-        CopyError {
-            path: path.into(),
+    /// A refusal of `op` on `path`.
+    pub fn refused(side: Side, path: impl Into<PathBuf>, op: Op, why: Refusal) -> Error {
+        Error {
             op,
-            reason: reason.into(),
-            errno: None,
+            side,
+            path: path.into(),
+            cause: Cause::Refused(why),
+        }
+    }
+
+    /// The OS error number, when there is one.
+    pub fn errno(&self) -> Option<i32> {
+        match &self.cause {
+            Cause::Io(e) => e.raw_os_error(),
+            Cause::Refused(_) => None,
+        }
+    }
+
+    /// The OS error, when there is one.
+    pub fn io_error(&self) -> Option<&io::Error> {
+        match &self.cause {
+            Cause::Io(e) => Some(e),
+            Cause::Refused(_) => None,
+        }
+    }
+
+    /// The refusal, when the engine refused.
+    pub fn refusal(&self) -> Option<&Refusal> {
+        match &self.cause {
+            Cause::Refused(r) => Some(r),
+            Cause::Io(_) => None,
+        }
+    }
+
+    /// The reason as text: the OS's message (without Rust's
+    /// " (os error N)"), or the refusal's.
+    pub fn reason(&self) -> String {
+        match &self.cause {
+            Cause::Io(e) => reason(e),
+            Cause::Refused(r) => r.to_string(),
         }
     }
 }
 
 /// The OS's text for an error, without Rust's " (os error N)" suffix.
-pub(crate) fn reason(err: &io::Error) -> String {
+pub fn reason(err: &io::Error) -> String {
     let s = err.to_string();
     match s.rfind(" (os error ") {
         Some(i) => s[..i].to_string(),
@@ -51,10 +361,44 @@ pub(crate) fn reason(err: &io::Error) -> String {
     }
 }
 
-impl fmt::Display for CopyError {
+impl fmt::Display for Error {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "{}: {}: {}", self.path.display(), self.op, self.reason)
+        write!(
+            f,
+            "{}: {}: {}",
+            crate::paths::Escaped(self.path.as_os_str()),
+            self.op,
+            self.reason()
+        )
     }
 }
 
-impl std::error::Error for CopyError {}
+impl std::error::Error for Error {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        match &self.cause {
+            Cause::Io(e) => Some(e),
+            Cause::Refused(_) => None,
+        }
+    }
+}
+
+/// A copy of an `io::Error` for a second owner: the same raw OS error, or
+/// the same kind and text.
+pub(crate) fn copy_io(e: &io::Error) -> io::Error {
+    match e.raw_os_error() {
+        Some(n) => io::Error::from_raw_os_error(n),
+        None => io::Error::new(e.kind(), e.to_string()),
+    }
+}
+
+impl Error {
+    /// An OS error on the source side.
+    pub(crate) fn src(path: impl Into<PathBuf>, op: Op, e: &io::Error) -> Error {
+        Error::io(Side::Source, path, op, copy_io(e))
+    }
+
+    /// An OS error on the destination side.
+    pub(crate) fn dst(path: impl Into<PathBuf>, op: Op, e: &io::Error) -> Error {
+        Error::io(Side::Destination, path, op, copy_io(e))
+    }
+}

@@ -1,6 +1,6 @@
 //! What the engine reports while it works, and the summary it returns.
 
-use crate::CopyError;
+use crate::error::Error;
 use std::ffi::OsStr;
 use std::path::Path;
 use std::time::Duration;
@@ -66,9 +66,9 @@ pub trait Reporter: Sync {
     /// Some bytes of data were copied (batched per file or per large chunk).
     fn bytes(&self, _n: u64) {}
     /// A file, link or directory could not be copied.
-    fn error(&self, _err: &CopyError) {}
+    fn error(&self, _err: &Error) {}
     /// Something was copied but a piece of metadata could not be kept.
-    fn warning(&self, _err: &CopyError) {}
+    fn warning(&self, _err: &Error) {}
 }
 
 /// A reporter that ignores everything.
@@ -102,11 +102,13 @@ pub struct Summary {
     /// Files per [`Method`], indexed in [`Method::ALL`] order.
     pub methods: [u64; 4],
     /// Failures, one per file or directory.
-    pub errors: Vec<CopyError>,
+    pub errors: Vec<Error>,
     /// Metadata that could not be kept.
-    pub warnings: Vec<CopyError>,
+    pub warnings: Vec<Error>,
     /// Wall time.
     pub elapsed: Duration,
+    /// The copy was stopped by its cancel handle before it finished.
+    pub cancelled: bool,
 }
 
 impl Summary {

@@ -6,6 +6,7 @@
 //! prints: the command line renders the events.
 #![deny(missing_docs)]
 
+mod cancel;
 mod data;
 pub mod dedupe;
 mod error;
@@ -14,13 +15,15 @@ pub mod flash;
 mod meta;
 mod options;
 mod par;
+pub mod paths;
 mod plan;
 pub mod probe;
-pub mod sys;
+pub(crate) mod sys;
 mod tree;
 pub mod verify;
 
-pub use error::CopyError;
+pub use cancel::Cancel;
+pub use error::{reason, Cause, Error, Mismatch, Op, Refusal, Side};
 pub use events::{FileDone, Method, NoopReporter, Reporter, Summary};
 pub use options::{CopyOptions, Follow, MethodChoice, Preserve, SparseMode, SyncMode};
 pub use plan::PlanError;
@@ -84,7 +87,12 @@ fn verify_copy(
             true => dst.to_path_buf(),
             false => dst.join(&d.path),
         };
-        let e = CopyError::refusal(path, "verify", d.what);
+        let e = Error::refused(
+            Side::Destination,
+            path,
+            Op::Verify,
+            Refusal::Differs(d.what),
+        );
         reporter.error(&e);
         summary.errors.push(e);
     }
@@ -92,4 +100,13 @@ fn verify_copy(
         reporter.error(&e);
         summary.errors.push(e);
     }
+}
+
+/// Flushes the whole filesystem that holds `fd` to its device (`syncfs` on
+/// Linux), reporting write-back errors of any file on it.
+///
+/// # Errors
+/// The flush's error.
+pub fn sync_filesystem(fd: std::os::fd::BorrowedFd) -> std::io::Result<()> {
+    sys::sync_fs(fd)
 }

@@ -2,6 +2,7 @@
 //! then owner (which clears setuid bits), then mode, then times (last, since
 //! every other change touches ctime only but writes would touch mtime).
 
+use crate::error::Op;
 use crate::options::Preserve;
 use crate::sys::{self, FdRef, FileKind, Stat};
 use std::ffi::CStr;
@@ -15,7 +16,7 @@ pub(crate) enum Target<'a> {
 }
 
 /// A piece of metadata that could not be kept.
-pub(crate) type Warning = (&'static str, io::Error);
+pub(crate) type Warning = (crate::error::Op, io::Error);
 
 /// Applies the metadata `preserve` asks for. `created_perm` is the permission
 /// the object has now and `owner_now` its owner if known, so that an unneeded
@@ -36,7 +37,7 @@ pub(crate) fn apply(
     if preserve.xattrs {
         if let (Some(src), Target::Fd(dst)) = (src, &target) {
             if let Err(e) = copy_xattrs(src, *dst) {
-                warnings.push(("xattr", e));
+                warnings.push((Op::Xattr, e));
             }
         }
     }
@@ -50,9 +51,9 @@ pub(crate) fn apply(
                 let group_kept = chown(&target, u32::MAX, st.gid).is_ok();
                 owner_changed = group_kept;
                 let what = if group_kept {
-                    "chown (owner kept as yours)"
+                    Op::ChownGroupOnly
                 } else {
-                    "chown"
+                    Op::Chown
                 };
                 warnings.push((what, e));
             }
@@ -71,7 +72,7 @@ pub(crate) fn apply(
                 Target::At(dir, name) => sys::chmod_at(dir, name, want),
             };
             if let Err(e) = r {
-                warnings.push(("chmod", e));
+                warnings.push((Op::Chmod, e));
             }
         }
     }
@@ -81,7 +82,7 @@ pub(crate) fn apply(
             Target::At(dir, name) => sys::utimens_at(dir, name, st.atime, st.mtime),
         };
         if let Err(e) = r {
-            warnings.push(("utimes", e));
+            warnings.push((Op::SetTimes, e));
         }
     }
     warnings

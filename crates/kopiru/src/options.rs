@@ -121,6 +121,11 @@ pub struct CopyOptions {
     /// After copying (and flushing), compare every file with its source,
     /// reading the destination from the device (BLAKE3 of both).
     pub verify: bool,
+    /// Stops the copy when cancelled: checked between entries and between
+    /// chunks of a large file. Files in flight are removed, nothing
+    /// half-written keeps a final name, a staged tree is kept for
+    /// `--resume`, and the summary says `cancelled`.
+    pub cancel: crate::Cancel,
 }
 
 impl Default for CopyOptions {
@@ -136,6 +141,7 @@ impl Default for CopyOptions {
             no_clobber: false,
             no_target_directory: false,
             verify: false,
+            cancel: crate::Cancel::new(),
         }
     }
 }

@@ -1,9 +1,9 @@
 //! cp's destination rules and the refusals that protect the user's data,
 //! decided before anything is written.
 
+use crate::error::{Error, Op, Refusal, Side};
 use crate::options::{CopyOptions, Follow};
 use crate::sys::{self, Fd, FileKind};
-use crate::CopyError;
 use std::ffi::{CString, OsStr};
 use std::fmt;
 use std::path::{Component, Path, PathBuf};
@@ -38,7 +38,7 @@ pub(crate) fn plan(
     sources: &[PathBuf],
     dest: &Path,
     opts: &CopyOptions,
-) -> Result<(Vec<Job>, Vec<CopyError>), PlanError> {
+) -> Result<(Vec<Job>, Vec<Error>), PlanError> {
     if sources.is_empty() {
         return Err(PlanError("missing destination operand".into()));
     }
@@ -95,14 +95,9 @@ fn split(path: &Path) -> std::io::Result<(PathBuf, std::ffi::OsString)> {
     Ok((parent, name))
 }
 
-fn plan_one(
-    src: &Path,
-    dest: &Path,
-    dest_is_dir: bool,
-    opts: &CopyOptions,
-) -> Result<Job, CopyError> {
+fn plan_one(src: &Path, dest: &Path, dest_is_dir: bool, opts: &CopyOptions) -> Result<Job, Error> {
     let follow = opts.follow != Follow::Never;
-    let src_st = sys::stat_path(src, follow).map_err(|e| CopyError::io(src, "stat", &e))?;
+    let src_st = sys::stat_path(src, follow).map_err(|e| Error::src(src, Op::Stat, &e))?;
     let src_is_dir = src_st.kind() == FileKind::Dir;
 
     // cp: into an existing directory under the source's name; "." and ".."
@@ -113,76 +108,81 @@ fn plan_one(
         _ => dest.to_path_buf(),
     };
     if dst_path.as_os_str().as_encoded_bytes().ends_with(b"/") && !dest_is_dir && !src_is_dir {
-        return Err(CopyError::refusal(&dst_path, "create", "not a directory"));
+        return Err(Error::refused(
+            Side::Destination,
+            &dst_path,
+            Op::Create,
+            Refusal::NotADirectory,
+        ));
     }
 
     if let Ok(dst_st) = sys::stat_path(&dst_path, false) {
         if (dst_st.dev, dst_st.ino) == (src_st.dev, src_st.ino) {
-            return Err(CopyError::refusal(
+            return Err(Error::refused(
+                Side::Source,
                 src,
-                "copy",
-                format!(
-                    "'{}' and '{}' are the same file",
-                    src.display(),
-                    dst_path.display()
-                ),
+                Op::Copy,
+                Refusal::SameFile {
+                    source: src.to_path_buf(),
+                    dest: dst_path.clone(),
+                },
             ));
         }
         let dst_is_dir = dst_st.kind() == FileKind::Dir;
         if src_is_dir && !dst_is_dir {
-            return Err(CopyError::refusal(
+            return Err(Error::refused(
+                Side::Destination,
                 &dst_path,
-                "copy",
-                format!(
-                    "cannot overwrite non-directory with directory '{}'",
-                    src.display()
-                ),
+                Op::Copy,
+                Refusal::DirOverNonDir {
+                    source: Some(src.to_path_buf()),
+                },
             ));
         }
         if !src_is_dir && dst_is_dir {
-            return Err(CopyError::refusal(
+            return Err(Error::refused(
+                Side::Destination,
                 &dst_path,
-                "copy",
-                format!(
-                    "cannot overwrite directory with non-directory '{}'",
-                    src.display()
-                ),
+                Op::Copy,
+                Refusal::NonDirOverDir {
+                    source: Some(src.to_path_buf()),
+                },
             ));
         }
     }
 
-    let (src_parent, src_name) = split(src).map_err(|e| CopyError::io(src, "resolve", &e))?;
+    let (src_parent, src_name) = split(src).map_err(|e| Error::src(src, Op::Resolve, &e))?;
     let (dst_parent, dst_name) =
-        split(&dst_path).map_err(|e| CopyError::io(&dst_path, "resolve", &e))?;
+        split(&dst_path).map_err(|e| Error::dst(&dst_path, Op::Resolve, &e))?;
 
     if src_is_dir {
         // Compare resolved paths: the destination must not be the source or
         // lie anywhere below it, or the copy would never end.
         let src_real = src
             .canonicalize()
-            .map_err(|e| CopyError::io(src, "resolve", &e))?;
+            .map_err(|e| Error::src(src, Op::Resolve, &e))?;
         let dst_real = dst_parent
             .canonicalize()
-            .map_err(|e| CopyError::io(&dst_parent, "open", &e))?
+            .map_err(|e| Error::dst(&dst_parent, Op::Open, &e))?
             .join(&dst_name);
         if dst_real.starts_with(&src_real) {
-            return Err(CopyError::refusal(
+            return Err(Error::refused(
+                Side::Source,
                 src,
-                "copy",
-                format!(
-                    "cannot copy a directory into itself or its own subdirectory '{}'",
-                    dst_path.display()
-                ),
+                Op::Copy,
+                Refusal::IntoItself {
+                    dest: Some(dst_path.clone()),
+                },
             ));
         }
     }
 
     let dir_flags = libc::O_RDONLY | libc::O_DIRECTORY;
     let src_dir = sys::open_path(&src_parent, dir_flags)
-        .map_err(|e| CopyError::io(&src_parent, "open", &e))?;
+        .map_err(|e| Error::src(&src_parent, Op::Open, &e))?;
     let dst_dir = sys::open_path(&dst_parent, dir_flags)
-        .map_err(|e| CopyError::io(&dst_parent, "open", &e))?;
-    let cname = |n: &OsStr, p: &Path| sys::cstring(n).map_err(|e| CopyError::io(p, "name", &e));
+        .map_err(|e| Error::dst(&dst_parent, Op::Open, &e))?;
+    let cname = |n: &OsStr, p: &Path| sys::cstring(n).map_err(|e| Error::dst(p, Op::Name, &e));
     Ok(Job {
         src_name: cname(&src_name, src)?,
         dst_name: cname(&dst_name, &dst_path)?,

@@ -8,13 +8,13 @@
 //! applied when its last entry is done (post-order), counted by `pending`.
 
 use crate::data::{self, Caps, PairCaps};
+use crate::error::{Error, Op, Refusal, Side};
 use crate::events::{FileDone, Method, Reporter, Summary};
 use crate::meta::{self, Target};
 use crate::options::{CopyOptions, Follow, SyncMode};
 use crate::plan::Job;
 use crate::sys::{self, Fd, FileKind, Stat};
 use crate::verify::{SourceHash, SourceHashes};
-use crate::CopyError;
 use std::collections::{HashMap, VecDeque};
 use std::ffi::{CStr, CString};
 use std::io;
@@ -292,8 +292,8 @@ struct Shared<'a> {
     /// could not see (a bind mount), so it is refused there.
     dst_roots: Mutex<Vec<(u64, u64)>>,
     counters: Counters,
-    errors: Mutex<Vec<CopyError>>,
-    warnings: Mutex<Vec<CopyError>>,
+    errors: Mutex<Vec<Error>>,
+    warnings: Mutex<Vec<Error>>,
     tmp_counter: AtomicU64,
     /// Visible directories with deferred renames, kept open for the end.
     finish: Mutex<Vec<Arc<DirNode>>>,
@@ -314,7 +314,7 @@ pub(crate) fn run(
     jobs: Vec<Job>,
     opts: &CopyOptions,
     reporter: &dyn Reporter,
-    refused: Vec<CopyError>,
+    refused: Vec<Error>,
 ) -> (Summary, SourceHashes) {
     sys::raise_fd_limit();
     let sh = Shared {
@@ -347,7 +347,7 @@ pub(crate) fn run(
         let dst_dev = match sys::fstat(job.dst_dir.as_fd()) {
             Ok(st) => st.dev,
             Err(e) => {
-                sh.error(CopyError::io(&job.dst_parent, "stat", &e));
+                sh.error(Error::dst(&job.dst_parent, Op::Stat, &e));
                 continue;
             }
         };
@@ -421,12 +421,12 @@ impl Shared<'_> {
         waiting
     }
 
-    fn error(&self, e: CopyError) {
+    fn error(&self, e: Error) {
         self.reporter.error(&e);
         self.errors.lock().expect("errors lock").push(e);
     }
 
-    fn warn(&self, e: CopyError) {
+    fn warn(&self, e: Error) {
         self.reporter.warning(&e);
         self.warnings.lock().expect("warnings lock").push(e);
     }
@@ -475,7 +475,7 @@ impl Shared<'_> {
         }
         match fd.try_clone() {
             Ok(fd) => fss.push((dev, fd, path.to_path_buf())),
-            Err(e) => self.error(CopyError::io(path, "open", &e)),
+            Err(e) => self.error(Error::dst(path, Op::Open, &e)),
         }
     }
 
@@ -509,21 +509,21 @@ impl Shared<'_> {
                         self.counters.withdrawn.fetch_add(1, Ordering::Relaxed);
                     }
                     let e = io::Error::from_raw_os_error(errno);
-                    self.error(CopyError::io(path(), "sync", &e));
+                    self.error(Error::dst(path(), Op::Sync, &e));
                     continue;
                 }
                 match self.rename_final(dir.dst.as_fd(), &tmp, &name) {
                     Ok(_) => {}
                     Err(e) => {
                         let _ = sys::unlink_at(dir.dst.as_fd(), &tmp, false);
-                        self.error(CopyError::io(path(), "rename", &e));
+                        self.error(Error::dst(path(), Op::Rename, &e));
                     }
                 }
             }
             // The renames changed the directory's times; put them back.
             if let (Some(st), true) = (&dir.stat, opts.preserve.times) {
                 if let Err(e) = sys::futimens(dir.dst.as_fd(), st.atime, st.mtime) {
-                    self.warn(CopyError::io(&dir.dst_path, "set times", &e));
+                    self.warn(Error::dst(&dir.dst_path, Op::SetTimes, &e));
                 }
             }
             renamed_on.push(dir.dst_dev);
@@ -533,16 +533,16 @@ impl Shared<'_> {
             let path = join(&t.parent.dst_path, sys::os_str(&t.name));
             let dev = t.parent.dst_dev;
             let outcome = match failed.get(&dev) {
-                Some(&errno) => Err(("sync", io::Error::from_raw_os_error(errno))),
+                Some(&errno) => Err((Op::Sync, io::Error::from_raw_os_error(errno))),
                 None => sys::rename_noreplace(parent, &t.tmp, parent, &t.name)
-                    .map_err(|e| ("rename", e)),
+                    .map_err(|e| (Op::Rename, e)),
             };
             match outcome {
                 Ok(()) => {
                     renamed_on.push(dev);
                     if opts.sync == SyncMode::File {
                         if let Err(e) = sys::sync_file(parent) {
-                            self.error(CopyError::io(&t.parent.dst_path, "sync", &e));
+                            self.error(Error::dst(&t.parent.dst_path, Op::Sync, &e));
                         }
                     }
                 }
@@ -550,11 +550,11 @@ impl Shared<'_> {
                     let mut removed = 0;
                     if let Err(re) = remove_tree(parent, &t.tmp, &mut removed) {
                         let tmp_path = join(&t.parent.dst_path, sys::os_str(&t.tmp));
-                        self.warn(CopyError::io(tmp_path, "remove", &re));
+                        self.warn(Error::dst(tmp_path, Op::Remove, &re));
                     }
                     let withdrawn = &self.counters.withdrawn;
                     withdrawn.fetch_add(removed, Ordering::Relaxed);
-                    self.error(CopyError::io(path, op, &e));
+                    self.error(Error::dst(path, op, &e));
                 }
             }
         }
@@ -562,7 +562,7 @@ impl Shared<'_> {
             for (dev, fd, path) in &fss {
                 if renamed_on.contains(dev) {
                     if let Err(e) = sys::sync_fs(fd.as_fd()) {
-                        self.error(CopyError::io(path, "sync", &e));
+                        self.error(Error::dst(path, Op::Sync, &e));
                     }
                 }
             }
@@ -687,7 +687,7 @@ impl<'scope, 'env, 'a> Worker<'scope, 'env, 'a> {
         match sys::read_dir(dir.src.as_fd()) {
             Err(e) => self
                 .sh
-                .error(CopyError::io(&dir.src_path, "read directory", &e)),
+                .error(Error::dst(&dir.src_path, Op::ReadDirectory, &e)),
             Ok(mut entries) => {
                 // Subdirectories first, so other workers get work as early
                 // as possible, in the order listed; then files in inode
@@ -863,7 +863,7 @@ impl<'scope, 'env, 'a> Worker<'scope, 'env, 'a> {
             };
             if st.kind() != FileKind::File {
                 let e = io::Error::other("changed type while being copied");
-                self.src_error(dir, &item.name, "open", &e);
+                self.src_error(dir, &item.name, Op::Open, &e);
                 continue;
             }
             opened.push(Opened {
@@ -926,7 +926,7 @@ impl<'scope, 'env, 'a> Worker<'scope, 'env, 'a> {
                 self.warnings(&cur.dst_path, w);
                 if self.sh.opts.sync == SyncMode::File {
                     if let Err(e) = sys::sync_file(cur.dst.as_fd()) {
-                        self.sh.error(CopyError::io(&cur.dst_path, "sync", &e));
+                        self.sh.error(Error::dst(&cur.dst_path, Op::Sync, &e));
                     }
                 }
             }
@@ -960,7 +960,7 @@ impl<'scope, 'env, 'a> Worker<'scope, 'env, 'a> {
 
     fn warnings(&self, path: &Path, warnings: Vec<meta::Warning>) {
         for (op, e) in warnings {
-            self.sh.warn(CopyError::io(path, op, &e));
+            self.sh.warn(Error::dst(path, op, &e));
         }
     }
 
@@ -974,7 +974,7 @@ impl<'scope, 'env, 'a> Worker<'scope, 'env, 'a> {
             Some(k) => k,
             None => match sys::stat_at(dir.src.as_fd(), &item.name, item.follow) {
                 Ok(st) => st.kind(),
-                Err(e) => return self.src_error(dir, &item.name, "stat", &e),
+                Err(e) => return self.src_error(dir, &item.name, Op::Stat, &e),
             },
         };
         match kind {
@@ -985,19 +985,20 @@ impl<'scope, 'env, 'a> Worker<'scope, 'env, 'a> {
         }
     }
 
-    fn src_error(&self, dir: &DirNode, name: &CStr, op: &'static str, e: &io::Error) {
+    fn src_error(&self, dir: &DirNode, name: &CStr, op: Op, e: &io::Error) {
         self.sh
-            .error(CopyError::io(join(&dir.src_path, sys::os_str(name)), op, e));
+            .error(Error::src(join(&dir.src_path, sys::os_str(name)), op, e));
     }
 
-    fn dst_error(&self, dir: &DirNode, name: &CStr, op: &'static str, e: &io::Error) {
+    fn dst_error(&self, dir: &DirNode, name: &CStr, op: Op, e: &io::Error) {
         self.sh
-            .error(CopyError::io(join(&dir.dst_path, sys::os_str(name)), op, e));
+            .error(Error::dst(join(&dir.dst_path, sys::os_str(name)), op, e));
     }
 
-    fn dst_refusal(&self, dir: &DirNode, name: &CStr, reason: &str) {
+    fn dst_refusal(&self, dir: &DirNode, name: &CStr, why: Refusal) {
         let path = join(&dir.dst_path, sys::os_str(name));
-        self.sh.error(CopyError::refusal(path, "copy", reason));
+        self.sh
+            .error(Error::refused(Side::Destination, path, Op::Copy, why));
     }
 
     fn open_src(&self, dir: &DirNode, name: &CStr, is_dir: bool, follow: bool) -> io::Result<Fd> {
@@ -1039,15 +1040,15 @@ impl<'scope, 'env, 'a> Worker<'scope, 'env, 'a> {
             return Existing::Absent;
         };
         if d.kind() == FileKind::Dir {
-            self.dst_refusal(
-                dir,
-                dst_name,
-                "cannot overwrite directory with non-directory",
-            );
+            self.dst_refusal(dir, dst_name, Refusal::NonDirOverDir { source: None });
             return Existing::Refused;
         }
         if (d.dev, d.ino) == (src.dev, src.ino) {
-            self.dst_refusal(dir, dst_name, "source and destination are the same file");
+            let same = Refusal::SameFile {
+                source: join(&dir.src_path, sys::os_str(dst_name)),
+                dest: join(&dir.dst_path, sys::os_str(dst_name)),
+            };
+            self.dst_refusal(dir, dst_name, same);
             return Existing::Refused;
         }
         let opts = self.sh.opts;
@@ -1093,14 +1094,14 @@ impl<'scope, 'env, 'a> Worker<'scope, 'env, 'a> {
         let src = match self.open_src(dir, name, is_dir, follow) {
             Ok(fd) => fd,
             Err(e) => {
-                self.src_error(dir, name, "open", &e);
+                self.src_error(dir, name, Op::Open, &e);
                 return None;
             }
         };
         match sys::fstat(src.as_fd()) {
             Ok(st) => Some((src, st)),
             Err(e) => {
-                self.src_error(dir, name, "stat", &e);
+                self.src_error(dir, name, Op::Stat, &e);
                 None
             }
         }
@@ -1112,7 +1113,7 @@ impl<'scope, 'env, 'a> Worker<'scope, 'env, 'a> {
         };
         if st.kind() != FileKind::File {
             let e = io::Error::other("changed type while being copied");
-            return self.src_error(dir, name, "open", &e);
+            return self.src_error(dir, name, Op::Open, &e);
         }
         self.file_opened(dir, src, st, name, dst_name, None);
     }
@@ -1191,7 +1192,7 @@ impl<'scope, 'env, 'a> Worker<'scope, 'env, 'a> {
                         .push((tmp, dst_name.to_owned()));
                     self.sh.counters.hardlinks.fetch_add(1, Ordering::Relaxed);
                 }
-                Err(e) => self.dst_error(dir, dst_name, "link", &e),
+                Err(e) => self.dst_error(dir, dst_name, Op::Link, &e),
             }
             return;
         }
@@ -1199,7 +1200,7 @@ impl<'scope, 'env, 'a> Worker<'scope, 'env, 'a> {
             Some(Ok(())) => {
                 self.sh.counters.hardlinks.fetch_add(1, Ordering::Relaxed);
             }
-            Some(Err(e)) => self.dst_error(dir, dst_name, "link", &e),
+            Some(Err(e)) => self.dst_error(dir, dst_name, Op::Link, &e),
             None => {}
         }
     }
@@ -1286,7 +1287,7 @@ impl<'scope, 'env, 'a> Worker<'scope, 'env, 'a> {
                 (moved, None)
             }
             Some(Err(e)) => {
-                self.dst_error(dir, dst_name, "clone", &e);
+                self.dst_error(dir, dst_name, Op::Clone, &e);
                 return None;
             }
             None => self.write_tmp(dir, src, st, name, dst_name, &tmp, created)?,
@@ -1307,7 +1308,7 @@ impl<'scope, 'env, 'a> Worker<'scope, 'env, 'a> {
             if self.sh.opts.sync == SyncMode::File {
                 if let Err(e) = sys::sync_file(dir.dst.as_fd()) {
                     let _ = sys::unlink_at(dir.dst.as_fd(), &tmp, false);
-                    self.dst_error(dir, dst_name, "sync", &e);
+                    self.dst_error(dir, dst_name, Op::Sync, &e);
                     return None;
                 }
             }
@@ -1327,14 +1328,14 @@ impl<'scope, 'env, 'a> Worker<'scope, 'env, 'a> {
             Ok(false) => return None,
             Err(e) => {
                 let _ = sys::unlink_at(dir.dst.as_fd(), &tmp, false);
-                self.dst_error(dir, dst_name, "rename", &e);
+                self.dst_error(dir, dst_name, Op::Rename, &e);
                 return None;
             }
         }
         if self.sh.opts.sync == SyncMode::File {
             // The name is durable once its directory is.
             if let Err(e) = sys::sync_file(dir.dst.as_fd()) {
-                self.dst_error(dir, dst_name, "sync", &e);
+                self.dst_error(dir, dst_name, Op::Sync, &e);
                 return None;
             }
         }
@@ -1367,13 +1368,13 @@ impl<'scope, 'env, 'a> Worker<'scope, 'env, 'a> {
         let dst = match created {
             Ok(fd) => fd,
             Err(e) => {
-                self.dst_error(dir, dst_name, "create", &e);
+                self.dst_error(dir, dst_name, Op::Create, &e);
                 return None;
             }
         };
-        let fail = |w: &Self, op: &'static str, e: &io::Error| {
+        let fail = |w: &Self, op: Op, e: &io::Error| {
             let _ = sys::unlink_at(dir.dst.as_fd(), tmp, false);
-            if op == "read" || op == "seek" {
+            if matches!(op, Op::Read | Op::Seek) {
                 w.src_error(dir, name, op, e);
             } else {
                 w.dst_error(dir, dst_name, op, e);
@@ -1426,11 +1427,11 @@ impl<'scope, 'env, 'a> Worker<'scope, 'env, 'a> {
         };
         if let Err(e) = synced {
             drop(dst);
-            fail(self, "sync", &e);
+            fail(self, Op::Sync, &e);
             return None;
         }
         if let Err(e) = sys::close(dst) {
-            fail(self, "close", &e);
+            fail(self, Op::Close, &e);
             return None;
         }
         if !warnings.is_empty() {
@@ -1496,7 +1497,7 @@ impl<'scope, 'env, 'a> Worker<'scope, 'env, 'a> {
         };
         if self.sh.opts.follow != Follow::Never && is_ancestor(parent, &st) {
             let e = io::Error::from_raw_os_error(libc::ELOOP);
-            return self.src_error(parent, name, "follow", &e);
+            return self.src_error(parent, name, Op::Follow, &e);
         }
         if self
             .sh
@@ -1506,8 +1507,10 @@ impl<'scope, 'env, 'a> Worker<'scope, 'env, 'a> {
             .contains(&(st.dev, st.ino))
         {
             let path = join(&parent.src_path, sys::os_str(name));
-            let why = "cannot copy a directory into itself (the destination is inside the source)";
-            return self.sh.error(CopyError::refusal(path, "copy", why));
+            let why = Refusal::IntoItself { dest: None };
+            return self
+                .sh
+                .error(Error::refused(Side::Source, path, Op::Copy, why));
         }
         let top_level = parent.stat.is_none();
         let staged_tmp = match top_level {
@@ -1549,25 +1552,22 @@ impl<'scope, 'env, 'a> Worker<'scope, 'env, 'a> {
                 match sys::stat_at(parent.dst.as_fd(), target, false) {
                     Ok(d) if d.kind() == FileKind::Dir => d.perm(),
                     Ok(_) => {
-                        return self.dst_refusal(
-                            parent,
-                            dst_name,
-                            "cannot overwrite non-directory with directory",
-                        )
+                        let why = Refusal::DirOverNonDir { source: None };
+                        return self.dst_refusal(parent, dst_name, why);
                     }
-                    Err(e) => return self.dst_error(parent, dst_name, "stat", &e),
+                    Err(e) => return self.dst_error(parent, dst_name, Op::Stat, &e),
                 }
             }
-            Err(e) => return self.dst_error(parent, dst_name, "mkdir", &e),
+            Err(e) => return self.dst_error(parent, dst_name, Op::Mkdir, &e),
         };
         if fresh && self.sh.opts.sync == SyncMode::File {
             if let Err(e) = sys::sync_file(parent.dst.as_fd()) {
-                return self.dst_error(parent, dst_name, "sync", &e);
+                return self.dst_error(parent, dst_name, Op::Sync, &e);
             }
         }
         let dst = match sys::open_dir(parent.dst.as_fd(), target) {
             Ok(fd) => fd,
-            Err(e) => return self.dst_error(parent, dst_name, "open", &e),
+            Err(e) => return self.dst_error(parent, dst_name, Op::Open, &e),
         };
         // A directory we made is on its parent's filesystem; one that was
         // there may be a mount point.
@@ -1584,7 +1584,7 @@ impl<'scope, 'env, 'a> Worker<'scope, 'env, 'a> {
                     }
                     d.dev
                 }
-                Err(e) => return self.dst_error(parent, dst_name, "stat", &e),
+                Err(e) => return self.dst_error(parent, dst_name, Op::Stat, &e),
             },
         };
         let dst_path = join(&parent.dst_path, sys::os_str(dst_name));
@@ -1623,7 +1623,7 @@ impl<'scope, 'env, 'a> Worker<'scope, 'env, 'a> {
             match remove_tree(parent.dst.as_fd(), &tmp, &mut 0) {
                 Err(e) if e.raw_os_error() != Some(libc::ENOENT) => {
                     let path = join(&parent.dst_path, sys::os_str(&tmp));
-                    self.sh.error(CopyError::io(path, "remove", &e));
+                    self.sh.error(Error::dst(path, Op::Remove, &e));
                     return Err(());
                 }
                 _ => {}
@@ -1669,14 +1669,14 @@ impl<'scope, 'env, 'a> Worker<'scope, 'env, 'a> {
     fn symlink(&mut self, dir: &DirNode, name: &CStr, dst_name: &CStr) {
         let st = match sys::stat_at(dir.src.as_fd(), name, false) {
             Ok(st) => st,
-            Err(e) => return self.src_error(dir, name, "stat", &e),
+            Err(e) => return self.src_error(dir, name, Op::Stat, &e),
         };
         let target = match sys::read_link_at(dir.src.as_fd(), name) {
             Ok(t) => t,
-            Err(e) => return self.src_error(dir, name, "readlink", &e),
+            Err(e) => return self.src_error(dir, name, Op::Readlink, &e),
         };
         let make = |n: &CStr| sys::symlink_at(&target, dir.dst.as_fd(), n);
-        if self.create_or_replace(dir, dst_name, &st, "symlink", make) {
+        if self.create_or_replace(dir, dst_name, &st, Op::Symlink, make) {
             self.sh.counters.symlinks.fetch_add(1, Ordering::Relaxed);
         }
     }
@@ -1684,11 +1684,11 @@ impl<'scope, 'env, 'a> Worker<'scope, 'env, 'a> {
     fn special(&mut self, dir: &DirNode, name: &CStr, dst_name: &CStr, follow: bool) {
         let st = match sys::stat_at(dir.src.as_fd(), name, follow) {
             Ok(st) => st,
-            Err(e) => return self.src_error(dir, name, "stat", &e),
+            Err(e) => return self.src_error(dir, name, Op::Stat, &e),
         };
         let mode = st.type_and_perm();
         let make = |n: &CStr| sys::mknod_at(dir.dst.as_fd(), n, mode, st.rdev);
-        if self.create_or_replace(dir, dst_name, &st, "mknod", make) {
+        if self.create_or_replace(dir, dst_name, &st, Op::Mknod, make) {
             self.sh.counters.specials.fetch_add(1, Ordering::Relaxed);
         }
     }
@@ -1700,7 +1700,7 @@ impl<'scope, 'env, 'a> Worker<'scope, 'env, 'a> {
         dir: &DirNode,
         dst_name: &CStr,
         st: &Stat,
-        op: &'static str,
+        op: Op,
         make: impl Fn(&CStr) -> io::Result<()>,
     ) -> bool {
         match self.make_or_replace(dir, dst_name, st, true, make) {
@@ -1834,7 +1834,7 @@ fn remove_tree(dir: sys::FdRef, name: &CStr, removed: &mut u64) -> io::Result<()
 fn clean_temps(sh: &Shared, dir: &Fd, path: &Path) {
     let entries = match sys::read_dir(dir.as_fd()) {
         Ok(e) => e,
-        Err(e) => return sh.warn(CopyError::io(path, "read directory", &e)),
+        Err(e) => return sh.warn(Error::dst(path, Op::ReadDirectory, &e)),
     };
     for e in entries {
         if !e.name.to_bytes().starts_with(TMP_PREFIX.as_bytes()) || e.kind == Some(FileKind::Dir) {
@@ -1842,9 +1842,9 @@ fn clean_temps(sh: &Shared, dir: &Fd, path: &Path) {
         }
         if let Err(err) = sys::unlink_at(dir.as_fd(), &e.name, false) {
             if err.raw_os_error() != Some(libc::EISDIR) {
-                sh.warn(CopyError::io(
+                sh.warn(Error::dst(
                     join(path, sys::os_str(&e.name)),
-                    "remove",
+                    Op::Remove,
                     &err,
                 ));
             }

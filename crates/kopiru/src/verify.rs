@@ -6,9 +6,9 @@
 //! copying it is not read again: the destination is compared with the bytes
 //! that were read for it.
 
+use crate::error::{Error, Mismatch, Op};
 use crate::par::{self, par_map};
 use crate::sys::{self, Aligned, Fd, FileKind, Stat};
-use crate::CopyError;
 use std::ffi::{CStr, CString};
 use std::io;
 use std::os::fd::AsFd;
@@ -23,8 +23,8 @@ const CHUNK: usize = 1 << 20;
 pub struct Difference {
     /// The path, relative to the compared roots ("" for the roots).
     pub path: PathBuf,
-    /// What differs ("content differs", "missing in destination", ...).
-    pub what: String,
+    /// What differs.
+    pub what: Mismatch,
 }
 
 /// What a comparison found.
@@ -37,7 +37,7 @@ pub struct VerifyReport {
     /// Differences, in path order per directory.
     pub differences: Vec<Difference>,
     /// Entries that could not be read.
-    pub errors: Vec<CopyError>,
+    pub errors: Vec<Error>,
 }
 
 /// How to compare.
@@ -125,8 +125,8 @@ pub(crate) fn verify_copy(
         (Ok((sd, sn)), Ok((dd, dn))) => {
             walk.entry(&Arc::new(sd), &sn, &Arc::new(dd), &dn, Path::new(""))
         }
-        (Err(e), _) => walk.report.errors.push(CopyError::io(src, "open", &e)),
-        (_, Err(e)) => walk.report.errors.push(CopyError::io(dst, "open", &e)),
+        (Err(e), _) => walk.report.errors.push(Error::src(src, Op::Open, &e)),
+        (_, Err(e)) => walk.report.errors.push(Error::dst(dst, Op::Open, &e)),
     }
     let Walk {
         files, mut report, ..
@@ -156,17 +156,18 @@ fn under(root: &Path, rel: &Path) -> PathBuf {
 impl Walk<'_> {
     /// Records that `rel` could not be read in the source (`in_src`) or in
     /// the destination.
-    fn fail(&mut self, in_src: bool, rel: &Path, op: &'static str, e: &io::Error) {
+    fn fail(&mut self, in_src: bool, rel: &Path, op: Op, e: &io::Error) {
         let root = if in_src { self.src_root } else { self.dst_root };
-        self.report
-            .errors
-            .push(CopyError::io(under(root, rel), op, e));
+        self.report.errors.push(match in_src {
+            true => Error::src(under(root, rel), op, e),
+            false => Error::dst(under(root, rel), op, e),
+        });
     }
 
-    fn differ(&mut self, rel: &Path, what: impl Into<String>) {
+    fn differ(&mut self, rel: &Path, what: Mismatch) {
         self.report.differences.push(Difference {
             path: rel.to_path_buf(),
-            what: what.into(),
+            what,
         });
     }
 
@@ -174,22 +175,28 @@ impl Walk<'_> {
     fn entry(&mut self, sd: &Arc<Fd>, sn: &CStr, dd: &Arc<Fd>, dn: &CStr, rel: &Path) {
         let s = match sys::stat_at(sd.as_fd(), sn, false) {
             Ok(s) => s,
-            Err(e) => return self.fail(true, rel, "stat", &e),
+            Err(e) => return self.fail(true, rel, Op::Stat, &e),
         };
         let d = match sys::stat_at(dd.as_fd(), dn, false) {
             Ok(d) => d,
             Err(e) if e.raw_os_error() == Some(libc::ENOENT) => {
-                return self.differ(rel, "missing in destination")
+                return self.differ(rel, Mismatch::MissingInDestination)
             }
-            Err(e) => return self.fail(false, rel, "stat", &e),
+            Err(e) => return self.fail(false, rel, Op::Stat, &e),
         };
         if s.kind() != d.kind() {
-            let what = format!("{} in source, {} in destination", kind(&s), kind(&d));
+            let what = Mismatch::Kind {
+                source: kind(&s),
+                dest: kind(&d),
+            };
             return self.differ(rel, what);
         }
         match s.kind() {
             FileKind::File if s.size != d.size => {
-                let what = format!("size differs: {} vs {} bytes", s.size, d.size);
+                let what = Mismatch::Size {
+                    source: s.size,
+                    dest: d.size,
+                };
                 self.differ(rel, what);
             }
             FileKind::File => self.files.push(FilePair {
@@ -205,14 +212,14 @@ impl Walk<'_> {
                 let b = sys::read_link_at(dd.as_fd(), dn);
                 match (a, b) {
                     (Ok(a), Ok(b)) if a == b => {}
-                    (Ok(_), Ok(_)) => self.differ(rel, "symlink target differs"),
-                    (Err(e), _) => self.fail(true, rel, "readlink", &e),
-                    (_, Err(e)) => self.fail(false, rel, "readlink", &e),
+                    (Ok(_), Ok(_)) => self.differ(rel, Mismatch::SymlinkTarget),
+                    (Err(e), _) => self.fail(true, rel, Op::Readlink, &e),
+                    (_, Err(e)) => self.fail(false, rel, Op::Readlink, &e),
                 }
             }
             FileKind::Dir => self.dir(sd, sn, dd, dn, rel),
             FileKind::CharDevice | FileKind::BlockDevice if s.rdev != d.rdev => {
-                self.differ(rel, "device number differs")
+                self.differ(rel, Mismatch::DeviceNumber)
             }
             _ => {}
         }
@@ -222,8 +229,8 @@ impl Walk<'_> {
         let open = |fd: &Fd, name: &CStr| open_keeping_atime(fd, name, true);
         let (s, d) = match (open(sd, sn), open(dd, dn)) {
             (Ok(s), Ok(d)) => (Arc::new(s), Arc::new(d)),
-            (Err(e), _) => return self.fail(true, rel, "open", &e),
-            (_, Err(e)) => return self.fail(false, rel, "open", &e),
+            (Err(e), _) => return self.fail(true, rel, Op::Open, &e),
+            (_, Err(e)) => return self.fail(false, rel, Op::Open, &e),
         };
         let list = |fd: &Fd| -> io::Result<Vec<CString>> {
             let mut names: Vec<CString> = sys::read_dir(fd.as_fd())?
@@ -235,8 +242,8 @@ impl Walk<'_> {
         };
         let (snames, dnames) = match (list(&s), list(&d)) {
             (Ok(a), Ok(b)) => (a, b),
-            (Err(e), _) => return self.fail(true, rel, "read directory", &e),
-            (_, Err(e)) => return self.fail(false, rel, "read directory", &e),
+            (Err(e), _) => return self.fail(true, rel, Op::ReadDirectory, &e),
+            (_, Err(e)) => return self.fail(false, rel, Op::ReadDirectory, &e),
         };
         for name in &snames {
             let sub = rel.join(sys::os_str(name));
@@ -244,7 +251,7 @@ impl Walk<'_> {
         }
         if self.opts.extra_is_difference {
             for name in dnames.iter().filter(|n| snames.binary_search(n).is_err()) {
-                self.differ(&rel.join(sys::os_str(name)), "only in destination");
+                self.differ(&rel.join(sys::os_str(name)), Mismatch::OnlyInDestination);
             }
         }
     }
@@ -266,7 +273,7 @@ fn hash_all(
     opts: VerifyOptions,
     (src_root, dst_root): (&Path, &Path),
     report: &mut VerifyReport,
-) -> (Vec<Difference>, Vec<CopyError>) {
+) -> (Vec<Difference>, Vec<Error>) {
     let all: Vec<usize> = (0..files.len()).collect();
     // Uncached reads wait for the device: two per CPU keep it busier
     // (n16384 on a loop-mounted ext4, 2 CPUs: 0.91–1.04 s against 1.16–1.39 s).
@@ -284,12 +291,12 @@ fn hash_all(
             }
         };
         src_hash
-            .map_err(|e| CopyError::io(under(src_root, &f.rel), "read", &e))
+            .map_err(|e| Error::src(under(src_root, &f.rel), Op::Read, &e))
             .and_then(|(a, _)| {
                 sys::open_uncached(f.dst_dir.as_fd(), &f.dst_name)
                     .and_then(|fd| hash_fd(&fd, buf))
                     .map(|(b, n)| (a == b, n))
-                    .map_err(|e| CopyError::io(under(dst_root, &f.rel), "read", &e))
+                    .map_err(|e| Error::dst(under(dst_root, &f.rel), Op::Read, &e))
             })
     });
     report.files = files.len() as u64;
@@ -301,7 +308,7 @@ fn hash_all(
                 if !same {
                     differences.push(Difference {
                         path: files[i].rel.clone(),
-                        what: "content differs".into(),
+                        what: Mismatch::Content,
                     });
                 }
             }

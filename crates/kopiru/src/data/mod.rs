@@ -7,6 +7,7 @@ mod offload;
 mod sparse;
 mod stream;
 
+use crate::error::Op;
 use crate::events::{Method, Reporter};
 use crate::options::{CopyOptions, MethodChoice, SparseMode};
 use crate::sys::{self, FdRef, Stat};
@@ -123,7 +124,7 @@ impl SourceDigest {
 }
 
 /// A failed data copy: the operation and its error.
-pub(crate) type DataError = (&'static str, io::Error);
+pub(crate) type DataError = (crate::error::Op, io::Error);
 
 /// The outcome of one rung: done, or "not here" with the reason, or a failure.
 pub(crate) enum Rung<T> {
@@ -181,14 +182,14 @@ pub(crate) fn copy_data(
                     pair.clone.note_failure(&e, &w);
                     why = Some(w);
                 }
-                Err(e) => return Err(("clone", e)),
+                Err(e) => return Err((Op::Clone, e)),
             }
         } else {
             why = pair.clone.why();
         }
         if opts.method == MethodChoice::Clone {
             let msg = why.as_deref().unwrap_or("clone: not supported").to_string();
-            return Err(("clone", io::Error::new(io::ErrorKind::Unsupported, msg)));
+            return Err((Op::Clone, io::Error::new(io::ErrorKind::Unsupported, msg)));
         }
     }
     if opts.method == MethodChoice::Clone {
@@ -197,7 +198,7 @@ pub(crate) fn copy_data(
         } else {
             "clone: cannot keep --sparse=never when cloning"
         };
-        return Err(("clone", io::Error::new(io::ErrorKind::Unsupported, msg)));
+        return Err((Op::Clone, io::Error::new(io::ErrorKind::Unsupported, msg)));
     }
 
     // `--verify` hashes the source as it is read, so the verify pass reads
@@ -259,7 +260,7 @@ pub(crate) fn copy_data(
             .unwrap_or("offload: not possible with these options")
             .to_string();
         return Err((
-            "copy_file_range",
+            Op::CopyFileRange,
             io::Error::new(io::ErrorKind::Unsupported, msg),
         ));
     }

@@ -1,6 +1,7 @@
 //! In-kernel copy with `copy_file_range`.
 
 use super::Rung;
+use crate::error::Op;
 use crate::events::Reporter;
 use crate::sys::{self, FdRef};
 
@@ -35,7 +36,7 @@ pub(super) fn copy(src: FdRef, size: u64, dst: FdRef, reporter: &dyn Reporter) -
                 );
                 return Rung::NotSupported(e, w);
             }
-            Err(e) => return Rung::Failed(("copy_file_range", e)),
+            Err(e) => return Rung::Failed((Op::CopyFileRange, e)),
         }
     }
     Rung::Done(off)

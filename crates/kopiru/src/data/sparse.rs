@@ -1,6 +1,7 @@
 //! Copy only the data ranges of a file with holes (SEEK_DATA / SEEK_HOLE).
 
 use super::{Rung, SourceDigest};
+use crate::error::Op;
 use crate::events::Reporter;
 use crate::sys::{self, FdRef, Stat};
 
@@ -30,11 +31,11 @@ pub(super) fn copy(
                 let w = format!("sparse: SEEK_DATA: {}", crate::error::reason(&e));
                 return Rung::NotSupported(e, w);
             }
-            Err(e) => return Rung::Failed(("seek", e)),
+            Err(e) => return Rung::Failed((Op::Seek, e)),
         };
         let hole = match sys::seek_data(src, data, true) {
             Ok(h) => h.unwrap_or(st.size).min(st.size),
-            Err(e) => return Rung::Failed(("seek", e)),
+            Err(e) => return Rung::Failed((Op::Seek, e)),
         };
         let first = data_bytes == 0;
         let range = (data, hole);
@@ -59,7 +60,7 @@ pub(super) fn copy(
         pos = hole;
     }
     if let Err(e) = sys::ftruncate(dst, end) {
-        return Rung::Failed(("truncate", e));
+        return Rung::Failed((Op::Truncate, e));
     }
     Rung::Done((data_bytes, end))
 }
@@ -81,20 +82,20 @@ fn copy_range(
             Ok(0) => return Ok(off - from),
             Ok(n) => off += n as u64,
             Err(e) if first && off == from && sys::is_not_supported(&e) => *offload = false,
-            Err(e) => return Err(("copy_file_range", e)),
+            Err(e) => return Err((Op::CopyFileRange, e)),
         }
     }
     let buf = super::buffer(buf);
     while off < to {
         let want = ((to - off) as usize).min(buf.len());
-        let n = sys::pread(src, &mut buf[..want], off).map_err(|e| ("read", e))?;
+        let n = sys::pread(src, &mut buf[..want], off).map_err(|e| (Op::Read, e))?;
         if n == 0 {
             break;
         }
         if let Some(d) = digest.as_deref_mut() {
             d.update_at(off, &buf[..n]);
         }
-        sys::pwrite_all(dst, &buf[..n], off).map_err(|e| ("write", e))?;
+        sys::pwrite_all(dst, &buf[..n], off).map_err(|e| (Op::Write, e))?;
         off += n as u64;
     }
     Ok(off - from)

@@ -1,6 +1,7 @@
 //! Read and write through the worker's reused buffer, until read() says EOF.
 
 use super::{DataError, SourceDigest};
+use crate::error::Op;
 use crate::events::Reporter;
 use crate::sys::{self, FdRef};
 
@@ -19,7 +20,7 @@ pub(super) fn copy(
     let mut off = 0u64;
     let mut skipped_tail = false;
     loop {
-        let n = sys::read(src, buf).map_err(|e| ("read", e))?;
+        let n = sys::read(src, buf).map_err(|e| (Op::Read, e))?;
         if n == 0 {
             break;
         }
@@ -30,14 +31,14 @@ pub(super) fn copy(
         if punch_zeros && chunk.iter().all(|&b| b == 0) {
             skipped_tail = true;
         } else {
-            sys::pwrite_all(dst, chunk, off).map_err(|e| ("write", e))?;
+            sys::pwrite_all(dst, chunk, off).map_err(|e| (Op::Write, e))?;
             skipped_tail = false;
         }
         off += n as u64;
         reporter.bytes(n as u64);
     }
     if skipped_tail {
-        sys::ftruncate(dst, off).map_err(|e| ("truncate", e))?;
+        sys::ftruncate(dst, off).map_err(|e| (Op::Truncate, e))?;
     }
     Ok(off)
 }
