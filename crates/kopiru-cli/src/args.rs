@@ -451,6 +451,7 @@ impl CopyArgs {
             no_clobber: self.no_clobber,
             no_target_directory: self.no_target_directory,
             verify: self.verify,
+            cancel: kopiru::Cancel::new(),
         })
     }
 }

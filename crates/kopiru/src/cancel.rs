@@ -40,8 +40,3 @@ impl Cancel {
         }
     }
 }
-
-/// Whether an error is the one [`Cancel::check`] returns.
-pub fn is_cancelled_error(e: &std::io::Error) -> bool {
-    e.raw_os_error() == Some(libc::ECANCELED)
-}

@@ -602,6 +602,7 @@ impl Shared<'_> {
             errors: self.errors.into_inner().expect("errors lock"),
             warnings: self.warnings.into_inner().expect("warnings lock"),
             elapsed: Default::default(),
+            cancelled: self.opts.cancel.is_cancelled(),
         }
     }
 }
