@@ -58,6 +58,19 @@ pub struct FileDone<'a> {
     pub why_not: Option<&'a str>,
 }
 
+/// What a copy is doing, for a progress display.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum Phase {
+    /// Copying entries.
+    Copying,
+    /// Waiting for the destination to be durable (`--sync end`), then
+    /// moving finished names into place.
+    Flushing,
+    /// Reading the copy back to compare it with its source (`--verify`).
+    Verifying,
+}
+
 /// Receives events from a running copy. Every method has a default that does
 /// nothing; calls come from worker threads, concurrently.
 pub trait Reporter: Sync {
@@ -69,6 +82,8 @@ pub trait Reporter: Sync {
     fn error(&self, _err: &Error) {}
     /// Something was copied but a piece of metadata could not be kept.
     fn warning(&self, _err: &Error) {}
+    /// The copy moved on to another phase.
+    fn phase(&self, _phase: Phase) {}
 }
 
 /// A reporter that ignores everything.

@@ -24,7 +24,7 @@ pub mod verify;
 
 pub use cancel::Cancel;
 pub use error::{reason, Cause, Error, Mismatch, Op, Refusal, Side};
-pub use events::{FileDone, Method, NoopReporter, Reporter, Summary};
+pub use events::{FileDone, Method, NoopReporter, Phase, Reporter, Summary};
 pub use options::{CopyOptions, Follow, MethodChoice, Preserve, SparseMode, SyncMode};
 pub use plan::PlanError;
 
@@ -57,7 +57,8 @@ pub fn copy(
         })
         .collect();
     let (mut summary, hashes) = tree::run(jobs, opts, reporter, refused);
-    if opts.verify {
+    if opts.verify && !summary.cancelled {
+        reporter.phase(Phase::Verifying);
         for (src, dst) in &pairs {
             verify_copy(src, dst, opts, &hashes, reporter, &mut summary);
         }

@@ -487,6 +487,9 @@ impl Shared<'_> {
     /// removed, never renamed, and the flush is not retried.
     fn publish(&self) {
         let opts = self.opts;
+        if opts.sync != SyncMode::None {
+            self.reporter.phase(crate::events::Phase::Flushing);
+        }
         let finish = std::mem::take(&mut *self.finish.lock().expect("finish lock"));
         let staged = std::mem::take(&mut *self.staged.lock().expect("staged lock"));
         let fss = std::mem::take(&mut *self.filesystems.lock().expect("filesystems lock"));
