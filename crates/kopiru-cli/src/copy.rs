@@ -39,7 +39,7 @@ impl Reporter for CliReporter {
         }
         if self.explain {
             let src = Path::new(d.src_dir).join(d.name);
-            let dst = Path::new(d.dst_dir).join(d.name);
+            let dst = Path::new(d.dst_dir).join(d.dst_name);
             let mut line = format!(
                 "{:<8}{} -> {}",
                 d.method.name(),

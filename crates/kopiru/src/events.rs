@@ -50,6 +50,9 @@ pub struct FileDone<'a> {
     pub dst_dir: &'a Path,
     /// The file's name in the source.
     pub name: &'a OsStr,
+    /// Its name in the destination (differs for a file copied to a new
+    /// name).
+    pub dst_name: &'a OsStr,
     /// Bytes of data in the file.
     pub bytes: u64,
     /// How the data was moved.
@@ -99,6 +102,8 @@ pub struct Summary {
     pub bytes: u64,
     /// Directories created or merged into.
     pub dirs: u64,
+    /// Of `dirs`, those that existed already (merged into).
+    pub dirs_merged: u64,
     /// Symbolic links copied.
     pub symlinks: u64,
     /// FIFOs, device nodes and sockets re-created.
@@ -134,6 +139,7 @@ impl Summary {
 
     /// Whether anything at all was created and kept.
     pub fn copied_anything(&self) -> bool {
-        self.files + self.dirs + self.symlinks + self.specials + self.hardlinks > self.withdrawn
+        let made = self.files + self.dirs + self.symlinks + self.specials + self.hardlinks;
+        made - self.dirs_merged + self.skipped > self.withdrawn
     }
 }

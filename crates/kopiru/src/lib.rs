@@ -9,6 +9,7 @@
 mod cancel;
 mod data;
 pub mod dedupe;
+mod durable;
 mod error;
 mod events;
 pub mod flash;

@@ -123,6 +123,24 @@ impl SourceDigest {
     }
 }
 
+/// Where a rung reports the bytes it moved, and the cancel handle it
+/// checks between chunks.
+pub(crate) struct Watch<'a> {
+    pub reporter: &'a dyn Reporter,
+    pub cancel: &'a crate::Cancel,
+}
+
+impl Watch<'_> {
+    fn bytes(&self, n: u64) {
+        self.reporter.bytes(n);
+    }
+
+    /// `Err((op, ECANCELED))` once cancelled.
+    fn check(&self, op: crate::error::Op) -> Result<(), DataError> {
+        self.cancel.check().map_err(|e| (op, e))
+    }
+}
+
 /// A failed data copy: the operation and its error.
 pub(crate) type DataError = (crate::error::Op, io::Error);
 
@@ -150,6 +168,10 @@ pub(crate) fn copy_data(
     buf: &mut Vec<u8>,
     reporter: &dyn Reporter,
 ) -> Result<Moved, DataError> {
+    let watch = Watch {
+        reporter,
+        cancel: &opts.cancel,
+    };
     let keep_holes_by_kernel = opts.sparse != SparseMode::Never;
     let mut why: Option<Arc<str>> = None;
 
@@ -219,7 +241,7 @@ pub(crate) fn copy_data(
             try_offload && pair.offload.usable(),
             buf,
             digest.as_mut(),
-            reporter,
+            &watch,
         ) {
             Rung::Done((bytes, size)) => {
                 return Ok(Moved {
@@ -234,7 +256,7 @@ pub(crate) fn copy_data(
         }
     } else if try_offload {
         if pair.offload.usable() {
-            match offload::copy(src, st.size, dst, reporter) {
+            match offload::copy(src, st.size, dst, &watch) {
                 Rung::Done(bytes) => {
                     return Ok(Moved {
                         method: Method::Offload,
@@ -266,7 +288,7 @@ pub(crate) fn copy_data(
     }
 
     let punch_zeros = opts.sparse == SparseMode::Always;
-    let bytes = stream::copy(src, dst, punch_zeros, buf, digest.as_mut(), reporter)?;
+    let bytes = stream::copy(src, dst, punch_zeros, buf, digest.as_mut(), &watch)?;
     Ok(Moved {
         method: Method::Stream,
         bytes,

@@ -1,20 +1,23 @@
 //! In-kernel copy with `copy_file_range`.
 
-use super::Rung;
+use super::{Rung, Watch};
 use crate::error::Op;
-use crate::events::Reporter;
 use crate::sys::{self, FdRef};
 
-/// Largest request per call: glibc 2.41/2.42 corrupted ranges over 2 GiB on
-/// some filesystems, and CIFS rejects them.
-const MAX_CHUNK: u64 = 1 << 30;
+/// Largest request per call. (glibc 2.41/2.42 corrupted ranges over 2 GiB
+/// on some filesystems, and CIFS rejects them.) 64 MiB keeps a small file
+/// at one call and lets a cancel stop a large one within one call.
+pub(super) const MAX_CHUNK: u64 = 64 << 20;
 
 /// Copies `size` bytes (the size known from `fstat`). Stops early if the file
 /// shrank. A file that grows meanwhile is copied up to the size it had when
 /// opened, so that small files cost one call.
-pub(super) fn copy(src: FdRef, size: u64, dst: FdRef, reporter: &dyn Reporter) -> Rung<u64> {
+pub(super) fn copy(src: FdRef, size: u64, dst: FdRef, watch: &Watch) -> Rung<u64> {
     let mut off = 0u64;
     while off < size {
+        if let Err(e) = watch.check(Op::CopyFileRange) {
+            return Rung::Failed(e);
+        }
         let want = (size - off).min(MAX_CHUNK) as usize;
         match sys::copy_range(src, off, dst, off, want) {
             Ok(0) if off == 0 => {
@@ -26,7 +29,7 @@ pub(super) fn copy(src: FdRef, size: u64, dst: FdRef, reporter: &dyn Reporter) -
             Ok(0) => break,
             Ok(n) => {
                 off += n as u64;
-                reporter.bytes(n as u64);
+                watch.bytes(n as u64);
             }
             Err(e) if off == 0 && sys::is_not_supported(&e) => {
                 let w = format!(

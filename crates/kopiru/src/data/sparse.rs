@@ -1,8 +1,7 @@
 //! Copy only the data ranges of a file with holes (SEEK_DATA / SEEK_HOLE).
 
-use super::{Rung, SourceDigest};
+use super::{Rung, SourceDigest, Watch};
 use crate::error::Op;
-use crate::events::Reporter;
 use crate::sys::{self, FdRef, Stat};
 
 /// Copies the data ranges of `src`, with `copy_file_range` when `offload`
@@ -18,7 +17,7 @@ pub(super) fn copy(
     mut offload: bool,
     buf: &mut Vec<u8>,
     mut digest: Option<&mut SourceDigest>,
-    reporter: &dyn Reporter,
+    watch: &Watch,
 ) -> Rung<(u64, u64)> {
     let mut pos = 0u64;
     let mut data_bytes = 0u64;
@@ -40,19 +39,19 @@ pub(super) fn copy(
         let first = data_bytes == 0;
         let range = (data, hole);
         let got = match copy_range(
-            src,
-            dst,
+            (src, dst),
             range,
             &mut offload,
             first,
             buf,
             digest.as_deref_mut(),
+            watch,
         ) {
             Ok(g) => g,
             Err(e) => return Rung::Failed(e),
         };
         data_bytes += got;
-        reporter.bytes(got);
+        watch.bytes(got);
         if got < hole - data {
             end = data + got;
             break;
@@ -67,17 +66,19 @@ pub(super) fn copy(
 
 /// Copies `[from, to)`; returns the bytes copied (fewer at end of file).
 fn copy_range(
-    src: FdRef,
-    dst: FdRef,
+    (src, dst): (FdRef, FdRef),
     (from, to): (u64, u64),
     offload: &mut bool,
     first: bool,
     buf: &mut Vec<u8>,
     mut digest: Option<&mut SourceDigest>,
+    watch: &Watch,
 ) -> Result<u64, super::DataError> {
     let mut off = from;
     while *offload && off < to {
-        match sys::copy_range(src, off, dst, off, (to - off).min(1 << 30) as usize) {
+        watch.check(Op::CopyFileRange)?;
+        let want = (to - off).min(super::offload::MAX_CHUNK) as usize;
+        match sys::copy_range(src, off, dst, off, want) {
             Ok(0) if first && off == from => *offload = false,
             Ok(0) => return Ok(off - from),
             Ok(n) => off += n as u64,
@@ -87,6 +88,7 @@ fn copy_range(
     }
     let buf = super::buffer(buf);
     while off < to {
+        watch.check(Op::Read)?;
         let want = ((to - off) as usize).min(buf.len());
         let n = sys::pread(src, &mut buf[..want], off).map_err(|e| (Op::Read, e))?;
         if n == 0 {

@@ -1,8 +1,7 @@
 //! Read and write through the worker's reused buffer, until read() says EOF.
 
-use super::{DataError, SourceDigest};
+use super::{DataError, SourceDigest, Watch};
 use crate::error::Op;
-use crate::events::Reporter;
 use crate::sys::{self, FdRef};
 
 /// Copies everything `src` yields. With `punch_zeros`, blocks of zeros are
@@ -14,12 +13,13 @@ pub(super) fn copy(
     punch_zeros: bool,
     buf: &mut Vec<u8>,
     mut digest: Option<&mut SourceDigest>,
-    reporter: &dyn Reporter,
+    watch: &Watch,
 ) -> Result<u64, DataError> {
     let buf = super::buffer(buf);
     let mut off = 0u64;
     let mut skipped_tail = false;
     loop {
+        watch.check(Op::Read)?;
         let n = sys::read(src, buf).map_err(|e| (Op::Read, e))?;
         if n == 0 {
             break;
@@ -35,7 +35,7 @@ pub(super) fn copy(
             skipped_tail = false;
         }
         off += n as u64;
-        reporter.bytes(n as u64);
+        watch.bytes(n as u64);
     }
     if skipped_tail {
         sys::ftruncate(dst, off).map_err(|e| (Op::Truncate, e))?;

@@ -469,6 +469,13 @@ pub fn umask() -> u32 {
 }
 
 /// The effective user id.
+/// Whether a process with this id is running on this machine.
+pub fn process_alive(pid: u32) -> bool {
+    // SAFETY: signal 0 only checks that the process exists.
+    let r = unsafe { libc::kill(pid as libc::pid_t, 0) };
+    r == 0 || io::Error::last_os_error().raw_os_error() != Some(libc::ESRCH)
+}
+
 pub fn euid() -> u32 {
     unsafe { libc::geteuid() }
 }

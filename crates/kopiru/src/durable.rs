@@ -1,0 +1,438 @@
+//! Durability and placement, in one room: temporary names, where a
+//! finished file goes (its final name at once, at the end of the run, or
+//! directly in a staged tree), per-file and per-filesystem flushes
+//! (`--sync`), staged trees and their publishing, and the clean-up of what
+//! an interrupted run left (`--resume`).
+
+use crate::error::{Error, Op};
+use crate::events::Method;
+use crate::options::SyncMode;
+use crate::sys::{self, Fd, FileKind};
+use crate::tree::node::*;
+use crate::tree::worker::Worker;
+use crate::tree::*;
+use std::collections::HashMap;
+use std::ffi::{CStr, CString};
+use std::io;
+use std::os::fd::AsFd;
+use std::path::Path;
+use std::sync::atomic::Ordering;
+use std::sync::{Arc, Condvar, Mutex};
+
+/// How often `--sync end` flushes while copying (50 ms measured best of 10,
+/// 25, 50 and 100 on ext4 and XFS; see docs/BENCHMARKS.md).
+pub(crate) const FLUSH_EVERY: std::time::Duration = std::time::Duration::from_millis(50);
+
+/// Every temporary name kopiru makes starts with this, so leftovers are
+/// recognisable (and removed by `--resume`).
+pub const TMP_PREFIX: &str = ".kopiru-tmp.";
+
+/// A top-level directory built under a temporary name beside its
+/// destination, renamed into place once it is complete (and durable).
+pub(crate) struct StagedTree {
+    /// The destination's parent.
+    pub(crate) parent: Arc<DirNode>,
+    pub(crate) tmp: CString,
+    pub(crate) name: CString,
+}
+
+impl Shared<'_> {
+    /// `--sync end`: flushes every destination filesystem every
+    /// [`FLUSH_EVERY`] while the workers copy, so the device writes while
+    /// kopiru copies and the flush at the end finds little left. (Starting
+    /// write-back per file with `sync_file_range` measured slower on small
+    /// files than no early flush at all.) Uses descriptors of its own: a
+    /// `syncfs` error is reported once per open file, and the final flush
+    /// must still see it.
+    pub(crate) fn flush_while_copying(&self, copying: &(Mutex<bool>, Condvar)) {
+        let mut own: Vec<(u64, Fd)> = Vec::new();
+        let mut running = copying.0.lock().expect("copying lock");
+        // Checked before every wait, so the end is never missed while a
+        // flush runs.
+        while *running {
+            running = copying
+                .1
+                .wait_timeout(running, FLUSH_EVERY)
+                .expect("copying lock")
+                .0;
+            if !*running {
+                return;
+            }
+            for (dev, fd, _) in self.filesystems.lock().expect("filesystems lock").iter() {
+                if !own.iter().any(|(d, _)| d == dev) {
+                    if let Ok(fd) = sys::open_dir(fd.as_fd(), c".") {
+                        own.push((*dev, fd));
+                    }
+                }
+            }
+            drop(running);
+            for (_, fd) in &own {
+                let _ = sys::sync_fs(fd.as_fd());
+            }
+            running = copying.0.lock().expect("copying lock");
+        }
+    }
+
+    /// Registers a destination filesystem for the final flush.
+    pub(crate) fn add_filesystem(&self, dev: u64, fd: &Fd, path: &Path) {
+        let mut fss = self.filesystems.lock().expect("filesystems lock");
+        if fss.iter().any(|(d, _, _)| *d == dev) {
+            return;
+        }
+        match fd.try_clone() {
+            Ok(fd) => fss.push((dev, fd, path.to_path_buf())),
+            Err(e) => self.error(Error::dst(path, Op::Open, &e)),
+        }
+    }
+
+    /// The end of the run. `--sync end`: one flush per destination
+    /// filesystem makes every file's data durable; only then do the deferred
+    /// files and the staged trees move to their final names, and a second
+    /// flush makes those names durable. A failed flush fails everything that
+    /// was waiting on that filesystem: its temporary files and trees are
+    /// removed, never renamed, and the flush is not retried.
+    pub(crate) fn publish(&self) {
+        let opts = self.opts;
+        if opts.sync != SyncMode::None {
+            self.reporter.phase(crate::events::Phase::Flushing);
+        }
+        let finish = std::mem::take(&mut *self.finish.lock().expect("finish lock"));
+        let staged = std::mem::take(&mut *self.staged.lock().expect("staged lock"));
+        let fss = std::mem::take(&mut *self.filesystems.lock().expect("filesystems lock"));
+        // Raw errno per filesystem whose flush failed.
+        let mut failed: HashMap<u64, i32> = HashMap::new();
+        if opts.sync == SyncMode::End && !(finish.is_empty() && staged.is_empty()) {
+            for (dev, fd, _) in &fss {
+                if let Err(e) = sys::sync_fs(fd.as_fd()) {
+                    failed.insert(*dev, e.raw_os_error().unwrap_or(libc::EIO));
+                }
+            }
+        }
+        let mut renamed_on: Vec<u64> = Vec::new();
+        for dir in &finish {
+            let renames = std::mem::take(&mut *dir.deferred.lock().expect("deferred lock"));
+            for (tmp, name) in renames {
+                let path = || join(&dir.dst_path, sys::os_str(&name));
+                if let Some(&errno) = failed.get(&dir.dst_dev) {
+                    if sys::unlink_at(dir.dst.as_fd(), &tmp, false).is_ok() {
+                        self.counters.withdrawn.fetch_add(1, Ordering::Relaxed);
+                    }
+                    let e = io::Error::from_raw_os_error(errno);
+                    self.error(Error::dst(path(), Op::Sync, &e));
+                    continue;
+                }
+                match self.rename_final(dir.dst.as_fd(), &tmp, &name) {
+                    Ok(_) => {}
+                    Err(e) => {
+                        let _ = sys::unlink_at(dir.dst.as_fd(), &tmp, false);
+                        self.error(Error::dst(path(), Op::Rename, &e));
+                    }
+                }
+            }
+            // The renames changed the directory's times; put them back.
+            if let (Some(st), true) = (&dir.stat, opts.preserve.times) {
+                if let Err(e) = sys::futimens(dir.dst.as_fd(), st.atime, st.mtime) {
+                    self.warn(Error::dst(&dir.dst_path, Op::SetTimes, &e));
+                }
+            }
+            renamed_on.push(dir.dst_dev);
+        }
+        for t in staged {
+            if opts.cancel.is_cancelled() {
+                // Kept under its staged name for `--resume` (or removed by
+                // the next plain run of the same command).
+                continue;
+            }
+            let parent = t.parent.dst.as_fd();
+            let path = join(&t.parent.dst_path, sys::os_str(&t.name));
+            let dev = t.parent.dst_dev;
+            let outcome = match failed.get(&dev) {
+                Some(&errno) => Err((Op::Sync, io::Error::from_raw_os_error(errno))),
+                None => sys::rename_noreplace(parent, &t.tmp, parent, &t.name)
+                    .map_err(|e| (Op::Rename, e)),
+            };
+            match outcome {
+                Ok(()) => {
+                    renamed_on.push(dev);
+                    if opts.sync == SyncMode::File {
+                        if let Err(e) = sys::sync_file(parent) {
+                            self.error(Error::dst(&t.parent.dst_path, Op::Sync, &e));
+                        }
+                    }
+                }
+                Err((op, e)) => {
+                    let mut removed = 0;
+                    if let Err(re) = remove_tree(parent, &t.tmp, &mut removed) {
+                        let tmp_path = join(&t.parent.dst_path, sys::os_str(&t.tmp));
+                        self.warn(Error::dst(tmp_path, Op::Remove, &re));
+                    }
+                    let withdrawn = &self.counters.withdrawn;
+                    withdrawn.fetch_add(removed, Ordering::Relaxed);
+                    self.error(Error::dst(path, op, &e));
+                }
+            }
+        }
+        if opts.sync == SyncMode::End {
+            for (dev, fd, path) in &fss {
+                if renamed_on.contains(dev) {
+                    if let Err(e) = sys::sync_fs(fd.as_fd()) {
+                        self.error(Error::dst(path, Op::Sync, &e));
+                    }
+                }
+            }
+        }
+    }
+
+    /// Moves a finished temporary to its final name. `Ok(false)`: the name
+    /// was taken meanwhile under `--no-clobber`; the temporary is removed.
+    pub(crate) fn rename_final(
+        &self,
+        dir: sys::FdRef,
+        tmp: &CStr,
+        name: &CStr,
+    ) -> io::Result<bool> {
+        if !self.opts.no_clobber {
+            return sys::rename_at(dir, tmp, dir, name).map(|()| true);
+        }
+        match sys::rename_noreplace(dir, tmp, dir, name) {
+            Err(e) if e.raw_os_error() == Some(libc::EEXIST) => {
+                let _ = sys::unlink_at(dir, tmp, false);
+                self.counters.skipped.fetch_add(1, Ordering::Relaxed);
+                Ok(false)
+            }
+            r => r.map(|()| true),
+        }
+    }
+}
+
+impl<'scope, 'env, 'a> Worker<'scope, 'env, 'a> {
+    /// A new temporary name: `.kopiru-tmp.<pid>.<n>`, so that a later run
+    /// can tell a leftover (its process is gone) from a live run's file.
+    pub(crate) fn tmp_name(&self) -> CString {
+        let n = self.sh.tmp_counter.fetch_add(1, Ordering::Relaxed);
+        CString::new(format!(".kopiru-tmp.{}.{n}", std::process::id())).expect("no NUL")
+    }
+
+    /// Whether files finished in `dir` wait for the end-of-run flush before
+    /// getting their final names (`--sync end` in a visible directory).
+    pub(crate) fn defers(&self, dir: &DirNode) -> bool {
+        self.sh.opts.sync == SyncMode::End && !dir.staged
+    }
+
+    /// For a top-level directory: if its destination does not exist yet, the
+    /// name to build it under (a leftover of an interrupted run is removed,
+    /// or reused with `--resume`). `Err`: failed, reported.
+    pub(crate) fn stage(&self, parent: &DirNode, dst_name: &CStr) -> Result<Option<CString>, ()> {
+        let exists = !matches!(
+            sys::stat_at(parent.dst.as_fd(), dst_name, false),
+            Err(e) if e.raw_os_error() == Some(libc::ENOENT)
+        );
+        let tmp = staged_name(dst_name);
+        // Only touched when there is one: a read-only destination then
+        // fails on the directory itself, with its own name.
+        let leftover = sys::stat_at(parent.dst.as_fd(), &tmp, false).is_ok();
+        // A leftover beside a destination that exists now cannot be
+        // resumed (the copy merges into what is there): removed.
+        if leftover && (exists || !self.sh.opts.resume) {
+            match remove_tree(parent.dst.as_fd(), &tmp, &mut 0) {
+                Err(e) if e.raw_os_error() != Some(libc::ENOENT) => {
+                    let path = join(&parent.dst_path, sys::os_str(&tmp));
+                    self.sh.error(Error::dst(path, Op::Remove, &e));
+                    return Err(());
+                }
+                _ => {}
+            }
+        }
+        Ok((!exists).then_some(tmp))
+    }
+}
+
+/// FNV-1a of a name: short, stable and dependency-free; it only has to
+/// tell destinations in one directory apart.
+fn name_hash(name: &CStr) -> u64 {
+    let mut h: u64 = 0xcbf2_9ce4_8422_2325;
+    for &b in name.to_bytes() {
+        h = (h ^ u64::from(b)).wrapping_mul(0x0100_0000_01b3);
+    }
+    h
+}
+
+/// The name a new top-level tree is built under beside its destination:
+/// the same for every run, so `--resume` finds it.
+pub(crate) fn staged_name(dst_name: &CStr) -> CString {
+    let h = name_hash(dst_name);
+    CString::new(format!("{TMP_PREFIX}tree.{h:016x}")).expect("no NUL")
+}
+
+/// The temporary name of a file named on the command line, beside its
+/// destination: the same for every run, so the next run of the same
+/// command removes what an interrupted one left (a large file's partial
+/// copy, say) with one call, without listing the directory.
+pub(crate) fn file_tmp_name(dst_name: &CStr) -> CString {
+    let h = name_hash(dst_name);
+    CString::new(format!("{TMP_PREFIX}file.{h:016x}")).expect("no NUL")
+}
+
+/// Removes what an interrupted run of the same command left of a
+/// command-line file: its temporary (see [`file_tmp_name`]).
+pub(crate) fn clean_file_leftover(sh: &Shared, dir: &Fd, path: &Path, dst_name: &CStr) {
+    let tmp = file_tmp_name(dst_name);
+    match sys::unlink_at(dir.as_fd(), &tmp, false) {
+        Ok(()) => {}
+        Err(e)
+            if matches!(
+                e.raw_os_error(),
+                Some(libc::ENOENT | libc::EISDIR | libc::EROFS | libc::EACCES | libc::EPERM)
+            ) => {}
+        Err(e) => sh.warn(Error::dst(join(path, sys::os_str(&tmp)), Op::Remove, &e)),
+    }
+}
+
+/// The process id in a temporary name `.kopiru-tmp.<pid>.<n>`.
+fn leftover_pid(name: &CStr) -> Option<u32> {
+    let rest = name.to_bytes().strip_prefix(TMP_PREFIX.as_bytes())?;
+    let rest = std::str::from_utf8(rest).ok()?;
+    let (pid, n) = rest.split_once('.')?;
+    n.parse::<u64>().ok()?;
+    pid.parse().ok()
+}
+
+/// Removes a file, or a directory and everything in it, adding the number
+/// of names removed to `removed`.
+pub(crate) fn remove_tree(dir: sys::FdRef, name: &CStr, removed: &mut u64) -> io::Result<()> {
+    match sys::unlink_at(dir, name, true) {
+        Err(e) if e.raw_os_error() == Some(libc::ENOTDIR) => {
+            sys::unlink_at(dir, name, false)?;
+            *removed += 1;
+            return Ok(());
+        }
+        Err(e) if matches!(e.raw_os_error(), Some(libc::ENOTEMPTY | libc::EEXIST)) => {}
+        r => {
+            *removed += u64::from(r.is_ok());
+            return r;
+        }
+    }
+    let sub = sys::open_dir(dir, name)?;
+    // Copied directories can be read-only; their entries must go first.
+    let _ = sys::fchmod(sub.as_fd(), 0o700);
+    for e in sys::read_dir(sub.as_fd())? {
+        let is_dir = match e.kind {
+            Some(k) => k == FileKind::Dir,
+            None => sys::stat_at(sub.as_fd(), &e.name, false)?.kind() == FileKind::Dir,
+        };
+        if is_dir {
+            remove_tree(sub.as_fd(), &e.name, removed)?;
+        } else {
+            sys::unlink_at(sub.as_fd(), &e.name, false)?;
+            *removed += 1;
+        }
+    }
+    sys::unlink_at(dir, name, true)?;
+    *removed += 1;
+    Ok(())
+}
+
+/// Removes the temporary files an interrupted run left in a destination
+/// directory this run merges into: `.kopiru-tmp.<pid>.<n>` whose process
+/// is gone. (Staged trees are directories, resumed or removed by
+/// [`Worker::stage`]; a command-line file's temporary has a name of its
+/// own, removed by [`clean_file_leftover`].)
+pub(crate) fn clean_temps(sh: &Shared, dir: &Fd, path: &Path) {
+    let entries = match sys::read_dir(dir.as_fd()) {
+        Ok(e) => e,
+        Err(e) => return sh.warn(Error::dst(path, Op::ReadDirectory, &e)),
+    };
+    for e in entries {
+        if !e.name.to_bytes().starts_with(TMP_PREFIX.as_bytes()) || e.kind == Some(FileKind::Dir) {
+            continue;
+        }
+        if leftover_pid(&e.name).is_none_or(sys::process_alive) {
+            continue;
+        }
+        if let Err(err) = sys::unlink_at(dir.as_fd(), &e.name, false) {
+            if err.raw_os_error() != Some(libc::EISDIR) {
+                sh.warn(Error::dst(
+                    join(path, sys::os_str(&e.name)),
+                    Op::Remove,
+                    &err,
+                ));
+            }
+        }
+    }
+}
+
+impl Worker<'_, '_, '_> {
+    /// The name a new file is written under: its final name in a staged
+    /// tree this run made (nobody can see it yet, and a rename per file
+    /// cost half as much again on ext4, measured), else a new temporary
+    /// name, so that its final name only ever shows a whole file.
+    pub(crate) fn write_name(&self, dir: &DirNode, dst_name: &CStr) -> CString {
+        match (dir.staged && dir.fresh, dir.stat.is_none()) {
+            (true, _) => dst_name.to_owned(),
+            (false, true) => file_tmp_name(dst_name),
+            (false, false) => self.tmp_name(),
+        }
+    }
+
+    /// Starts or waits for a written file's durability as `--sync` asks:
+    /// nothing (`none`); write-back started for the end-of-run flush
+    /// (`end`; a clone shares the source's blocks, so there is nothing to
+    /// write); fsync now (`file`).
+    pub(crate) fn sync_written(&self, fd: sys::FdRef, method: Method) -> io::Result<()> {
+        match self.sh.opts.sync {
+            SyncMode::None => Ok(()),
+            SyncMode::End if method == Method::Clone => Ok(()),
+            SyncMode::End => sys::before_fs_sync(fd),
+            SyncMode::File => sys::sync_file(fd),
+        }
+    }
+
+    /// Gives a finished file (written as `written`, from
+    /// [`Worker::write_name`]) its final name `dst_name`: already there in
+    /// a staged tree; at the end of the run, once its data is durable
+    /// (`--sync end` in a visible directory); else now. Under `--sync file`
+    /// the name is made durable with its directory. Returns the name the
+    /// data has now; `None`: failed (reported, the temporary removed) or
+    /// kept by `--no-clobber`.
+    pub(crate) fn place(
+        &self,
+        dir: &DirNode,
+        written: CString,
+        dst_name: &CStr,
+    ) -> Option<CString> {
+        let file_sync = self.sh.opts.sync == SyncMode::File;
+        if dir.staged && dir.fresh {
+            if file_sync {
+                if let Err(e) = sys::sync_file(dir.dst.as_fd()) {
+                    let _ = sys::unlink_at(dir.dst.as_fd(), &written, false);
+                    self.dst_error(dir, dst_name, Op::Sync, &e);
+                    return None;
+                }
+            }
+            return Some(written);
+        }
+        if self.defers(dir) {
+            dir.deferred
+                .lock()
+                .expect("deferred lock")
+                .push((written.clone(), dst_name.to_owned()));
+            return Some(written);
+        }
+        match self.sh.rename_final(dir.dst.as_fd(), &written, dst_name) {
+            Ok(true) => {}
+            Ok(false) => return None,
+            Err(e) => {
+                let _ = sys::unlink_at(dir.dst.as_fd(), &written, false);
+                self.dst_error(dir, dst_name, Op::Rename, &e);
+                return None;
+            }
+        }
+        if file_sync {
+            if let Err(e) = sys::sync_file(dir.dst.as_fd()) {
+                self.dst_error(dir, dst_name, Op::Sync, &e);
+                return None;
+            }
+        }
+        Some(dst_name.to_owned())
+    }
+}

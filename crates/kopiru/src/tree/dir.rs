@@ -1,0 +1,225 @@
+//! One directory entry: made (or merged into), staged when it is a new
+//! top-level tree, then queued to be listed. Also the macOS whole-tree
+//! clone, used when nothing in a tree needs per-file treatment.
+
+use super::node::*;
+use super::worker::Worker;
+use super::*;
+use crate::durable::*;
+use crate::error::{Error, Op, Refusal, Side};
+use crate::events::Method;
+use crate::options::{Follow, SyncMode};
+use crate::sys::{self, Fd, FileKind};
+use std::ffi::CStr;
+use std::io;
+use std::os::fd::AsFd;
+use std::sync::atomic::Ordering;
+use std::sync::Arc;
+
+impl<'scope, 'env, 'a> Worker<'scope, 'env, 'a> {
+    pub(crate) fn dir(
+        &mut self,
+        parent: &Arc<DirNode>,
+        name: &CStr,
+        dst_name: &CStr,
+        follow: bool,
+    ) {
+        let Some((src, st)) = self.open_and_stat(parent, name, true, follow) else {
+            return;
+        };
+        if self.sh.opts.follow != Follow::Never && is_ancestor(parent, &st) {
+            let e = io::Error::from_raw_os_error(libc::ELOOP);
+            return self.src_error(parent, name, Op::Follow, &e);
+        }
+        if self
+            .sh
+            .dst_roots
+            .lock()
+            .expect("roots lock")
+            .contains(&(st.dev, st.ino))
+        {
+            let path = join(&parent.src_path, sys::os_str(name));
+            let why = Refusal::IntoItself { dest: None };
+            return self
+                .sh
+                .error(Error::refused(Side::Source, path, Op::Copy, why));
+        }
+        let top_level = parent.stat.is_none();
+        let staged_tmp = match top_level {
+            true => match self.stage(parent, dst_name) {
+                Ok(tmp) => tmp,
+                Err(()) => return,
+            },
+            false => None,
+        };
+        // What the directory is made as: its final name, or the staged one.
+        let target = staged_tmp.as_deref().unwrap_or(dst_name);
+        let stage_it = |w: &Self| {
+            if let Some(tmp) = &staged_tmp {
+                w.sh.staged.lock().expect("staged lock").push(StagedTree {
+                    parent: parent.clone(),
+                    tmp: tmp.clone(),
+                    name: dst_name.to_owned(),
+                });
+            }
+        };
+        if sys::CLONES_TREES
+            && self.whole_clone_allowed()
+            && self.clone_whole_dir(parent, &src, name, target)
+        {
+            return stage_it(self);
+        }
+        let umask = self.sh.umask;
+        // Made with its final permission bits when they let us fill it, so no
+        // chmod is needed at the end; otherwise owner-only until it is full.
+        // (Special bits come last: a setgid directory would pass its group to
+        // what is created in it.)
+        let perm = st.perm() & 0o777;
+        let mkdir_mode = if perm & 0o300 == 0o300 { perm } else { 0o700 };
+        let mut fresh = true;
+        let created_perm = match sys::mkdir_at(parent.dst.as_fd(), target, mkdir_mode) {
+            Ok(()) => mkdir_mode & !umask,
+            Err(e) if e.raw_os_error() == Some(libc::EEXIST) => {
+                fresh = false;
+                match sys::stat_at(parent.dst.as_fd(), target, false) {
+                    Ok(d) if d.kind() == FileKind::Dir => d.perm(),
+                    Ok(_) => {
+                        let why = Refusal::DirOverNonDir { source: None };
+                        return self.dst_refusal(parent, dst_name, why);
+                    }
+                    Err(e) => return self.dst_error(parent, dst_name, Op::Stat, &e),
+                }
+            }
+            Err(e) => return self.dst_error(parent, dst_name, Op::Mkdir, &e),
+        };
+        if fresh && self.sh.opts.sync == SyncMode::File {
+            if let Err(e) = sys::sync_file(parent.dst.as_fd()) {
+                return self.dst_error(parent, dst_name, Op::Sync, &e);
+            }
+        }
+        let dst = match sys::open_dir(parent.dst.as_fd(), target) {
+            Ok(fd) => fd,
+            Err(e) => return self.dst_error(parent, dst_name, Op::Open, &e),
+        };
+        // A directory we made is on its parent's filesystem; one that was
+        // there may be a mount point.
+        let dst_dev = match !fresh || top_level {
+            false => parent.dst_dev,
+            true => match sys::fstat(dst.as_fd()) {
+                Ok(d) => {
+                    if top_level {
+                        self.sh
+                            .dst_roots
+                            .lock()
+                            .expect("roots lock")
+                            .push((d.dev, d.ino));
+                    }
+                    d.dev
+                }
+                Err(e) => return self.dst_error(parent, dst_name, Op::Stat, &e),
+            },
+        };
+        let dst_path = join(&parent.dst_path, sys::os_str(dst_name));
+        if dst_dev != parent.dst_dev {
+            self.sh.add_filesystem(dst_dev, &dst, &dst_path);
+        }
+        let mut node = DirNode::new(
+            src,
+            dst,
+            join(&parent.src_path, sys::os_str(name)),
+            dst_path,
+            dst_dev,
+            Some(parent.clone()),
+        );
+        node.stat = Some(st);
+        node.created_perm = created_perm;
+        node.staged = parent.staged || staged_tmp.is_some();
+        node.fresh = fresh;
+        let node = Arc::new(node);
+        stage_it(self);
+        parent.pending.fetch_add(1, Ordering::SeqCst);
+        self.sh.counters.dirs.fetch_add(1, Ordering::Relaxed);
+        if !fresh {
+            self.sh.counters.dirs_merged.fetch_add(1, Ordering::Relaxed);
+        }
+        self.push(Task::List(node));
+    }
+
+    /// Whether the options allow a whole directory to be one clone (macOS):
+    /// clonefile keeps mode, times, xattrs and ACLs, and the owner only when
+    /// we are privileged.
+    pub(crate) fn whole_clone_allowed(&self) -> bool {
+        use crate::options::{MethodChoice, SparseMode};
+        let o = self.sh.opts;
+        matches!(o.method, MethodChoice::Auto | MethodChoice::Clone)
+            && o.sparse != SparseMode::Never
+            && o.follow == Follow::Never
+            && (!o.preserve.owner || sys::euid() == 0)
+    }
+
+    /// Clones the directory `name` whole, in one call, if nothing in it
+    /// needs per-file treatment (a read-only pre-walk, which also counts what
+    /// it holds). False means "copy it entry by entry".
+    pub(crate) fn clone_whole_dir(
+        &self,
+        parent: &DirNode,
+        src: &Fd,
+        name: &CStr,
+        dst_name: &CStr,
+    ) -> bool {
+        let mut tally = Tally::default();
+        if !plain_tree(src, self.sh.opts.preserve.links, &mut tally).unwrap_or(false) {
+            return false;
+        }
+        if sys::clone_tree(parent.src.as_fd(), name, parent.dst.as_fd(), dst_name).is_err() {
+            return false; // exists already (merge), or another volume: per file
+        }
+        let c = &self.sh.counters;
+        c.dirs.fetch_add(tally.dirs + 1, Ordering::Relaxed);
+        c.files.fetch_add(tally.files, Ordering::Relaxed);
+        c.bytes.fetch_add(tally.bytes, Ordering::Relaxed);
+        c.symlinks.fetch_add(tally.symlinks, Ordering::Relaxed);
+        c.specials.fetch_add(tally.specials, Ordering::Relaxed);
+        c.methods[Method::Clone as usize].fetch_add(tally.files, Ordering::Relaxed);
+        self.sh.reporter.bytes(tally.bytes);
+        true
+    }
+}
+
+/// What a tree holds, counted by [`plain_tree`].
+#[derive(Default)]
+struct Tally {
+    files: u64,
+    bytes: u64,
+    dirs: u64,
+    symlinks: u64,
+    specials: u64,
+}
+
+/// Whether a tree can be cloned whole: no regular file with setuid/setgid
+/// bits (clonefile clears them) and, when hard links are kept, none with
+/// several links. Walks with an explicit stack of open directories.
+fn plain_tree(root: &Fd, links: bool, tally: &mut Tally) -> io::Result<bool> {
+    let mut stack = vec![sys::open_dir(root.as_fd(), c".")?];
+    while let Some(dir) = stack.pop() {
+        for e in sys::read_dir(dir.as_fd())? {
+            let st = sys::stat_at(dir.as_fd(), &e.name, false)?;
+            match st.kind() {
+                FileKind::File => {
+                    if st.perm() & 0o6000 != 0 || (links && st.nlink > 1) {
+                        return Ok(false);
+                    }
+                    tally.files += 1;
+                    tally.bytes += st.size;
+                }
+                FileKind::Dir => {
+                    tally.dirs += 1;
+                    stack.push(sys::open_dir(dir.as_fd(), &e.name)?);
+                }
+                FileKind::Symlink => tally.symlinks += 1,
+                _ => tally.specials += 1,
+            }
+        }
+    }
+    Ok(true)
+}

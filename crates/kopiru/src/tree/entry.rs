@@ -1,0 +1,315 @@
+//! One non-directory entry: looking at what is already at its destination
+//! name, opening its source, hard links, symlinks and special files.
+
+use super::node::*;
+use super::worker::Worker;
+use super::*;
+use crate::error::{Op, Refusal};
+use crate::meta::{self, Target};
+use crate::sys::{self, Fd, FileKind, Stat};
+use std::ffi::CStr;
+use std::io;
+use std::os::fd::AsFd;
+use std::sync::atomic::Ordering;
+use std::sync::Arc;
+
+impl<'scope, 'env, 'a> Worker<'scope, 'env, 'a> {
+    pub(crate) fn open_src(
+        &self,
+        dir: &DirNode,
+        name: &CStr,
+        is_dir: bool,
+        follow: bool,
+    ) -> io::Result<Fd> {
+        if self.sh.noatime.load(Ordering::Relaxed) {
+            match sys::open_source(dir.src.as_fd(), name, is_dir, follow, true) {
+                Err(e) if e.raw_os_error() == Some(libc::EPERM) => {
+                    self.sh.noatime.store(false, Ordering::Relaxed);
+                }
+                r => return r,
+            }
+        }
+        sys::open_source(dir.src.as_fd(), name, is_dir, follow, false)
+    }
+
+    /// Looks at what is at a destination name before a non-directory is
+    /// put there: a directory or the source itself is refused; with
+    /// `--no-clobber` anything is kept; with `--resume` an entry that is
+    /// already a complete copy is kept.
+    /// A hard link passes `resume_keeps` false: a whole file under its name
+    /// is kept only if it already is that link.
+    pub(crate) fn existing(
+        &self,
+        dir: &DirNode,
+        dst_name: &CStr,
+        src: &Stat,
+        resume_keeps: bool,
+    ) -> Existing {
+        let Ok(d) = sys::stat_at(dir.dst.as_fd(), dst_name, false) else {
+            return Existing::Absent;
+        };
+        if d.kind() == FileKind::Dir {
+            self.dst_refusal(dir, dst_name, Refusal::NonDirOverDir { source: None });
+            return Existing::Refused;
+        }
+        if (d.dev, d.ino) == (src.dev, src.ino) {
+            let same = Refusal::SameFile {
+                source: join(&dir.src_path, sys::os_str(dst_name)),
+                dest: join(&dir.dst_path, sys::os_str(dst_name)),
+            };
+            self.dst_refusal(dir, dst_name, same);
+            return Existing::Refused;
+        }
+        let opts = self.sh.opts;
+        let complete = || self.complete(&d, src, dir.staged);
+        if opts.no_clobber || (opts.resume && resume_keeps && complete()) {
+            self.sh.counters.skipped.fetch_add(1, Ordering::Relaxed);
+            return Existing::Keep;
+        }
+        Existing::Replace
+    }
+
+    /// Whether a destination entry is a finished copy of `src`. Outside a
+    /// staged tree, files are renamed to their final names only when whole,
+    /// so what was in flight is a leftover temporary. Inside one, files are
+    /// written in place with their times set last: a file cut short keeps
+    /// the time of its last write, not the source's. So a regular file must
+    /// match in size and modification time; when times are not kept, files
+    /// in a resumed staged tree are copied again.
+    pub(crate) fn complete(&self, d: &Stat, src: &Stat, staged: bool) -> bool {
+        match src.kind() {
+            FileKind::File => {
+                d.kind() == FileKind::File
+                    && d.size == src.size
+                    && if self.sh.opts.preserve.times {
+                        d.mtime == src.mtime
+                    } else {
+                        !staged
+                    }
+            }
+            k => d.kind() == k,
+        }
+    }
+
+    /// Opens a source entry and stats it on the descriptor (one lookup);
+    /// `None` when that failed (reported).
+    pub(crate) fn open_and_stat(
+        &self,
+        dir: &DirNode,
+        name: &CStr,
+        is_dir: bool,
+        follow: bool,
+    ) -> Option<(Fd, Stat)> {
+        let src = match self.open_src(dir, name, is_dir, follow) {
+            Ok(fd) => fd,
+            Err(e) => {
+                self.src_error(dir, name, Op::Open, &e);
+                return None;
+            }
+        };
+        match sys::fstat(src.as_fd()) {
+            Ok(st) => Some((src, st)),
+            Err(e) => {
+                self.src_error(dir, name, Op::Stat, &e);
+                None
+            }
+        }
+    }
+
+    pub(crate) fn file(&mut self, dir: &Arc<DirNode>, name: &CStr, dst_name: &CStr, follow: bool) {
+        let Some((src, st)) = self.open_and_stat(dir, name, false, follow) else {
+            return;
+        };
+        if st.kind() != FileKind::File {
+            let e = io::Error::other("changed type while being copied");
+            return self.src_error(dir, name, Op::Open, &e);
+        }
+        let f = SourceFile {
+            dir,
+            src: &src,
+            st: &st,
+            name,
+            dst_name,
+        };
+        self.file_opened(&f, None);
+    }
+
+    /// Copies a regular file whose source is open, or links it to an
+    /// earlier copy of the same inode. `created`: its new file, already
+    /// created under `dst_name` ([`Ahead`]).
+    pub(crate) fn file_opened(&mut self, f: &SourceFile, created: Option<io::Result<Fd>>) {
+        let (dir, st) = (f.dir, f.st);
+        if created.is_some() || !(self.sh.opts.preserve.links && st.nlink > 1) {
+            self.copy_file(f, created);
+            return;
+        }
+        // The first worker to meet this inode copies it; any other waits for
+        // that copy, then links to it.
+        let cell: LinkCell = self
+            .sh
+            .links
+            .lock()
+            .expect("links lock")
+            .entry((st.dev, st.ino))
+            .or_default()
+            .clone();
+        let mut copied_here = false;
+        let target = cell.get_or_init(|| {
+            copied_here = true;
+            self.copy_file(f, None).map(|name| LinkTarget {
+                dir: dir.clone(),
+                name,
+            })
+        });
+        if copied_here {
+            return;
+        }
+        match target {
+            Some(t) => self.hard_link(dir, f.dst_name, t, st),
+            None => {
+                self.copy_file(f, None);
+            }
+        }
+    }
+
+    pub(crate) fn hard_link(
+        &mut self,
+        dir: &DirNode,
+        dst_name: &CStr,
+        target: &LinkTarget,
+        st: &Stat,
+    ) {
+        let (tdir, tname) = (target.dir.dst.as_fd(), target.name.as_c_str());
+        let make = |n: &CStr| sys::link_at(tdir, tname, dir.dst.as_fd(), n);
+        if self.sh.opts.resume && !dir.fresh {
+            let here = sys::stat_at(dir.dst.as_fd(), dst_name, false);
+            let there = sys::stat_at(tdir, tname, false);
+            if let (Ok(a), Ok(b)) = (here, there) {
+                if (a.dev, a.ino) == (b.dev, b.ino) {
+                    self.sh.counters.skipped.fetch_add(1, Ordering::Relaxed);
+                    return;
+                }
+            }
+        }
+        if self.defers(dir) {
+            // A visible name may only appear once the data is durable.
+            match self.existing(dir, dst_name, st, false) {
+                Existing::Keep | Existing::Refused => return,
+                Existing::Absent | Existing::Replace => {}
+            }
+            let tmp = self.tmp_name();
+            match make(&tmp) {
+                Ok(()) => {
+                    dir.deferred
+                        .lock()
+                        .expect("deferred lock")
+                        .push((tmp, dst_name.to_owned()));
+                    self.sh.counters.hardlinks.fetch_add(1, Ordering::Relaxed);
+                }
+                Err(e) => self.dst_error(dir, dst_name, Op::Link, &e),
+            }
+            return;
+        }
+        match self.make_or_replace(dir, dst_name, st, false, make) {
+            Some(Ok(())) => {
+                self.sh.counters.hardlinks.fetch_add(1, Ordering::Relaxed);
+            }
+            Some(Err(e)) => self.dst_error(dir, dst_name, Op::Link, &e),
+            None => {}
+        }
+    }
+
+    /// Makes a new entry with `make`. If the name is taken, makes it under a
+    /// temporary name and renames it over, so the old entry stays whole until
+    /// the new one replaces it. `None`: kept or refused (already counted or
+    /// reported).
+    pub(crate) fn make_or_replace(
+        &self,
+        dir: &DirNode,
+        dst_name: &CStr,
+        st: &Stat,
+        resume_keeps: bool,
+        make: impl Fn(&CStr) -> io::Result<()>,
+    ) -> Option<io::Result<()>> {
+        match make(dst_name) {
+            Err(e) if e.raw_os_error() == Some(libc::EEXIST) => {
+                match self.existing(dir, dst_name, st, resume_keeps) {
+                    Existing::Keep | Existing::Refused => return None,
+                    Existing::Absent | Existing::Replace => {}
+                }
+                let tmp = self.tmp_name();
+                Some(make(&tmp).and_then(|()| {
+                    sys::rename_at(dir.dst.as_fd(), &tmp, dir.dst.as_fd(), dst_name).inspect_err(
+                        |_| {
+                            let _ = sys::unlink_at(dir.dst.as_fd(), &tmp, false);
+                        },
+                    )
+                }))
+            }
+            r => Some(r),
+        }
+    }
+
+    pub(crate) fn symlink(&mut self, dir: &DirNode, name: &CStr, dst_name: &CStr) {
+        let st = match sys::stat_at(dir.src.as_fd(), name, false) {
+            Ok(st) => st,
+            Err(e) => return self.src_error(dir, name, Op::Stat, &e),
+        };
+        let target = match sys::read_link_at(dir.src.as_fd(), name) {
+            Ok(t) => t,
+            Err(e) => return self.src_error(dir, name, Op::Readlink, &e),
+        };
+        let make = |n: &CStr| sys::symlink_at(&target, dir.dst.as_fd(), n);
+        if self.create_or_replace(dir, dst_name, &st, Op::Symlink, make) {
+            self.sh.counters.symlinks.fetch_add(1, Ordering::Relaxed);
+        }
+    }
+
+    pub(crate) fn special(&mut self, dir: &DirNode, name: &CStr, dst_name: &CStr, follow: bool) {
+        let st = match sys::stat_at(dir.src.as_fd(), name, follow) {
+            Ok(st) => st,
+            Err(e) => return self.src_error(dir, name, Op::Stat, &e),
+        };
+        let mode = st.type_and_perm();
+        let make = |n: &CStr| sys::mknod_at(dir.dst.as_fd(), n, mode, st.rdev);
+        if self.create_or_replace(dir, dst_name, &st, Op::Mknod, make) {
+            self.sh.counters.specials.fetch_add(1, Ordering::Relaxed);
+        }
+    }
+
+    /// Creates a symlink or special file with `make` (replacing an existing
+    /// entry atomically), then applies its metadata by name.
+    pub(crate) fn create_or_replace(
+        &mut self,
+        dir: &DirNode,
+        dst_name: &CStr,
+        st: &Stat,
+        op: Op,
+        make: impl Fn(&CStr) -> io::Result<()>,
+    ) -> bool {
+        match self.make_or_replace(dir, dst_name, st, true, make) {
+            None => return false,
+            Some(Err(e)) => {
+                self.dst_error(dir, dst_name, op, &e);
+                return false;
+            }
+            Some(Ok(())) => {}
+        }
+        let created_perm = st.perm() & 0o777 & !self.sh.umask;
+        let owner_now = self.new_owner(dir, || sys::stat_at(dir.dst.as_fd(), dst_name, false));
+        let target = Target::At(dir.dst.as_fd(), dst_name);
+        let w = meta::apply(
+            target,
+            None,
+            st,
+            created_perm,
+            owner_now,
+            &self.sh.opts.preserve,
+            self.sh.umask,
+        );
+        if !w.is_empty() {
+            self.warnings(&join(&dir.dst_path, sys::os_str(dst_name)), w);
+        }
+        true
+    }
+}

@@ -1,0 +1,239 @@
+//! The parallel copy: every command-line source and every directory becomes a
+//! task on one shared LIFO queue served by worker threads (LIFO keeps the walk
+//! depth-first, so few directories are open at once). Directories are read
+//! once, with large getdents64 buffers, and entries are opened relative to
+//! their directory's descriptor; a large directory is split into chunks so all
+//! workers share it, and a large new one is copied as a pipeline ([`Ahead`]:
+//! one worker creates, the others open and finish). A directory's metadata is
+//! applied when its last entry is done (post-order), counted by `pending`.
+
+mod ahead;
+mod dir;
+mod entry;
+mod file;
+pub(crate) mod node;
+pub(crate) mod worker;
+
+use crate::data::Caps;
+use crate::durable::*;
+use crate::error::{Error, Op};
+use crate::events::{Reporter, Summary};
+use crate::options::{CopyOptions, SyncMode};
+use crate::plan::Job;
+use crate::sys::{self, Fd};
+use crate::verify::{SourceHash, SourceHashes};
+use std::collections::{HashMap, VecDeque};
+use std::os::fd::AsFd;
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
+use std::sync::{Arc, Condvar, Mutex};
+
+use node::*;
+use worker::Worker;
+
+/// A directory with more entries than this is shared: its lister works
+/// through it, and idle workers join in.
+pub(crate) const SHARE_ABOVE: usize = 128;
+
+/// Entries claimed at a time from a shared directory.
+pub(crate) const SLICE: usize = 32;
+
+#[derive(Default)]
+pub(crate) struct Counters {
+    pub(crate) files: AtomicU64,
+    pub(crate) bytes: AtomicU64,
+    pub(crate) dirs: AtomicU64,
+    pub(crate) dirs_merged: AtomicU64,
+    pub(crate) symlinks: AtomicU64,
+    pub(crate) specials: AtomicU64,
+    pub(crate) hardlinks: AtomicU64,
+    pub(crate) skipped: AtomicU64,
+    /// Entries counted above and then removed by a failed final flush.
+    pub(crate) withdrawn: AtomicU64,
+    pub(crate) methods: [AtomicU64; 4],
+}
+
+pub(crate) struct Shared<'a> {
+    pub(crate) opts: &'a CopyOptions,
+    pub(crate) reporter: &'a dyn Reporter,
+    pub(crate) umask: u32,
+    /// Cleared after the first EPERM: we do not own the source files.
+    pub(crate) noatime: AtomicBool,
+    pub(crate) caps: Caps,
+    pub(crate) links: Mutex<HashMap<(u64, u64), LinkCell>>,
+    /// Popped from the back (LIFO: depth-first); shared directories are
+    /// pushed to the front, so they are joined only when nothing else waits.
+    pub(crate) queue: Mutex<VecDeque<Task>>,
+    pub(crate) wake: Condvar,
+    /// Tasks queued or running; the run ends when it reaches zero.
+    pub(crate) outstanding: AtomicUsize,
+    /// Worker threads started, and how many may be.
+    pub(crate) started: AtomicUsize,
+    pub(crate) max_workers: usize,
+    /// (device, inode) of each top-level destination directory: meeting one
+    /// in a source means copying into itself through a path the planner
+    /// could not see (a bind mount), so it is refused there.
+    pub(crate) dst_roots: Mutex<Vec<(u64, u64)>>,
+    pub(crate) counters: Counters,
+    pub(crate) errors: Mutex<Vec<Error>>,
+    pub(crate) warnings: Mutex<Vec<Error>>,
+    pub(crate) tmp_counter: AtomicU64,
+    /// Visible directories with deferred renames, kept open for the end.
+    pub(crate) finish: Mutex<Vec<Arc<DirNode>>>,
+    /// Trees to rename into place at the end.
+    pub(crate) staged: Mutex<Vec<StagedTree>>,
+    /// `--verify`: the hash of each file's source as it was read, for the
+    /// files whose data kopiru read itself.
+    pub(crate) source_hashes: Mutex<Vec<SourceHash>>,
+    /// One descriptor per destination filesystem, opened before anything is
+    /// written there: the flush at the end goes through it, and `syncfs`
+    /// reports write-back errors that happened after it was opened.
+    pub(crate) filesystems: Mutex<Vec<(u64, Fd, PathBuf)>>,
+}
+
+/// Runs every job to completion on the worker threads. Also returns the
+/// source hashes taken while copying (`--verify`).
+pub(crate) fn run(
+    jobs: Vec<Job>,
+    opts: &CopyOptions,
+    reporter: &dyn Reporter,
+    refused: Vec<Error>,
+) -> (Summary, SourceHashes) {
+    sys::raise_fd_limit();
+    let sh = Shared {
+        opts,
+        reporter,
+        umask: sys::umask(),
+        noatime: AtomicBool::new(true),
+        caps: Caps::default(),
+        links: Mutex::new(HashMap::new()),
+        queue: Mutex::new(VecDeque::new()),
+        wake: Condvar::new(),
+        outstanding: AtomicUsize::new(0),
+        started: AtomicUsize::new(1),
+        max_workers: opts.worker_count(),
+        dst_roots: Mutex::new(Vec::new()),
+        counters: Counters::default(),
+        errors: Mutex::new(Vec::new()),
+        warnings: Mutex::new(Vec::new()),
+        tmp_counter: AtomicU64::new(0),
+        finish: Mutex::new(Vec::new()),
+        staged: Mutex::new(Vec::new()),
+        source_hashes: Mutex::new(Vec::new()),
+        filesystems: Mutex::new(Vec::new()),
+    };
+    for e in refused {
+        sh.error(e);
+    }
+    // Pushed in reverse so the LIFO queue starts with the first source.
+    for job in jobs.into_iter().rev() {
+        let dst_dev = match sys::fstat(job.dst_dir.as_fd()) {
+            Ok(st) => st.dev,
+            Err(e) => {
+                sh.error(Error::dst(&job.dst_parent, Op::Stat, &e));
+                continue;
+            }
+        };
+        sh.add_filesystem(dst_dev, &job.dst_dir, &job.dst_parent);
+        if opts.resume {
+            clean_temps(&sh, &job.dst_dir, &job.dst_parent);
+        }
+        clean_file_leftover(&sh, &job.dst_dir, &job.dst_parent, &job.dst_name);
+        let node = Arc::new(DirNode::new(
+            job.src_dir,
+            job.dst_dir,
+            job.src_parent,
+            job.dst_parent,
+            dst_dev,
+            None,
+        ));
+        let item = Item {
+            name: job.src_name,
+            dst_name: Some(job.dst_name),
+            kind: None,
+            follow: job.follow,
+        };
+        sh.push(Task::Items(node, vec![item]));
+    }
+    let copying = (Mutex::new(true), Condvar::new());
+    std::thread::scope(|s| {
+        if opts.sync == SyncMode::End && sys::FS_SYNC_WRITES_FILES {
+            s.spawn(|| sh.flush_while_copying(&copying));
+        }
+        std::thread::scope(|w| {
+            // Several command-line sources are work for several workers at
+            // once; otherwise they start as the tree shows work for them.
+            let sources = sh.outstanding.load(Ordering::SeqCst);
+            let more = sources.min(sh.max_workers).saturating_sub(1);
+            sh.started.fetch_add(more, Ordering::SeqCst);
+            for _ in 0..more {
+                w.spawn(|| Worker::new(&sh, w).serve());
+            }
+            Worker::new(&sh, w).serve()
+        });
+        *copying.0.lock().expect("copying lock") = false;
+        copying.1.notify_all();
+    });
+    sh.publish();
+    let hashes = std::mem::take(&mut *sh.source_hashes.lock().expect("hashes lock"));
+    (sh.into_summary(), SourceHashes::new(hashes))
+}
+
+/// `dir/name` for messages, without a leading "./".
+pub(crate) fn join(dir: &Path, name: &std::ffi::OsStr) -> PathBuf {
+    if dir == Path::new(".") {
+        PathBuf::from(name)
+    } else {
+        dir.join(name)
+    }
+}
+
+impl Shared<'_> {
+    /// Queues a task (a shared directory at the low-priority end) and wakes
+    /// a waiting worker; returns how many tasks wait now.
+    pub(crate) fn push(&self, task: Task) -> usize {
+        let waiting = {
+            let mut q = self.queue.lock().expect("queue lock");
+            self.outstanding.fetch_add(1, Ordering::SeqCst);
+            match task {
+                Task::Share(_) => q.push_front(task),
+                _ => q.push_back(task),
+            }
+            q.len()
+        };
+        self.wake.notify_one();
+        waiting
+    }
+
+    pub(crate) fn error(&self, e: Error) {
+        self.reporter.error(&e);
+        self.errors.lock().expect("errors lock").push(e);
+    }
+
+    pub(crate) fn warn(&self, e: Error) {
+        self.reporter.warning(&e);
+        self.warnings.lock().expect("warnings lock").push(e);
+    }
+
+    pub(crate) fn into_summary(self) -> Summary {
+        let c = &self.counters;
+        let get = |a: &AtomicU64| a.load(Ordering::Relaxed);
+        Summary {
+            files: get(&c.files),
+            bytes: get(&c.bytes),
+            dirs: get(&c.dirs),
+            dirs_merged: get(&c.dirs_merged),
+            symlinks: get(&c.symlinks),
+            specials: get(&c.specials),
+            hardlinks: get(&c.hardlinks),
+            skipped: get(&c.skipped),
+            withdrawn: get(&c.withdrawn),
+            verified_files: 0,
+            methods: std::array::from_fn(|i| get(&c.methods[i])),
+            errors: self.errors.into_inner().expect("errors lock"),
+            warnings: self.warnings.into_inner().expect("warnings lock"),
+            elapsed: Default::default(),
+            cancelled: self.opts.cancel.is_cancelled(),
+        }
+    }
+}

@@ -1,0 +1,141 @@
+//! Per-directory state ([`DirNode`]), the tasks on the queue, and the
+//! entries they carry.
+
+use super::ahead::Ahead;
+use crate::sys::{Fd, FileKind, Stat};
+use std::ffi::{CStr, CString};
+use std::path::PathBuf;
+use std::sync::atomic::AtomicUsize;
+use std::sync::{Arc, Mutex, OnceLock};
+
+/// A directory being copied: both descriptors stay open until its last entry
+/// is done and its metadata is applied.
+pub(crate) struct DirNode {
+    pub(crate) src: Fd,
+    pub(crate) dst: Fd,
+    pub(crate) src_path: PathBuf,
+    pub(crate) dst_path: PathBuf,
+    pub(crate) dst_dev: u64,
+    /// The source directory's stat; `None` for the parent directory of a
+    /// command-line source, whose metadata is not ours to change.
+    pub(crate) stat: Option<Stat>,
+    /// Permission bits the destination directory was created with.
+    pub(crate) created_perm: u32,
+    /// Tasks and subdirectories not finished yet, plus one for the listing.
+    pub(crate) pending: AtomicUsize,
+    pub(crate) parent: Option<Arc<DirNode>>,
+    /// Inside a tree that is built under a temporary name and renamed into
+    /// place at the end: nothing in it is visible under its final path yet.
+    pub(crate) staged: bool,
+    /// Made by this run, so it holds only what this run put there.
+    pub(crate) fresh: bool,
+    /// Renames (temporary → final name) of files in a visible directory that
+    /// wait until their data is durable (`--sync end`).
+    pub(crate) deferred: Mutex<Vec<(CString, CString)>>,
+    /// With `-a`: the owner every entry this run creates here gets (our
+    /// fsuid; our group, or the directory's if it is setgid or mounted
+    /// `grpid`), learned from the first one, so a chown to that same owner
+    /// is skipped (coreutils skips it too, with an fstat per file).
+    pub(crate) new_owner: OnceLock<Option<(u32, u32)>>,
+}
+
+impl DirNode {
+    pub(crate) fn new(
+        src: Fd,
+        dst: Fd,
+        src_path: PathBuf,
+        dst_path: PathBuf,
+        dst_dev: u64,
+        parent: Option<Arc<DirNode>>,
+    ) -> DirNode {
+        DirNode {
+            src,
+            dst,
+            src_path,
+            dst_path,
+            dst_dev,
+            stat: None,
+            created_perm: 0,
+            pending: AtomicUsize::new(1),
+            parent,
+            staged: false,
+            fresh: false,
+            deferred: Mutex::new(Vec::new()),
+            new_owner: OnceLock::new(),
+        }
+    }
+}
+
+/// What is already at a destination name.
+pub(crate) enum Existing {
+    Absent,
+    /// Complete (`--resume`) or not to be touched (`--no-clobber`).
+    Keep,
+    /// Refused, already reported.
+    Refused,
+    Replace,
+}
+
+/// One entry to copy.
+pub(crate) struct Item {
+    pub(crate) name: CString,
+    /// A different destination name (command-line sources only).
+    pub(crate) dst_name: Option<CString>,
+    pub(crate) kind: Option<FileKind>,
+    /// Follow this entry if it is a symlink.
+    pub(crate) follow: bool,
+}
+
+pub(crate) enum Task {
+    List(Arc<DirNode>),
+    Items(Arc<DirNode>, Vec<Item>),
+    /// A large directory's entries, claimed a slice at a time by whoever has
+    /// nothing better to do (queued at the low-priority end).
+    Share(Arc<Shard>),
+}
+
+/// The entries of a large directory, shared between its lister and idle
+/// workers. Workers in different directories do not contend for a
+/// directory's lock; sharing one is only worth it when there is nothing else.
+pub(crate) struct Shard {
+    pub(crate) dir: Arc<DirNode>,
+    pub(crate) items: Vec<Item>,
+    pub(crate) next: AtomicUsize,
+    pub(crate) left: AtomicUsize,
+    /// Set when the directory's files are copied through [`Ahead`]; `items`
+    /// then holds its other entries.
+    pub(crate) ahead: Option<Ahead>,
+}
+
+/// Where the first copy of a multiply-linked inode went.
+pub(crate) struct LinkTarget {
+    pub(crate) dir: Arc<DirNode>,
+    pub(crate) name: CString,
+}
+
+pub(crate) type LinkCell = Arc<OnceLock<Option<LinkTarget>>>;
+
+/// Whether `st` is `dir` or one of its ancestors: following a symlink there
+/// would copy forever.
+pub(crate) fn is_ancestor(dir: &DirNode, st: &Stat) -> bool {
+    let mut cur = Some(dir);
+    while let Some(d) = cur {
+        if d.stat.is_some_and(|s| (s.dev, s.ino) == (st.dev, st.ino)) {
+            return true;
+        }
+        cur = d.parent.as_deref();
+    }
+    false
+}
+
+/// One regular file being copied: its source open and stat'ed, and the
+/// name it gets in the destination directory.
+pub(crate) struct SourceFile<'a> {
+    pub(crate) dir: &'a Arc<DirNode>,
+    pub(crate) src: &'a Fd,
+    pub(crate) st: &'a Stat,
+    /// Its name in the source directory.
+    pub(crate) name: &'a CStr,
+    /// Its name in the destination directory.
+    pub(crate) dst_name: &'a CStr,
+}
