@@ -31,6 +31,7 @@ pub fn run(args: DedupeArgs) -> u8 {
         dry_run: args.dry_run,
         min_size,
         jobs: args.jobs.unwrap_or(0),
+        cancel: kopiru::Cancel::new(),
     };
     let bar = Bar(args.bar.wanted(true).then(|| {
         let b = progress::bar(

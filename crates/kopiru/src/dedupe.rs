@@ -33,6 +33,9 @@ pub struct DedupeOptions {
     pub min_size: Option<u64>,
     /// Threads for hashing and sharing; 0 picks from the machine.
     pub jobs: usize,
+    /// Stops the run when cancelled: checked between files and between
+    /// chunks of a file being hashed; nothing is shared after that.
+    pub cancel: crate::Cancel,
 }
 
 /// A filesystem whose files were left alone because it cannot share blocks.
@@ -71,6 +74,8 @@ pub struct DedupeSummary {
     pub errors: Vec<Error>,
     /// Wall time.
     pub elapsed: Duration,
+    /// Stopped by its cancel handle: what was shared before stays shared.
+    pub cancelled: bool,
 }
 
 /// One regular file (one inode).
@@ -112,14 +117,14 @@ pub fn dedupe(paths: &[PathBuf], opts: &DedupeOptions, reporter: &dyn Reporter) 
     let all: Vec<usize> = size_groups.iter().flatten().copied().collect();
     let visited = par_map(&all, opts.jobs, |i, buf: &mut Vec<u8>| {
         let f = &files[i];
-        let fd = match open(f) {
+        let fd = match opts.cancel.check().and_then(|()| open(f)) {
             Ok(fd) => fd,
             Err(e) => return (Err(e), None),
         };
         let small = f.size <= 3 * SAMPLE as u64;
         let hash = small.then(|| {
             buf.resize(CHUNK, 0);
-            hash_file(&fd, f.size, None, buf)
+            hash_file(&fd, f.size, None, buf, &opts.cancel)
         });
         (sys::extents(fd.as_fd()), hash)
     });
@@ -133,8 +138,10 @@ pub fn dedupe(paths: &[PathBuf], opts: &DedupeOptions, reporter: &dyn Reporter) 
                 reporter.bytes(n);
                 small_hashes.insert(i, h);
             }
-            Some(Err(e)) => s.errors.push(Error::src(&files[i].path, Op::Read, &e)),
-            None => {}
+            Some(Err(e)) if !opts.cancel.is_cancelled() => {
+                s.errors.push(Error::src(&files[i].path, Op::Read, &e))
+            }
+            _ => {}
         }
     }
     let mut clusters: Vec<Vec<Cluster>> = Vec::new();
@@ -147,14 +154,51 @@ pub fn dedupe(paths: &[PathBuf], opts: &DedupeOptions, reporter: &dyn Reporter) 
         }
     }
 
-    // Then by samples, then by whole content, on each cluster's first file.
+    let groups = by_content(&files, clusters, small_hashes, opts, reporter, &mut s);
+
+    // Share: every file of every other cluster gets the first cluster's
+    // blocks (the biggest cluster, so the fewest files move).
+    let mut pairs: Vec<(usize, usize)> = Vec::new();
+    for mut g in groups {
+        g.sort_by_key(|c| std::cmp::Reverse((c.files.len(), c.shared_elsewhere)));
+        s.groups += 1;
+        let src = g[0].files[0];
+        s.already_shared += g[0].files.len() as u64 - 1;
+        for c in &g[1..] {
+            for &f in &c.files {
+                pairs.push((src, f));
+            }
+        }
+    }
+    s.cancelled = opts.cancel.is_cancelled();
+    if opts.dry_run {
+        s.files_shared = pairs.len() as u64;
+        s.bytes_shared = pairs.iter().map(|&(_, f)| files[f].size).sum();
+    } else if !s.cancelled {
+        share_all(&files, &pairs, opts, &mut s);
+    }
+    s.cancelled = opts.cancel.is_cancelled();
+    s.elapsed = start.elapsed();
+    s
+}
+
+/// Splits clusters of equal size into groups of equal content: by three
+/// samples, then by the whole file, each hashed on a cluster's first file.
+fn by_content(
+    files: &[File],
+    clusters: Vec<Vec<Cluster>>,
+    small_hashes: HashMap<usize, blake3::Hash>,
+    opts: &DedupeOptions,
+    reporter: &dyn Reporter,
+    s: &mut DedupeSummary,
+) -> Vec<Vec<Cluster>> {
     let reps: Vec<usize> = clusters
         .iter()
         .flatten()
         .map(|c| c.files[0])
         .filter(|&i| files[i].size > 3 * SAMPLE as u64)
         .collect();
-    let mut sampled = hash_all(&files, &reps, opts, Some(SAMPLE), reporter, &mut s);
+    let mut sampled = hash_all(files, &reps, opts, Some(SAMPLE), reporter, s);
     sampled.extend(small_hashes);
     let mut candidates: Vec<Vec<Cluster>> = Vec::new();
     for group in clusters {
@@ -173,7 +217,7 @@ pub fn dedupe(paths: &[PathBuf], opts: &DedupeOptions, reporter: &dyn Reporter) 
         .map(|c| c.files[0])
         .filter(|&i| files[i].size > 3 * SAMPLE as u64)
         .collect();
-    let full = hash_all(&files, &need_full, opts, None, reporter, &mut s);
+    let full = hash_all(files, &need_full, opts, None, reporter, s);
     let mut groups: Vec<Vec<Cluster>> = Vec::new();
     for group in candidates {
         let mut by_hash: HashMap<blake3::Hash, Vec<Cluster>> = HashMap::new();
@@ -190,29 +234,7 @@ pub fn dedupe(paths: &[PathBuf], opts: &DedupeOptions, reporter: &dyn Reporter) 
         }
         groups.extend(by_hash.into_values().filter(|v| v.len() > 1));
     }
-
-    // Share: every file of every other cluster gets the first cluster's
-    // blocks (the biggest cluster, so the fewest files move).
-    let mut pairs: Vec<(usize, usize)> = Vec::new();
-    for mut g in groups {
-        g.sort_by_key(|c| std::cmp::Reverse((c.files.len(), c.shared_elsewhere)));
-        s.groups += 1;
-        let src = g[0].files[0];
-        s.already_shared += g[0].files.len() as u64 - 1;
-        for c in &g[1..] {
-            for &f in &c.files {
-                pairs.push((src, f));
-            }
-        }
-    }
-    if opts.dry_run {
-        s.files_shared = pairs.len() as u64;
-        s.bytes_shared = pairs.iter().map(|&(_, f)| files[f].size).sum();
-    } else {
-        share_all(&files, &pairs, opts, &mut s);
-    }
-    s.elapsed = start.elapsed();
-    s
+    groups
 }
 
 /// Walks the paths (never following symlinks) and returns one entry per
@@ -356,7 +378,11 @@ fn hash_all(
             buf.resize(CHUNK, 0);
         }
         let f = &files[i];
-        let r = open(f).and_then(|fd| hash_file(&fd, f.size, sample, buf));
+        let r = opts
+            .cancel
+            .check()
+            .and_then(|()| open(f))
+            .and_then(|fd| hash_file(&fd, f.size, sample, buf, &opts.cancel));
         if let Ok((_, n)) = &r {
             reporter.bytes(*n);
         }
@@ -369,6 +395,7 @@ fn hash_all(
                 s.bytes_hashed += n;
                 hashes.insert(i, h);
             }
+            Err(_) if opts.cancel.is_cancelled() => {}
             Err(e) => s.errors.push(Error::src(&files[i].path, Op::Read, &e)),
         }
     }
@@ -380,12 +407,14 @@ fn hash_file(
     size: u64,
     sample: Option<usize>,
     buf: &mut [u8],
+    cancel: &crate::Cancel,
 ) -> io::Result<(blake3::Hash, u64)> {
     let mut h = blake3::Hasher::new();
     let mut read = 0u64;
     let mut take = |h: &mut blake3::Hasher, off: u64, len: usize| -> io::Result<()> {
         let mut done = 0;
         while done < len {
+            cancel.check()?;
             let n = sys::pread(fd.as_fd(), &mut buf[..len - done], off + done as u64)?;
             if n == 0 {
                 return Err(io::Error::other("file shrank while being read"));
@@ -473,7 +502,10 @@ fn share_all(
             }
         };
         dsts.iter()
-            .map(|&di| (di, share_one(&s, &files[di])))
+            .map(|&di| {
+                let r = opts.cancel.check().and_then(|()| share_one(&s, &files[di]));
+                (di, r)
+            })
             .collect::<Vec<_>>()
     });
     for (di, r) in results.into_iter().flat_map(|(_, v)| v) {
@@ -484,6 +516,7 @@ fn share_all(
                 s.bytes_shared += dst.size;
             }
             Ok(sys::Shared::Differs) => s.changed += 1,
+            Err(_) if opts.cancel.is_cancelled() => {}
             Err(e) => s.errors.push(Error::dst(&dst.path, Op::Dedupe, &e)),
         }
     }

@@ -172,55 +172,10 @@ pub(crate) fn copy_data(
         reporter,
         cancel: &opts.cancel,
     };
-    let keep_holes_by_kernel = opts.sparse != SparseMode::Never;
     let mut why: Option<Arc<str>> = None;
 
-    // An empty file has nothing to share: a read that returns 0 costs less
-    // than a clone call (Btrfs and XFS start a transaction for it).
-    let nothing_to_share = st.size == 0 && opts.method == MethodChoice::Auto;
-    if matches!(opts.method, MethodChoice::Auto | MethodChoice::Clone)
-        && keep_holes_by_kernel
-        && !sys::CLONE_CREATES_FILE
-        && !nothing_to_share
-    {
-        if pair.clone.usable() {
-            match sys::clone_fd(src, dst) {
-                Ok(()) => {
-                    reporter.bytes(st.size);
-                    return Ok(Moved {
-                        method: Method::Clone,
-                        bytes: st.size,
-                        why_not: None,
-                        source_hash: None,
-                    });
-                }
-                Err(e) if sys::is_not_supported(&e) => {
-                    let w: Arc<str> = format!(
-                        "clone: {} ({})",
-                        crate::error::reason(&e),
-                        sys::errno_name(&e)
-                    )
-                    .into();
-                    pair.clone.note_failure(&e, &w);
-                    why = Some(w);
-                }
-                Err(e) => return Err((Op::Clone, e)),
-            }
-        } else {
-            why = pair.clone.why();
-        }
-        if opts.method == MethodChoice::Clone {
-            let msg = why.as_deref().unwrap_or("clone: not supported").to_string();
-            return Err((Op::Clone, io::Error::new(io::ErrorKind::Unsupported, msg)));
-        }
-    }
-    if opts.method == MethodChoice::Clone {
-        let msg = if sys::CLONE_CREATES_FILE {
-            "clone: the file could not be cloned"
-        } else {
-            "clone: cannot keep --sparse=never when cloning"
-        };
-        return Err((Op::Clone, io::Error::new(io::ErrorKind::Unsupported, msg)));
+    if let Some(done) = clone_rung(src, st, dst, pair, opts, &mut why) {
+        return done.inspect(|m| watch.bytes(m.bytes));
     }
 
     // `--verify` hashes the source as it is read, so the verify pass reads
@@ -295,6 +250,73 @@ pub(crate) fn copy_data(
         why_not: why,
         source_hash: digest.map(|d| d.finish(bytes)),
     })
+}
+
+/// The clone rung: `Some` when it decided the outcome (cloned, a real
+/// failure, or `--method clone` refused); `None` to go on down the ladder,
+/// with why it could not clone added to `why`.
+fn clone_rung(
+    src: FdRef,
+    st: &Stat,
+    dst: FdRef,
+    pair: &PairCaps,
+    opts: &CopyOptions,
+    why: &mut Option<Arc<str>>,
+) -> Option<Result<Moved, DataError>> {
+    let keep_holes_by_kernel = opts.sparse != SparseMode::Never;
+    // An empty file has nothing to share: a read that returns 0 costs less
+    // than a clone call (Btrfs and XFS start a transaction for it).
+    let nothing_to_share = st.size == 0 && opts.method == MethodChoice::Auto;
+    if matches!(opts.method, MethodChoice::Auto | MethodChoice::Clone)
+        && keep_holes_by_kernel
+        && !sys::CLONE_CREATES_FILE
+        && !nothing_to_share
+    {
+        if pair.clone.usable() {
+            match sys::clone_fd(src, dst) {
+                Ok(()) => {
+                    return Some(Ok(Moved {
+                        method: Method::Clone,
+                        bytes: st.size,
+                        why_not: None,
+                        source_hash: None,
+                    }));
+                }
+                Err(e) if sys::is_not_supported(&e) => {
+                    let w: Arc<str> = format!(
+                        "clone: {} ({})",
+                        crate::error::reason(&e),
+                        sys::errno_name(&e)
+                    )
+                    .into();
+                    pair.clone.note_failure(&e, &w);
+                    *why = Some(w);
+                }
+                Err(e) => return Some(Err((Op::Clone, e))),
+            }
+        } else {
+            *why = pair.clone.why();
+        }
+        if opts.method == MethodChoice::Clone {
+            let msg = why.as_deref().unwrap_or("clone: not supported").to_string();
+            return Some(Err((
+                Op::Clone,
+                io::Error::new(io::ErrorKind::Unsupported, msg),
+            )));
+        }
+    }
+    if opts.method == MethodChoice::Clone {
+        let msg = if sys::CLONE_CREATES_FILE {
+            "clone: the file could not be cloned"
+        } else {
+            "clone: cannot keep --sparse=never when cloning"
+        };
+        return Some(Err((
+            Op::Clone,
+            io::Error::new(io::ErrorKind::Unsupported, msg),
+        )));
+    }
+    None
 }
 
 /// The reused read/write buffer of one worker, allocated on first use.

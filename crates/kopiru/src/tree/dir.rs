@@ -9,7 +9,7 @@ use crate::durable::*;
 use crate::error::{Error, Op, Refusal, Side};
 use crate::events::Method;
 use crate::options::{Follow, SyncMode};
-use crate::sys::{self, Fd, FileKind};
+use crate::sys::{self, Fd, FileKind, Stat};
 use std::ffi::CStr;
 use std::io;
 use std::os::fd::AsFd;
@@ -69,56 +69,15 @@ impl<'scope, 'env, 'a> Worker<'scope, 'env, 'a> {
         {
             return stage_it(self);
         }
-        let umask = self.sh.umask;
-        // Made with its final permission bits when they let us fill it, so no
-        // chmod is needed at the end; otherwise owner-only until it is full.
-        // (Special bits come last: a setgid directory would pass its group to
-        // what is created in it.)
-        let perm = st.perm() & 0o777;
-        let mkdir_mode = if perm & 0o300 == 0o300 { perm } else { 0o700 };
-        let mut fresh = true;
-        let created_perm = match sys::mkdir_at(parent.dst.as_fd(), target, mkdir_mode) {
-            Ok(()) => mkdir_mode & !umask,
-            Err(e) if e.raw_os_error() == Some(libc::EEXIST) => {
-                fresh = false;
-                match sys::stat_at(parent.dst.as_fd(), target, false) {
-                    Ok(d) if d.kind() == FileKind::Dir => d.perm(),
-                    Ok(_) => {
-                        let why = Refusal::DirOverNonDir { source: None };
-                        return self.dst_refusal(parent, dst_name, why);
-                    }
-                    Err(e) => return self.dst_error(parent, dst_name, Op::Stat, &e),
-                }
-            }
-            Err(e) => return self.dst_error(parent, dst_name, Op::Mkdir, &e),
+        let Some(made) = self.make_dir(parent, &st, target, dst_name) else {
+            return;
         };
-        if fresh && self.sh.opts.sync == SyncMode::File {
-            if let Err(e) = sys::sync_file(parent.dst.as_fd()) {
-                return self.dst_error(parent, dst_name, Op::Sync, &e);
-            }
-        }
-        let dst = match sys::open_dir(parent.dst.as_fd(), target) {
-            Ok(fd) => fd,
-            Err(e) => return self.dst_error(parent, dst_name, Op::Open, &e),
-        };
-        // A directory we made is on its parent's filesystem; one that was
-        // there may be a mount point.
-        let dst_dev = match !fresh || top_level {
-            false => parent.dst_dev,
-            true => match sys::fstat(dst.as_fd()) {
-                Ok(d) => {
-                    if top_level {
-                        self.sh
-                            .dst_roots
-                            .lock()
-                            .expect("roots lock")
-                            .push((d.dev, d.ino));
-                    }
-                    d.dev
-                }
-                Err(e) => return self.dst_error(parent, dst_name, Op::Stat, &e),
-            },
-        };
+        let MadeDir {
+            dst,
+            created_perm,
+            fresh,
+            dst_dev,
+        } = made;
         let dst_path = join(&parent.dst_path, sys::os_str(dst_name));
         if dst_dev != parent.dst_dev {
             self.sh.add_filesystem(dst_dev, &dst, &dst_path);
@@ -143,6 +102,88 @@ impl<'scope, 'env, 'a> Worker<'scope, 'env, 'a> {
             self.sh.counters.dirs_merged.fetch_add(1, Ordering::Relaxed);
         }
         self.push(Task::List(node));
+    }
+
+    /// Makes the destination directory `target` in `parent` (or finds it
+    /// there, to merge into) and opens it. `None`: failed, reported.
+    fn make_dir(
+        &self,
+        parent: &DirNode,
+        st: &Stat,
+        target: &CStr,
+        dst_name: &CStr,
+    ) -> Option<MadeDir> {
+        let top_level = parent.stat.is_none();
+        let umask = self.sh.umask;
+        // Made with its final permission bits when they let us fill it, so no
+        // chmod is needed at the end; otherwise owner-only until it is full.
+        // (Special bits come last: a setgid directory would pass its group to
+        // what is created in it.)
+        let perm = st.perm() & 0o777;
+        let mkdir_mode = if perm & 0o300 == 0o300 { perm } else { 0o700 };
+        let mut fresh = true;
+        let created_perm = match sys::mkdir_at(parent.dst.as_fd(), target, mkdir_mode) {
+            Ok(()) => mkdir_mode & !umask,
+            Err(e) if e.raw_os_error() == Some(libc::EEXIST) => {
+                fresh = false;
+                match sys::stat_at(parent.dst.as_fd(), target, false) {
+                    Ok(d) if d.kind() == FileKind::Dir => d.perm(),
+                    Ok(_) => {
+                        let why = Refusal::DirOverNonDir { source: None };
+                        self.dst_refusal(parent, dst_name, why);
+                        return None;
+                    }
+                    Err(e) => {
+                        self.dst_error(parent, dst_name, Op::Stat, &e);
+                        return None;
+                    }
+                }
+            }
+            Err(e) => {
+                self.dst_error(parent, dst_name, Op::Mkdir, &e);
+                return None;
+            }
+        };
+        if fresh && self.sh.opts.sync == SyncMode::File {
+            if let Err(e) = sys::sync_file(parent.dst.as_fd()) {
+                self.dst_error(parent, dst_name, Op::Sync, &e);
+                return None;
+            }
+        }
+        let dst = match sys::open_dir(parent.dst.as_fd(), target) {
+            Ok(fd) => fd,
+            Err(e) => {
+                self.dst_error(parent, dst_name, Op::Open, &e);
+                return None;
+            }
+        };
+        // A directory we made is on its parent's filesystem; one that was
+        // there may be a mount point.
+        let dst_dev = match !fresh || top_level {
+            false => parent.dst_dev,
+            true => match sys::fstat(dst.as_fd()) {
+                Ok(d) => {
+                    if top_level {
+                        self.sh
+                            .dst_roots
+                            .lock()
+                            .expect("roots lock")
+                            .push((d.dev, d.ino));
+                    }
+                    d.dev
+                }
+                Err(e) => {
+                    self.dst_error(parent, dst_name, Op::Stat, &e);
+                    return None;
+                }
+            },
+        };
+        Some(MadeDir {
+            dst,
+            created_perm,
+            fresh,
+            dst_dev,
+        })
     }
 
     /// Whether the options allow a whole directory to be one clone (macOS):
@@ -222,4 +263,14 @@ fn plain_tree(root: &Fd, links: bool, tally: &mut Tally) -> io::Result<bool> {
         }
     }
     Ok(true)
+}
+
+/// A destination directory made or found by [`Worker::make_dir`].
+struct MadeDir {
+    dst: Fd,
+    /// Permission bits it was created with (or has, if it was there).
+    created_perm: u32,
+    /// Made by this run.
+    fresh: bool,
+    dst_dev: u64,
 }
