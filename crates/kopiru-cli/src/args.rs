@@ -20,7 +20,8 @@ pub enum Command {
     Copy(CopyArgs),
     /// Compare two trees (or files) by content: every file hashed (BLAKE3)
     /// on both sides, the destination read from the device, not the cache.
-    /// Prints each difference; exits 0 if identical, 1 if not, 2 on errors.
+    /// Prints each difference; exits 0 if identical, 1 if not, 2 on errors,
+    /// 20 if stopped by a signal.
     Verify(VerifyArgs),
     /// Write a disk image (raw, or xz/gzip/zstd/bzip2, decompressed as a
     /// stream; - for standard input) to one or more whole block devices,
@@ -122,7 +123,9 @@ the complete new file or what was there before. Run the same command with
 --resume to finish an interrupted copy.
 
 Exit codes: 0 everything copied; 23 some files failed, the rest was copied;
-1 nothing could be copied; 2 usage error.";
+1 nothing could be copied; 2 usage error; 20 stopped by SIGINT, SIGTERM or
+SIGHUP (run the same command with --resume to finish; a second signal exits
+at once).";
 
 #[derive(Clone, Copy, ValueEnum)]
 pub enum MethodArg {
@@ -266,7 +269,8 @@ holding the root filesystem or the image. On a terminal kopiru shows the
 device's size and model and asks before writing (--yes to skip).
 
 Exit codes: 0 every device written and verified; 23 some devices failed, the
-others are good; 1 nothing was written correctly; 2 usage error or refusal.";
+others are good; 1 nothing was written correctly; 2 usage error or refusal;
+20 stopped by SIGINT, SIGTERM or SIGHUP.";
 
 const DEDUPE_AFTER_HELP: &str = "\
 Files are grouped by filesystem and size, then by their extent maps (files
@@ -278,7 +282,7 @@ followed; hard links count once. Files on filesystems that cannot share blocks
 are left alone, and kopiru says so.
 
 Exit codes: 0 done (or nothing to do); 23 some files failed; 1 nothing could
-be done; 2 usage error.";
+be done; 2 usage error; 20 stopped by SIGINT, SIGTERM or SIGHUP.";
 
 #[derive(Args)]
 pub struct FlashArgs {
