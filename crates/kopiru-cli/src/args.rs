@@ -16,7 +16,11 @@ pub struct Cli {
 #[derive(Subcommand)]
 pub enum Command {
     /// Copy files and directory trees (cp-like destination rules).
-    #[command(visible_alias = "cp", after_help = COPY_AFTER_HELP)]
+    #[command(
+        visible_alias = "cp",
+        override_usage = "kopiru copy [OPTIONS] <SOURCE>... <DEST>",
+        after_help = COPY_AFTER_HELP
+    )]
     Copy(CopyArgs),
     /// Compare two trees (or files) by content: every file hashed (BLAKE3)
     /// on both sides, the destination read from the device, not the cache.
@@ -36,10 +40,51 @@ pub enum Command {
     Dedupe(DedupeArgs),
     /// Show a path's filesystem and whether clone and offload work from one
     /// path to another (tried on scratch files, removed afterwards).
+    #[command(override_usage = "kopiru probe [OPTIONS] <PATH> [<PATH>]")]
     Probe(ProbeArgs),
     /// Measure copying on this machine.
     #[command(subcommand)]
     Bench(BenchCommand),
+    /// Print a shell completion script on stdout (see the README's
+    /// Install section for where to put it).
+    #[command(after_help = COMPLETIONS_AFTER_HELP)]
+    Completions(CompletionsArgs),
+    /// Print the man page (roff) of kopiru or of one command on stdout, or
+    /// write every page into a directory.
+    #[command(after_help = MAN_AFTER_HELP)]
+    Man(ManArgs),
+}
+
+const COMPLETIONS_AFTER_HELP: &str = "\
+Examples:
+  kopiru completions bash > /etc/bash_completion.d/kopiru
+  kopiru completions zsh > \"${fpath[1]}/_kopiru\"
+  kopiru completions fish > ~/.config/fish/completions/kopiru.fish";
+
+const MAN_AFTER_HELP: &str = "\
+Examples:
+  kopiru man | man -l -
+  kopiru man copy | man -l -
+  kopiru man --dir /usr/local/share/man/man1   (kopiru.1, kopiru-copy.1, ...)";
+
+#[derive(Args)]
+pub struct CompletionsArgs {
+    /// The shell to complete for.
+    #[arg(value_enum)]
+    pub shell: clap_complete::Shell,
+}
+
+#[derive(Args)]
+pub struct ManArgs {
+    /// The command whose page to print (e.g. copy, or bench sweep)
+    /// [default: kopiru's own page].
+    #[arg(value_name = "COMMAND")]
+    pub command: Vec<String>,
+
+    /// Write every page (kopiru.1, kopiru-copy.1, ...) into this directory
+    /// instead of printing one.
+    #[arg(long, value_name = "DIR", conflicts_with = "command")]
+    pub dir: Option<PathBuf>,
 }
 
 #[derive(Subcommand)]
@@ -184,7 +229,7 @@ impl ProgressArgs {
 #[derive(Args)]
 pub struct CopyArgs {
     /// Sources, then the destination.
-    #[arg(required = true, num_args = 2.., value_name = "SOURCE... DEST")]
+    #[arg(required = true, num_args = 2.., value_name = "PATH")]
     pub paths: Vec<PathBuf>,
 
     /// Accepted for cp compatibility: directories are always copied whole.
@@ -389,7 +434,7 @@ pub struct VerifyArgs {
 #[derive(Args)]
 pub struct ProbeArgs {
     /// The path to probe, and optionally a second one to copy to.
-    #[arg(required = true, num_args = 1..=2, value_name = "PATH [PATH]")]
+    #[arg(required = true, num_args = 1..=2, value_name = "PATH")]
     pub paths: Vec<PathBuf>,
 
     /// Print JSON instead of text.

@@ -9,6 +9,7 @@ mod bench;
 mod bench_fsync;
 mod copy;
 mod dedupe;
+mod docs;
 mod exit;
 mod flash;
 mod plot;
@@ -40,6 +41,8 @@ fn main() -> ExitCode {
         }
         args::Command::Bench(args::BenchCommand::Sweep(a)) => bench::run(a),
         args::Command::Bench(args::BenchCommand::Fsync(a)) => bench_fsync::run(a),
+        args::Command::Completions(a) => docs::completions(a),
+        args::Command::Man(a) => docs::man(a),
     };
     ExitCode::from(code)
 }

@@ -110,6 +110,8 @@ pub fn closed_stdout() -> R {
         code(&dd),
     )?;
     quiet_on_closed_stdout(&[OsStr::new("--help")], 0)?;
+    quiet_on_closed_stdout(&[OsStr::new("completions"), OsStr::new("bash")], 0)?;
+    quiet_on_closed_stdout(&[OsStr::new("man")], 0)?;
     Ok(())
 }
 
@@ -244,5 +246,138 @@ pub fn second_signal_exits(fs: Fs) -> R {
             show(&o)
         );
     }
+    Ok(())
+}
+
+/// `kopiru completions SHELL` for bash, zsh and fish: a script that knows
+/// the commands and their options; bash's (and zsh's and fish's, where
+/// installed) parses.
+pub fn completions() -> R {
+    for shell in ["bash", "zsh", "fish"] {
+        let o = kopiru_cmd().args(["completions", shell]).output()?;
+        let script = String::from_utf8_lossy(&o.stdout);
+        ensure!(
+            code(&o) == 0 && o.stderr.is_empty(),
+            "completions {shell}: {}",
+            show(&o)
+        );
+        let long = |name: &str| match shell {
+            "fish" => format!("-l {name}"),
+            _ => format!("--{name}"),
+        };
+        for word in [
+            "copy".into(),
+            "dedupe".into(),
+            long("sync"),
+            long("no-clobber"),
+        ] {
+            ensure!(script.contains(&word), "{shell} completions lack {word}");
+        }
+        let check: &[&str] = match shell {
+            "bash" => &["bash", "-n"],
+            "zsh" => &["zsh", "-n"],
+            _ => &["fish", "--no-execute"],
+        };
+        if !fixture::have(check[0]) {
+            ensure!(shell != "bash", "bash is not installed");
+            eprintln!("!!!!!!!! completions: {shell} not installed: its script not parsed");
+            continue;
+        }
+        let path = fixture::run_root().join(format!("completions.{shell}"));
+        std::fs::write(&path, script.as_bytes())?;
+        let o = Command::new(check[0])
+            .args(&check[1..])
+            .arg(&path)
+            .output()?;
+        ensure!(
+            o.status.success() && o.stderr.is_empty(),
+            "{check:?} on the {shell} completions: {}",
+            show(&o)
+        );
+    }
+    let o = kopiru_cmd().args(["completions", "tcsh"]).output()?;
+    ensure!(
+        code(&o) == 2,
+        "an unknown shell is a usage error: {}",
+        show(&o)
+    );
+    Ok(())
+}
+
+/// `text` without grotty's overstriking (`X\x08X` for bold, `_\x08X` for
+/// underline).
+fn unbold(text: &str) -> String {
+    let mut out = String::new();
+    for c in text.chars() {
+        if c == '\x08' {
+            out.pop();
+        } else {
+            out.push(c);
+        }
+    }
+    out
+}
+
+/// Why [`man_page`] cannot run here, if it cannot.
+pub fn groff_unavailable() -> Option<String> {
+    (!fixture::have("groff")).then(|| "groff not installed (apt-get install groff-base)".into())
+}
+
+/// `kopiru man` (and each command's page) is roff that groff renders
+/// without a warning, and names the options; `--dir` writes every page.
+pub fn man_page() -> R {
+    for page in [&[][..], &["copy"], &["bench", "sweep"], &["flash"]] {
+        let o = kopiru_cmd().arg("man").args(page).output()?;
+        ensure!(
+            code(&o) == 0 && !o.stdout.is_empty(),
+            "man {page:?}: {}",
+            show(&o)
+        );
+        let roff = fixture::run_root().join("page.1");
+        std::fs::write(&roff, &o.stdout)?;
+        let g = Command::new("groff")
+            .args(["-man", "-Tutf8", "-ww"])
+            .arg(&roff)
+            .output()?;
+        let text = unbold(&String::from_utf8_lossy(&g.stdout));
+        ensure!(
+            g.status.success() && g.stderr.is_empty() && !text.trim().is_empty(),
+            "groff on `kopiru man {}`: {}",
+            page.join(" "),
+            show(&g)
+        );
+        let want = match page {
+            [] => "kopiru-copy",
+            ["copy"] => "--no-clobber",
+            ["flash"] => "--zero-first",
+            _ => "--counts",
+        };
+        // groff may hyphenate or use Unicode hyphens: compare letters only.
+        let letters = |s: &str| {
+            s.chars()
+                .filter(|c| c.is_alphanumeric())
+                .collect::<String>()
+        };
+        ensure!(
+            letters(&text).contains(&letters(want)),
+            "`kopiru man {}` does not mention {want}:\n{text}",
+            page.join(" ")
+        );
+    }
+    let dir = fixture::run_root().join("man1");
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir)?;
+    let o = kopiru_cmd().arg("man").arg("--dir").arg(&dir).output()?;
+    ensure!(code(&o) == 0, "man --dir: {}", show(&o));
+    for f in [
+        "kopiru.1",
+        "kopiru-copy.1",
+        "kopiru-bench-sweep.1",
+        "kopiru-flash.1",
+    ] {
+        ensure!(dir.join(f).is_file(), "man --dir wrote no {f}");
+    }
+    let o = kopiru_cmd().args(["man", "teleport"]).output()?;
+    ensure!(code(&o) == 2, "man of an unknown command: {}", show(&o));
     Ok(())
 }

@@ -8,6 +8,7 @@ mod dedupe;
 mod durability;
 mod fixture;
 mod flash;
+mod help;
 mod manifest;
 mod trees;
 
@@ -1259,6 +1260,19 @@ fn main() {
     );
     add("readonly_dest::ext4".into(), ext4, Box::new(readonly_dest));
     add("closed_stdout".into(), None, Box::new(cli::closed_stdout));
+    add("completions".into(), None, Box::new(cli::completions));
+    add(
+        "man_page".into(),
+        cli::groff_unavailable(),
+        Box::new(cli::man_page),
+    );
+    for (name, args) in help::PAGES {
+        add(
+            format!("help::{name}"),
+            None,
+            Box::new(|| help::check(name, args)),
+        );
+    }
     add("proc_and_sys".into(), None, Box::new(proc_and_sys));
     add("usage".into(), None, Box::new(usage));
     add("bench_sweep".into(), None, Box::new(bench_sweep));
