@@ -159,6 +159,11 @@ FICLONE on Linux, clonefile on macOS), offload (copy_file_range: the kernel
 copies), stream (read/write through one reused buffer). What failed is
 remembered per pair of devices.
 
+Where cp and rsync differ, kopiru follows cp: -n is --no-clobber (not
+rsync's --dry-run); SOURCE/ is the same as SOURCE, the directory itself
+(write SOURCE/. for its contents, which rsync spells SOURCE/); -u (update) is
+not offered: use --resume to finish an interrupted copy.
+
 Nothing is ever half-written under its final name: a new directory tree is
 built under a temporary name (.kopiru-tmp.tree.*) beside its destination and
 renamed into place at the end; every file is written under a temporary name
@@ -389,8 +394,9 @@ pub struct DedupeArgs {
     #[arg(required = true, value_name = "PATH")]
     pub paths: Vec<PathBuf>,
 
-    /// Report what would be shared and how much, change nothing.
-    #[arg(short = 'n', long)]
+    /// Report what would be shared and how much, change nothing. (No -n:
+    /// in `kopiru copy`, as in cp, -n means --no-clobber.)
+    #[arg(long)]
     pub dry_run: bool,
 
     /// Skip files smaller than this (K, M, G suffixes) [default: one

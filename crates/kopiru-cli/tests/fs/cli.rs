@@ -381,3 +381,23 @@ pub fn man_page() -> R {
     ensure!(code(&o) == 2, "man of an unknown command: {}", show(&o));
     Ok(())
 }
+
+/// `-n` means --no-clobber in copy (as in cp), and nothing in dedupe, where
+/// it used to mean the opposite (--dry-run).
+pub fn dedupe_has_no_short_n() -> R {
+    let w = fixture::run_root().join("dedupe-n");
+    std::fs::create_dir_all(&w)?;
+    let o = kopiru_cmd().args(["dedupe", "-n"]).arg(&w).output()?;
+    ensure!(
+        code(&o) == 2 && String::from_utf8_lossy(&o.stderr).contains("'-n'"),
+        "dedupe -n: want a usage error: {}",
+        show(&o)
+    );
+    let o = kopiru_cmd().args(["dedupe", "--help"]).output()?;
+    ensure!(
+        String::from_utf8_lossy(&o.stdout).contains("--dry-run"),
+        "{}",
+        show(&o)
+    );
+    Ok(())
+}

@@ -1262,6 +1262,11 @@ fn main() {
     add("closed_stdout".into(), None, Box::new(cli::closed_stdout));
     add("completions".into(), None, Box::new(cli::completions));
     add(
+        "dedupe_has_no_short_n".into(),
+        None,
+        Box::new(cli::dedupe_has_no_short_n),
+    );
+    add(
         "man_page".into(),
         cli::groff_unavailable(),
         Box::new(cli::man_page),
