@@ -16,11 +16,16 @@ pub struct Cli {
 #[derive(Subcommand)]
 pub enum Command {
     /// Copy files and directory trees (cp-like destination rules).
-    #[command(visible_alias = "cp", after_help = COPY_AFTER_HELP)]
+    #[command(
+        visible_alias = "cp",
+        override_usage = "kopiru copy [OPTIONS] <SOURCE>... <DEST>",
+        after_help = COPY_AFTER_HELP
+    )]
     Copy(CopyArgs),
     /// Compare two trees (or files) by content: every file hashed (BLAKE3)
     /// on both sides, the destination read from the device, not the cache.
-    /// Prints each difference; exits 0 if identical, 1 if not, 2 on errors.
+    /// Prints each difference; exits 0 if identical, 1 if not, 2 on errors,
+    /// 20 if stopped by a signal.
     Verify(VerifyArgs),
     /// Write a disk image (raw, or xz/gzip/zstd/bzip2, decompressed as a
     /// stream; - for standard input) to one or more whole block devices,
@@ -35,10 +40,51 @@ pub enum Command {
     Dedupe(DedupeArgs),
     /// Show a path's filesystem and whether clone and offload work from one
     /// path to another (tried on scratch files, removed afterwards).
+    #[command(override_usage = "kopiru probe [OPTIONS] <PATH> [<PATH>]")]
     Probe(ProbeArgs),
     /// Measure copying on this machine.
     #[command(subcommand)]
     Bench(BenchCommand),
+    /// Print a shell completion script on stdout (see the README's
+    /// Install section for where to put it).
+    #[command(after_help = COMPLETIONS_AFTER_HELP)]
+    Completions(CompletionsArgs),
+    /// Print the man page (roff) of kopiru or of one command on stdout, or
+    /// write every page into a directory.
+    #[command(after_help = MAN_AFTER_HELP)]
+    Man(ManArgs),
+}
+
+const COMPLETIONS_AFTER_HELP: &str = "\
+Examples:
+  kopiru completions bash > /etc/bash_completion.d/kopiru
+  kopiru completions zsh > \"${fpath[1]}/_kopiru\"
+  kopiru completions fish > ~/.config/fish/completions/kopiru.fish";
+
+const MAN_AFTER_HELP: &str = "\
+Examples:
+  kopiru man | man -l -
+  kopiru man copy | man -l -
+  kopiru man --dir /usr/local/share/man/man1   (kopiru.1, kopiru-copy.1, ...)";
+
+#[derive(Args)]
+pub struct CompletionsArgs {
+    /// The shell to complete for.
+    #[arg(value_enum)]
+    pub shell: clap_complete::Shell,
+}
+
+#[derive(Args)]
+pub struct ManArgs {
+    /// The command whose page to print (e.g. copy, or bench sweep)
+    /// [default: kopiru's own page].
+    #[arg(value_name = "COMMAND")]
+    pub command: Vec<String>,
+
+    /// Write every page (kopiru.1, kopiru-copy.1, ...) into this directory
+    /// instead of printing one.
+    #[arg(long, value_name = "DIR", conflicts_with = "command")]
+    pub dir: Option<PathBuf>,
 }
 
 #[derive(Subcommand)]
@@ -113,6 +159,11 @@ FICLONE on Linux, clonefile on macOS), offload (copy_file_range: the kernel
 copies), stream (read/write through one reused buffer). What failed is
 remembered per pair of devices.
 
+Where cp and rsync differ, kopiru follows cp: -n is --no-clobber (not
+rsync's --dry-run); SOURCE/ is the same as SOURCE, the directory itself
+(write SOURCE/. for its contents, which rsync spells SOURCE/); -u (update) is
+not offered: use --resume to finish an interrupted copy.
+
 Nothing is ever half-written under its final name: a new directory tree is
 built under a temporary name (.kopiru-tmp.tree.*) beside its destination and
 renamed into place at the end; every file is written under a temporary name
@@ -122,7 +173,9 @@ the complete new file or what was there before. Run the same command with
 --resume to finish an interrupted copy.
 
 Exit codes: 0 everything copied; 23 some files failed, the rest was copied;
-1 nothing could be copied; 2 usage error.";
+1 nothing could be copied; 2 usage error; 20 stopped by SIGINT, SIGTERM or
+SIGHUP (run the same command with --resume to finish; a second signal exits
+at once).";
 
 #[derive(Clone, Copy, ValueEnum)]
 pub enum MethodArg {
@@ -181,7 +234,7 @@ impl ProgressArgs {
 #[derive(Args)]
 pub struct CopyArgs {
     /// Sources, then the destination.
-    #[arg(required = true, num_args = 2.., value_name = "SOURCE... DEST")]
+    #[arg(required = true, num_args = 2.., value_name = "PATH")]
     pub paths: Vec<PathBuf>,
 
     /// Accepted for cp compatibility: directories are always copied whole.
@@ -266,7 +319,8 @@ holding the root filesystem or the image. On a terminal kopiru shows the
 device's size and model and asks before writing (--yes to skip).
 
 Exit codes: 0 every device written and verified; 23 some devices failed, the
-others are good; 1 nothing was written correctly; 2 usage error or refusal.";
+others are good; 1 nothing was written correctly; 2 usage error or refusal;
+20 stopped by SIGINT, SIGTERM or SIGHUP.";
 
 const DEDUPE_AFTER_HELP: &str = "\
 Files are grouped by filesystem and size, then by their extent maps (files
@@ -278,7 +332,7 @@ followed; hard links count once. Files on filesystems that cannot share blocks
 are left alone, and kopiru says so.
 
 Exit codes: 0 done (or nothing to do); 23 some files failed; 1 nothing could
-be done; 2 usage error.";
+be done; 2 usage error; 20 stopped by SIGINT, SIGTERM or SIGHUP.";
 
 #[derive(Args)]
 pub struct FlashArgs {
@@ -340,8 +394,9 @@ pub struct DedupeArgs {
     #[arg(required = true, value_name = "PATH")]
     pub paths: Vec<PathBuf>,
 
-    /// Report what would be shared and how much, change nothing.
-    #[arg(short = 'n', long)]
+    /// Report what would be shared and how much, change nothing. (No -n:
+    /// in `kopiru copy`, as in cp, -n means --no-clobber.)
+    #[arg(long)]
     pub dry_run: bool,
 
     /// Skip files smaller than this (K, M, G suffixes) [default: one
@@ -385,7 +440,7 @@ pub struct VerifyArgs {
 #[derive(Args)]
 pub struct ProbeArgs {
     /// The path to probe, and optionally a second one to copy to.
-    #[arg(required = true, num_args = 1..=2, value_name = "PATH [PATH]")]
+    #[arg(required = true, num_args = 1..=2, value_name = "PATH")]
     pub paths: Vec<PathBuf>,
 
     /// Print JSON instead of text.

@@ -19,7 +19,7 @@ pub fn run(args: SweepArgs) -> u8 {
     match sweep(&args) {
         Ok(()) => exit::OK,
         Err(e) => {
-            eprintln!("kopiru: bench sweep: {e}");
+            errln!("kopiru: bench sweep: {e}");
             exit::FAILED
         }
     }
@@ -32,7 +32,7 @@ fn sweep(args: &SweepArgs) -> Result<(), String> {
         .clone()
         .unwrap_or_else(std::env::temp_dir)
         .join(format!("kopiru-sweep-{}", std::process::id()));
-    std::fs::create_dir_all(&root).map_err(|e| format!("{}: {e}", root.display()))?;
+    std::fs::create_dir_all(&root).map_err(|e| format!("{}: {e}", crate::render::path(&root)))?;
     let result = sweep_in(&root, total, args);
     let _ = std::fs::remove_dir_all(&root);
     result
@@ -63,16 +63,17 @@ fn sweep_in(root: &Path, total: u64, args: &SweepArgs) -> Result<(), String> {
         .collect();
     for &count in &args.counts {
         let src = root.join(format!("n{count}"));
-        eprintln!(
+        errln!(
             "kopiru: bench: making {count} files of {} bytes",
             total / count.max(1)
         );
-        make_corpus(&src, count, total).map_err(|e| format!("{}: {e}", src.display()))?;
+        make_corpus(&src, count, total)
+            .map_err(|e| format!("{}: {e}", crate::render::path(&src)))?;
         for ((_, cmd), s) in tools.iter().zip(series.iter_mut()) {
             let median = time_tool(cmd, &src, &root.join("dst"), args.runs);
             match median {
-                Some(t) => eprintln!("kopiru: bench: {count} files, {}: {t:.3} s", s.tool),
-                None => eprintln!("kopiru: bench: {count} files, {}: failed", s.tool),
+                Some(t) => errln!("kopiru: bench: {count} files, {}: {t:.3} s", s.tool),
+                None => errln!("kopiru: bench: {count} files, {}: failed", s.tool),
             }
             s.seconds.push(median);
         }
@@ -81,8 +82,11 @@ fn sweep_in(root: &Path, total: u64, args: &SweepArgs) -> Result<(), String> {
     print_table(&args.counts, total, &series);
     if let Some(plot) = &args.plot {
         let svg = crate::plot::loglog(&args.counts, &series, total);
-        std::fs::write(plot, svg).map_err(|e| format!("{}: {e}", plot.display()))?;
-        eprintln!("kopiru: bench: chart written to {}", plot.display());
+        std::fs::write(plot, svg).map_err(|e| format!("{}: {e}", crate::render::path(plot)))?;
+        errln!(
+            "kopiru: bench: chart written to {}",
+            crate::render::path(plot)
+        );
     }
     Ok(())
 }
@@ -166,7 +170,7 @@ fn print_table(counts: &[u64], total: u64, series: &[Series]) {
         }
         out.push('\n');
     }
-    print!("{out}");
+    out!("{out}");
 }
 
 pub fn human(bytes: u64) -> String {

@@ -20,13 +20,13 @@ pub fn run(args: FsyncArgs) -> u8 {
         .unwrap_or_else(std::env::temp_dir)
         .join(format!("kopiru-bench-fsync-{}", std::process::id()));
     let result = std::fs::create_dir_all(&root)
-        .map_err(|e| format!("{}: {e}", root.display()))
+        .map_err(|e| format!("{}: {e}", crate::render::path(&root)))
         .and_then(|()| bench(&root, &args));
     let _ = std::fs::remove_dir_all(&root);
     match result {
         Ok(()) => exit::OK,
         Err(e) => {
-            eprintln!("kopiru: bench fsync: {e}");
+            errln!("kopiru: bench fsync: {e}");
             exit::FAILED
         }
     }
@@ -34,13 +34,17 @@ pub fn run(args: FsyncArgs) -> u8 {
 
 fn bench(root: &Path, args: &FsyncArgs) -> Result<(), String> {
     let io = |e: std::io::Error| e.to_string();
-    println!(
+    outln!(
         "{} writes each; median of {} runs, seconds",
-        args.writes, args.runs
+        args.writes,
+        args.runs
     );
-    println!(
+    outln!(
         "{:<12} {:>12} {:>14} {:>14}",
-        "write size", "buffered", "flush each", "fsync each"
+        "write size",
+        "buffered",
+        "flush each",
+        "fsync each"
     );
     for (size, label) in [(1usize, "1 B"), (100_000, "100 kB")] {
         let chunk = vec![b'k'; size];
@@ -56,14 +60,14 @@ fn bench(root: &Path, args: &FsyncArgs) -> Result<(), String> {
             .map_err(io)?;
             row.push_str(&format!(" {t:>13.3}"));
         }
-        println!("{row}");
+        outln!("{row}");
     }
 
     let file_size = parse_size(&args.file_size)? as usize;
     let src = root.join("src");
     make_tree(&src, args.files, file_size).map_err(io)?;
-    println!();
-    println!(
+    outln!();
+    outln!(
         "copy of {} files of {}, time until durable; median of {} runs, seconds",
         args.files,
         human(file_size as u64),
@@ -96,7 +100,7 @@ fn bench(root: &Path, args: &FsyncArgs) -> Result<(), String> {
             Ok(start.elapsed().as_secs_f64())
         })
         .map_err(io)?;
-        println!("{name:<28} {t:>8.3}");
+        outln!("{name:<28} {t:>8.3}");
     }
     Ok(())
 }

@@ -5,6 +5,7 @@ use crate::args::CopyArgs;
 use crate::exit;
 use crate::progress::Progress;
 use crate::render;
+use crate::signals::{self, OnSignal};
 use kopiru::{Error, FileDone, Method, Reporter, Summary};
 use std::io::Write;
 use std::path::Path;
@@ -68,14 +69,21 @@ impl Reporter for CliReporter {
     }
 }
 
+/// What a cancelled copy says (after `kopiru: received SIGxxx: `).
+const STOPPED: &str = "stopped; run the same command with --resume to finish";
+
 pub fn run(args: CopyArgs) -> u8 {
-    let opts = match args.options() {
+    let mut opts = match args.options() {
         Ok(o) => o,
         Err(e) => {
-            eprintln!("kopiru: {e}");
+            errln!("kopiru: {e}");
             return exit::USAGE;
         }
     };
+    opts.cancel = signals::install(
+        OnSignal::Cancel,
+        "stopped at once; run the same command with --resume to finish",
+    );
     let (dest, sources) = args.paths.split_last().expect("clap requires two paths");
     // --explain prints a line per file: no bar on top of that unless asked.
     let mut reporter = CliReporter {
@@ -91,13 +99,16 @@ pub fn run(args: CopyArgs) -> u8 {
     }
     match result {
         Err(e) => {
-            eprintln!("kopiru: {e}");
+            errln!("kopiru: {e}");
             exit::USAGE
         }
         Ok(summary) => {
-            let code = exit::for_summary(&summary);
+            let code = exit::for_copy(&summary);
+            if summary.cancelled {
+                errln!("{}", signals::stopped_line(STOPPED));
+            }
             if args.json {
-                println!("{}", json_summary(&summary, code));
+                outln!("{}", json_summary(&summary, code));
             }
             code
         }
@@ -123,6 +134,7 @@ fn json_summary(s: &Summary, code: u8) -> serde_json::Value {
         "errors": s.errors.iter().map(render::error_json).collect::<Vec<_>>(),
         "warnings": s.warnings.iter().map(render::error_json).collect::<Vec<_>>(),
         "elapsed_seconds": s.elapsed.as_secs_f64(),
+        "cancelled": s.cancelled,
         "exit_code": code,
     })
 }

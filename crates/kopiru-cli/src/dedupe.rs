@@ -5,6 +5,7 @@ use crate::args::DedupeArgs;
 use crate::bench::{human, parse_size};
 use crate::exit;
 use crate::progress;
+use crate::signals::{self, OnSignal};
 use indicatif::ProgressBar;
 use kopiru::dedupe::{dedupe, DedupeOptions, DedupeSummary};
 use kopiru::Reporter;
@@ -23,7 +24,7 @@ pub fn run(args: DedupeArgs) -> u8 {
     let min_size = match args.min_size.as_deref().map(parse_size).transpose() {
         Ok(m) => m,
         Err(e) => {
-            eprintln!("kopiru: --min-size: {e}");
+            errln!("kopiru: --min-size: {e}");
             return exit::USAGE;
         }
     };
@@ -42,17 +43,24 @@ pub fn run(args: DedupeArgs) -> u8 {
         b.enable_steady_tick(std::time::Duration::from_millis(100));
         b
     }));
+    // TODO: cancel through DedupeOptions once the engine takes a Cancel
+    // there; until then a signal ends the run at once (each kernel dedupe
+    // call is whole or not done, so no file's contents change).
+    signals::install(
+        OnSignal::Exit,
+        "stopped; every file keeps its contents (some may share blocks now)",
+    );
     let s = dedupe(&args.paths, &opts, &bar);
     if let Some(b) = &bar.0 {
         b.finish_and_clear();
     }
     for e in &s.errors {
-        eprintln!("kopiru: {e}");
+        errln!("kopiru: {e}");
     }
     for u in &s.unsupported {
-        eprintln!(
+        errln!(
             "kopiru: {}: {} cannot share blocks between files: left alone",
-            u.path.display(),
+            crate::render::path(&u.path),
             if u.fs_type.is_empty() {
                 "this filesystem"
             } else {
@@ -60,21 +68,11 @@ pub fn run(args: DedupeArgs) -> u8 {
             }
         );
     }
-    let code = if !s.errors.is_empty() {
-        if s.files_shared > 0 {
-            exit::PARTIAL
-        } else {
-            exit::FAILED
-        }
-    } else if s.files_scanned == 0 && !s.unsupported.is_empty() {
-        exit::FAILED
-    } else {
-        exit::OK
-    };
+    let code = exit::for_dedupe(&s);
     if args.json {
-        println!("{}", json(&s, args.dry_run, code));
+        outln!("{}", json(&s, args.dry_run, code));
     } else {
-        print!("{}", text(&s, args.dry_run));
+        out!("{}", text(&s, args.dry_run));
     }
     code
 }
@@ -127,7 +125,7 @@ fn json(s: &DedupeSummary, dry_run: bool, code: u8) -> serde_json::Value {
         "changed": s.changed,
         "space_freed": s.space_freed,
         "unsupported": s.unsupported.iter().map(|u| serde_json::json!({
-            "path": u.path.to_string_lossy(),
+            "path": crate::render::path(&u.path),
             "fs_type": u.fs_type,
         })).collect::<Vec<_>>(),
         "errors": s.errors.iter().map(|e| e.to_string()).collect::<Vec<_>>(),

@@ -10,7 +10,7 @@ pub fn run(args: ProbeArgs) -> u8 {
     let p = match kopiru::probe::probe(from, to) {
         Ok(p) => p,
         Err(e) => {
-            eprintln!("kopiru: probe: {e}");
+            errln!("kopiru: probe: {e}");
             return exit::FAILED;
         }
     };
@@ -19,27 +19,31 @@ pub fn run(args: ProbeArgs) -> u8 {
         let paths: Vec<_> = p
             .paths
             .iter()
-            .map(|(path, fs)| serde_json::json!({ "path": path.to_string_lossy(), "filesystem": fs }))
+            .map(|(path, fs)| serde_json::json!({ "path": crate::render::path(path), "filesystem": fs }))
             .collect();
         let v = serde_json::json!({
             "paths": paths,
             "clone": trial_json(&p.clone),
             "offload": trial_json(&p.offload),
         });
-        println!("{v}");
+        outln!("{v}");
         return exit::OK;
     }
     for (path, fs) in &p.paths {
-        println!("{}: {fs}", path.display());
+        outln!("{}: {fs}", crate::render::path(path));
     }
     let direction = match to {
-        Some(t) => format!("{} -> {}", from.display(), t.display()),
-        None => format!("within {}", from.display()),
+        Some(t) => format!(
+            "{} -> {}",
+            crate::render::path(from),
+            crate::render::path(t)
+        ),
+        None => format!("within {}", crate::render::path(from)),
     };
     for (name, t) in [("clone", &p.clone), ("offload", &p.offload)] {
         match &t.detail {
-            None => println!("{name:<8}{direction}: yes"),
-            Some(d) => println!("{name:<8}{direction}: no: {d}"),
+            None => outln!("{name:<8}{direction}: yes"),
+            Some(d) => outln!("{name:<8}{direction}: no: {d}"),
         }
     }
     exit::OK

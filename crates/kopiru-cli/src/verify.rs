@@ -1,29 +1,21 @@
 //! `kopiru verify SRC DEST`: prints each difference, exits like `diff`.
 
 use crate::args::VerifyArgs;
+use crate::exit;
+use crate::signals::{self, OnSignal};
 use kopiru::verify::{verify, VerifyOptions};
 use std::io::Write;
-
-/// The trees are the same.
-const SAME: u8 = 0;
-/// They differ.
-const DIFFERENT: u8 = 1;
-/// Something could not be read (or the arguments were wrong).
-const TROUBLE: u8 = 2;
 
 pub fn run(args: VerifyArgs) -> u8 {
     let opts = VerifyOptions {
         jobs: args.jobs.unwrap_or(0),
         extra_is_difference: !args.ignore_extra,
     };
+    // TODO: cancel through VerifyOptions once the engine takes a Cancel
+    // there; until then a signal ends the run at once.
+    signals::install(OnSignal::Exit, "stopped; nothing was changed");
     let report = verify(&args.source, &args.dest, opts);
-    let code = if !report.errors.is_empty() {
-        TROUBLE
-    } else if !report.differences.is_empty() {
-        DIFFERENT
-    } else {
-        SAME
-    };
+    let code = exit::for_verify(&report);
     let mut out = std::io::stdout().lock();
     if args.json {
         let j = serde_json::json!({
@@ -47,8 +39,9 @@ pub fn run(args: VerifyArgs) -> u8 {
             let _ = writeln!(out, "{}: {}", crate::render::path(&path), d.what);
         }
     }
+    drop(out);
     for e in &report.errors {
-        eprintln!("kopiru: {e}");
+        errln!("kopiru: {e}");
     }
     code
 }

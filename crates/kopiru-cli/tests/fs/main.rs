@@ -3,10 +3,12 @@
 //! tools, strace) are missing are reported as ignored, with the reason printed
 //! loudly, never passed silently.
 
+mod cli;
 mod dedupe;
 mod durability;
 mod fixture;
 mod flash;
+mod help;
 mod manifest;
 mod trees;
 
@@ -1246,7 +1248,36 @@ fn main() {
         ext4.clone(),
         Box::new(durability::readonly_source),
     );
+    add(
+        "signal_cancels_copy::ext4".into(),
+        ext4.clone().or_else(|| Some(cli::ENGINE_CANCEL.into())),
+        Box::new(|| cli::signal_cancels_copy(Fs::Ext4)),
+    );
+    add(
+        "second_signal_exits::ext4".into(),
+        ext4.clone(),
+        Box::new(|| cli::second_signal_exits(Fs::Ext4)),
+    );
     add("readonly_dest::ext4".into(), ext4, Box::new(readonly_dest));
+    add("closed_stdout".into(), None, Box::new(cli::closed_stdout));
+    add("completions".into(), None, Box::new(cli::completions));
+    add(
+        "dedupe_has_no_short_n".into(),
+        None,
+        Box::new(cli::dedupe_has_no_short_n),
+    );
+    add(
+        "man_page".into(),
+        cli::groff_unavailable(),
+        Box::new(cli::man_page),
+    );
+    for (name, args) in help::PAGES {
+        add(
+            format!("help::{name}"),
+            None,
+            Box::new(|| help::check(name, args)),
+        );
+    }
     add("proc_and_sys".into(), None, Box::new(proc_and_sys));
     add("usage".into(), None, Box::new(usage));
     add("bench_sweep".into(), None, Box::new(bench_sweep));
