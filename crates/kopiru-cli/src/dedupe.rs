@@ -28,11 +28,15 @@ pub fn run(args: DedupeArgs) -> u8 {
             return exit::USAGE;
         }
     };
+    let cancel = signals::install(
+        OnSignal::Cancel,
+        "stopped; every file keeps its contents (some may share blocks now)",
+    );
     let opts = DedupeOptions {
         dry_run: args.dry_run,
         min_size,
         jobs: args.jobs.unwrap_or(0),
-        cancel: kopiru::Cancel::new(),
+        cancel,
     };
     let bar = Bar(args.bar.wanted(true).then(|| {
         let b = progress::bar(
@@ -43,13 +47,6 @@ pub fn run(args: DedupeArgs) -> u8 {
         b.enable_steady_tick(std::time::Duration::from_millis(100));
         b
     }));
-    // TODO: cancel through DedupeOptions once the engine takes a Cancel
-    // there; until then a signal ends the run at once (each kernel dedupe
-    // call is whole or not done, so no file's contents change).
-    signals::install(
-        OnSignal::Exit,
-        "stopped; every file keeps its contents (some may share blocks now)",
-    );
     let s = dedupe(&args.paths, &opts, &bar);
     if let Some(b) = &bar.0 {
         b.finish_and_clear();
@@ -66,6 +63,14 @@ pub fn run(args: DedupeArgs) -> u8 {
             } else {
                 &u.fs_type
             }
+        );
+    }
+    if s.cancelled {
+        errln!(
+            "{}",
+            signals::stopped_line(
+                "stopped; every file keeps its contents (some may share blocks now)"
+            )
         );
     }
     let code = exit::for_dedupe(&s);

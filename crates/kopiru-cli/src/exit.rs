@@ -55,6 +55,9 @@ pub fn for_verify(r: &VerifyReport) -> u8 {
 /// `kopiru dedupe`: a run on filesystems that cannot share blocks (and
 /// nothing else) failed.
 pub fn for_dedupe(s: &DedupeSummary) -> u8 {
+    if s.cancelled {
+        return CANCELLED;
+    }
     if s.errors.is_empty() && s.files_scanned == 0 && !s.unsupported.is_empty() {
         return FAILED;
     }
