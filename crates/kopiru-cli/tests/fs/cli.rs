@@ -10,14 +10,6 @@ use std::path::Path;
 use std::process::{Child, Command, Output, Stdio};
 use std::time::{Duration, Instant};
 
-macro_rules! ensure {
-    ($cond:expr, $($msg:tt)+) => {
-        if !$cond {
-            return Err(format!($($msg)+).into());
-        }
-    };
-}
-
 fn kopiru_cmd() -> Command {
     Command::new(env!("CARGO_BIN_EXE_kopiru"))
 }
@@ -167,10 +159,6 @@ fn wait_timed(child: Child) -> Result<(Output, Duration), Failed> {
     let o = child.wait_with_output()?;
     Ok((o, start.elapsed()))
 }
-
-/// Why [`signal_cancels_copy`] is not run by default yet.
-pub const ENGINE_CANCEL: &str = "the engine does not check its Cancel flag yet (issue 13, \
-     another branch): run with --include-ignored once it does";
 
 /// One SIGTERM stops a copy: exit 20, one line on stderr naming the signal
 /// and --resume, the JSON summary with `"cancelled": true`; the same

@@ -8,14 +8,6 @@ use std::ffi::OsStr;
 use std::path::Path;
 use std::process::{Command, Output};
 
-macro_rules! ensure {
-    ($cond:expr, $($msg:tt)+) => {
-        if !$cond {
-            return Err(format!($($msg)+).into());
-        }
-    };
-}
-
 const MIB: usize = 1 << 20;
 
 fn dedupe(args: &[&OsStr]) -> Output {

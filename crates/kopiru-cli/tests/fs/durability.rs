@@ -11,14 +11,6 @@ use std::os::unix::ffi::OsStrExt;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 
-macro_rules! ensure {
-    ($cond:expr, $($msg:tt)+) => {
-        if !$cond {
-            return Err(format!($($msg)+).into());
-        }
-    };
-}
-
 /// A tree of 120 files (1 byte to 300 KB) in three directories, with a
 /// symlink and a hard link; `seed` varies the contents.
 pub fn tree(root: &Path, seed: u64) -> Result<(), Failed> {

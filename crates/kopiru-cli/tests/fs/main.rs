@@ -3,6 +3,16 @@
 //! tools, strace) are missing are reported as ignored, with the reason printed
 //! loudly, never passed silently.
 
+/// `return Err(...)` with a message unless `cond` holds (before the
+/// modules, so that every one of them can use it).
+macro_rules! ensure {
+    ($cond:expr, $($msg:tt)+) => {
+        if !$cond {
+            return Err(format!($($msg)+).into());
+        }
+    };
+}
+
 mod cli;
 mod dedupe;
 mod durability;
@@ -10,6 +20,7 @@ mod fixture;
 mod flash;
 mod help;
 mod manifest;
+mod signals;
 mod trees;
 
 use fixture::Fs;
@@ -21,14 +32,6 @@ use std::path::Path;
 use std::process::{Command, Output};
 
 type R = Result<(), Failed>;
-
-macro_rules! ensure {
-    ($cond:expr, $($msg:tt)+) => {
-        if !$cond {
-            return Err(format!($($msg)+).into());
-        }
-    };
-}
 
 fn kopiru<I, S>(args: I) -> Output
 where
@@ -1250,7 +1253,7 @@ fn main() {
     );
     add(
         "signal_cancels_copy::ext4".into(),
-        ext4.clone().or_else(|| Some(cli::ENGINE_CANCEL.into())),
+        ext4.clone(),
         Box::new(|| cli::signal_cancels_copy(Fs::Ext4)),
     );
     add(
@@ -1259,6 +1262,16 @@ fn main() {
         Box::new(|| cli::second_signal_exits(Fs::Ext4)),
     );
     add("readonly_dest::ext4".into(), ext4, Box::new(readonly_dest));
+    add(
+        "sigint_large_file::ext4".into(),
+        Fs::Ext4.unavailable(),
+        Box::new(signals::sigint_large_file),
+    );
+    add(
+        "sigint_many_files::ext4".into(),
+        Fs::Ext4.unavailable(),
+        Box::new(|| signals::sigint_many_files(Fs::Ext4)),
+    );
     add("closed_stdout".into(), None, Box::new(cli::closed_stdout));
     add("completions".into(), None, Box::new(cli::completions));
     add(
