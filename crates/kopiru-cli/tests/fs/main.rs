@@ -5,6 +5,7 @@
 
 mod dedupe;
 mod durability;
+mod edges;
 mod fixture;
 mod flash;
 mod manifest;
@@ -1171,6 +1172,11 @@ fn main() {
         "into_itself_via_bind_mount::ext4".into(),
         ext4.clone(),
         Box::new(|| into_itself_via_bind_mount(Fs::Ext4)),
+    );
+    add(
+        "edges_same_file::ext4".into(),
+        ext4.clone(),
+        Box::new(|| edges::same_file(Fs::Ext4)),
     );
     let flash_needs = fixture::loop_unavailable().or_else(|| {
         ["xz", "zstd", "bzip2", "gzip", "sfdisk"]

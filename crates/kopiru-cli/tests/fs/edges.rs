@@ -1,0 +1,141 @@
+//! Edge cases of the command line: a source that is its own destination by
+//! another name (symlink, hard link, `..`, bind mount, `SRC/.`), `probe` on
+//! a missing path, `--verify`'s counts, `--method clone` where no clone is
+//! possible, and read-only destinations.
+
+use crate::fixture::{self, Fs};
+use crate::manifest::{self, manifest};
+use crate::{code, show, R};
+use std::path::Path;
+use std::process::{Command, Output};
+
+macro_rules! ensure {
+    ($cond:expr, $($msg:tt)+) => {
+        if !$cond {
+            return Err(format!($($msg)+).into());
+        }
+    };
+}
+
+/// kopiru run in `dir` (so arguments are written as a user types them).
+fn kopiru_in(dir: &Path, args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_kopiru"))
+        .current_dir(dir)
+        .args(args)
+        .output()
+        .expect("run kopiru")
+}
+
+/// The tree every same-file case starts from, in `w`: a file `T` with its
+/// symlink `LINK` and hard link `HARD`, a directory `src` with its symlink
+/// `DLINK`, and an empty directory `b` for bind mounts.
+fn same_file_tree(w: &Path) -> R {
+    let _ = Command::new("umount").arg(w.join("b")).status();
+    let _ = std::fs::remove_dir_all(w);
+    std::fs::create_dir_all(w.join("src/sub"))?;
+    std::fs::create_dir_all(w.join("d"))?;
+    std::fs::create_dir_all(w.join("b"))?;
+    std::fs::write(w.join("T"), b"precious")?;
+    std::fs::write(w.join("src/f"), b"data")?;
+    std::fs::write(w.join("src/sub/g"), b"more data")?;
+    std::fs::write(w.join("d/file"), b"other")?;
+    std::os::unix::fs::symlink("T", w.join("LINK"))?;
+    std::os::unix::fs::symlink("src", w.join("DLINK"))?;
+    std::fs::hard_link(w.join("T"), w.join("HARD"))?;
+    Ok(())
+}
+
+/// A source that is the destination by any path is refused before anything
+/// is written: exit 1, "same file" or "into itself", and every byte, name,
+/// mode and time under the work directory as before.
+pub fn same_file(fs: Fs) -> R {
+    let w = fixture::workdir(fs, "edges-same-file")?;
+    // (bind-mount src on b first, arguments)
+    let cases: &[(bool, &[&str])] = &[
+        // A symlink to the destination file: cp says "are the same file";
+        // kopiru used to replace T by a symlink to itself and exit 0.
+        (false, &["LINK", "T"]),
+        (false, &["-H", "LINK", "T"]),
+        (false, &["-L", "LINK", "T"]),
+        // The destination is a symlink to the source (cp refuses too).
+        (false, &["T", "LINK"]),
+        // A hard link of the destination, and a `..` path to it.
+        (false, &["HARD", "T"]),
+        (false, &["d/../T", "T"]),
+        (false, &["-T", "d/../T", "HARD"]),
+        // A directory onto itself: SRC/. and -T, by its name or a symlink.
+        (false, &["src/.", "src"]),
+        (false, &["-T", "src", "src"]),
+        (false, &["src/.", "DLINK"]),
+        (false, &["-T", "src", "DLINK"]),
+        (false, &["-T", "DLINK", "src"]),
+        (false, &["-L", "-T", "DLINK", "src"]),
+        (false, &["-H", "DLINK/.", "src"]),
+        (false, &["DLINK/.", "src"]),
+        (false, &["-T", "src/sub/..", "src"]),
+        // Into itself through a symlinked parent.
+        (false, &["src", "DLINK/sub"]),
+        (false, &["-L", "DLINK", "DLINK/sub"]),
+        (false, &["src/f", "DLINK/f"]),
+        // Through a bind mount of the source directory on b.
+        (true, &["src", "b/x"]),
+        (true, &["src", "b"]),
+        (true, &["src", "b/sub"]),
+        (true, &["src/.", "b"]),
+        (true, &["-T", "src", "b"]),
+        (true, &["b", "src/sub"]),
+        (true, &["b/.", "src"]),
+        (true, &["src/f", "b/f"]),
+    ];
+    let mut failures = Vec::new();
+    for (bind, args) in cases {
+        same_file_tree(&w)?;
+        if *bind {
+            fixture::sh(
+                Command::new("mount")
+                    .arg("--bind")
+                    .arg(w.join("src"))
+                    .arg(w.join("b")),
+            )?;
+        }
+        let before = manifest(&w)?;
+        let mut all = vec!["copy"];
+        all.extend_from_slice(args);
+        let o = kopiru_in(&w, &all);
+        let after = manifest(&w);
+        if *bind {
+            let _ = Command::new("umount").arg(w.join("b")).status();
+        }
+        let err = String::from_utf8_lossy(&o.stderr);
+        if code(&o) != 1 || !(err.contains("same file") || err.contains("into itself")) {
+            failures.push(format!("{args:?}: want exit 1, same file: {}", show(&o)));
+        }
+        let d = manifest::compare(&before, &after?, manifest::ALL);
+        if !d.is_empty() {
+            failures.push(format!("{args:?}: changed: {d:#?}"));
+        }
+        if err.lines().count() != 1 {
+            failures.push(format!("{args:?}: want one line on stderr: {}", show(&o)));
+        }
+    }
+    let _ = Command::new("umount").arg(w.join("b")).status();
+    ensure!(
+        failures.is_empty(),
+        "{} failures:\n{}",
+        failures.len(),
+        failures.join("\n")
+    );
+    // What is not the same file is still copied: a symlink beside its
+    // target, a hard link's group into a new directory.
+    same_file_tree(&w)?;
+    let o = kopiru_in(&w, &["copy", "LINK", "LINK2"]);
+    ensure!(code(&o) == 0, "{}", show(&o));
+    ensure!(
+        std::fs::read_link(w.join("LINK2"))? == Path::new("T"),
+        "LINK2 is not a symlink to T"
+    );
+    let o = kopiru_in(&w, &["copy", "-T", "src", "DLINK2"]);
+    ensure!(code(&o) == 0, "{}", show(&o));
+    ensure!(std::fs::read(w.join("DLINK2/f"))? == b"data", "not copied");
+    Ok(())
+}
