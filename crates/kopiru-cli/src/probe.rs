@@ -10,7 +10,7 @@ pub fn run(args: ProbeArgs) -> u8 {
     let p = match kopiru::probe::probe(from, to) {
         Ok(p) => p,
         Err(e) => {
-            eprintln!("kopiru: probe: {e}");
+            eprintln!("kopiru: {e}");
             return exit::FAILED;
         }
     };

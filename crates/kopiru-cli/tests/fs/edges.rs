@@ -139,3 +139,41 @@ pub fn same_file(fs: Fs) -> R {
     ensure!(std::fs::read(w.join("DLINK2/f"))? == b"data", "not copied");
     Ok(())
 }
+
+/// `kopiru probe` on a path that does not exist fails with the path
+/// (it used to report the filesystem of the directory above and exit 0),
+/// and an error on a scratch file (in /proc, where nothing can be created)
+/// names that file; an existing path still works.
+pub fn probe_errors(fs: Fs) -> R {
+    let w = fixture::workdir(fs, "edges-probe")?;
+    let o = kopiru_in(&w, &["probe", "MISSING"]);
+    ensure!(code(&o) == 1, "want exit 1: {}", show(&o));
+    ensure!(
+        o.stderr == b"kopiru: MISSING: stat: No such file or directory\n",
+        "{}",
+        show(&o)
+    );
+    ensure!(o.stdout.is_empty(), "{}", show(&o));
+    let o = kopiru_in(&w, &["probe", ".", "missing/deeper"]);
+    ensure!(
+        code(&o) == 1 && o.stderr == b"kopiru: missing/deeper: stat: No such file or directory\n",
+        "{}",
+        show(&o)
+    );
+    let o = kopiru_in(&w, &["probe", "/proc/self"]);
+    let err = String::from_utf8_lossy(&o.stderr);
+    ensure!(
+        code(&o) == 1 && err.starts_with("kopiru: /proc/self/") && err.contains(": create: "),
+        "{}",
+        show(&o)
+    );
+    let o = kopiru_in(&w, &["probe", "."]);
+    ensure!(code(&o) == 0, "{}", show(&o));
+    let out = String::from_utf8_lossy(&o.stdout);
+    ensure!(out.starts_with(&format!(".: {}\n", fs.name())), "{out}");
+    ensure!(
+        std::fs::read_dir(&w)?.next().is_none(),
+        "scratch files left"
+    );
+    Ok(())
+}

@@ -1178,6 +1178,11 @@ fn main() {
         ext4.clone(),
         Box::new(|| edges::same_file(Fs::Ext4)),
     );
+    add(
+        "edges_probe_errors::ext4".into(),
+        ext4.clone(),
+        Box::new(|| edges::probe_errors(Fs::Ext4)),
+    );
     let flash_needs = fixture::loop_unavailable().or_else(|| {
         ["xz", "zstd", "bzip2", "gzip", "sfdisk"]
             .iter()
