@@ -177,3 +177,48 @@ pub fn probe_errors(fs: Fs) -> R {
     );
     Ok(())
 }
+
+/// `copy --verify` counts the files the copy counts: a second name of a
+/// hard-linked file is a hard link (`hard_links`), not a file, and it is
+/// not read a second time; the root directory, directories and symlinks
+/// are not files either. `kopiru verify` counts the same way, and still
+/// compares every name of a group whose link the destination did not keep.
+pub fn verify_counts(fs: Fs) -> R {
+    let w = fixture::workdir(fs, "edges-verify-counts")?;
+    let (src, dst) = (w.join("src"), w.join("dst"));
+    std::fs::create_dir_all(src.join("dir"))?;
+    std::fs::write(src.join("file"), b"file data")?;
+    std::fs::write(src.join("dir/inner"), b"inner data")?;
+    std::fs::write(src.join("empty"), b"")?;
+    std::os::unix::fs::symlink("file", src.join("link"))?;
+    std::fs::hard_link(src.join("file"), src.join("hard"))?;
+    std::fs::hard_link(src.join("file"), src.join("dir/hard2"))?;
+    let s = |p: &Path| p.to_str().unwrap().to_string();
+    let o = kopiru_in(&w, &["copy", "--verify", "--json", &s(&src), &s(&dst)]);
+    ensure!(code(&o) == 0, "{}", show(&o));
+    let j = crate::json(&o)?;
+    ensure!(
+        j["files"] == 3 && j["hard_links"] == 2 && j["verified_files"] == j["files"],
+        "verified_files is not files (3, with 2 hard links): {j}"
+    );
+    let o = kopiru_in(&w, &["verify", "--json", &s(&src), &s(&dst)]);
+    let j = crate::json(&o)?;
+    ensure!(code(&o) == 0 && j["files"] == 3, "{}", show(&o));
+    // A copy that did not keep the link: each name is its own file there,
+    // compared and counted.
+    std::fs::remove_file(dst.join("hard"))?;
+    std::fs::write(dst.join("hard"), b"file data")?;
+    let o = kopiru_in(&w, &["verify", "--json", &s(&src), &s(&dst)]);
+    let j = crate::json(&o)?;
+    ensure!(code(&o) == 0 && j["files"] == 4, "{}", show(&o));
+    std::fs::write(dst.join("hard"), b"file DATA")?;
+    let o = kopiru_in(&w, &["verify", &s(&src), &s(&dst)]);
+    ensure!(
+        code(&o) == 1
+            && String::from_utf8_lossy(&o.stdout)
+                == format!("{}: content differs\n", dst.join("hard").display()),
+        "{}",
+        show(&o)
+    );
+    Ok(())
+}

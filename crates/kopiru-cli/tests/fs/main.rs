@@ -1183,6 +1183,11 @@ fn main() {
         ext4.clone(),
         Box::new(|| edges::probe_errors(Fs::Ext4)),
     );
+    add(
+        "edges_verify_counts::ext4".into(),
+        ext4.clone(),
+        Box::new(|| edges::verify_counts(Fs::Ext4)),
+    );
     let flash_needs = fixture::loop_unavailable().or_else(|| {
         ["xz", "zstd", "bzip2", "gzip", "sfdisk"]
             .iter()
