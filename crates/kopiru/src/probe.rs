@@ -112,6 +112,31 @@ pub(crate) fn clone_into(src: FdRef, dst_dir: FdRef, name: &CStr) -> io::Result<
     })
 }
 
+/// Whether the filesystems refuse to clone the open regular file `src`
+/// into `dst_dir`: tried on a scratch name (`.kopiru-probe.<pid>.<n>`),
+/// removed afterwards. `Some` only with the filesystem's answer (EXDEV,
+/// EOPNOTSUPP, ENOTTY, ENOSYS, EINVAL); `None` when the clone worked or
+/// the trial could not tell (the scratch file could not be made: read-only,
+/// full, no permission).
+pub(crate) fn clone_refused(src: FdRef, dst_dir: FdRef) -> Option<io::Error> {
+    static N: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+    let n = N.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    let name = CString::new(format!(".kopiru-probe.{}.{n}", std::process::id())).expect("no NUL");
+    match clone_into(src, dst_dir, &name) {
+        Ok(()) => {
+            let _ = sys::unlink_at(dst_dir, &name, false);
+            None
+        }
+        Err(e) => {
+            let refused = matches!(
+                e.raw_os_error(),
+                Some(libc::EXDEV | libc::EOPNOTSUPP | libc::ENOTTY | libc::ENOSYS | libc::EINVAL)
+            ) || e.raw_os_error() == Some(libc::ENOTSUP);
+            refused.then_some(e)
+        }
+    }
+}
+
 fn trial(dir: &Fd, name: &str, f: impl FnOnce(&Fd, &std::ffi::CStr) -> io::Result<()>) -> Trial {
     let name = CString::new(name).expect("no NUL");
     let r = f(dir, &name);

@@ -222,3 +222,107 @@ pub fn verify_counts(fs: Fs) -> R {
     );
     Ok(())
 }
+
+/// A tree of 50 files (1 to 10 KB) in five directories, and an empty file
+/// at the top (which `--method clone` clones too).
+fn fifty(root: &Path) -> R {
+    std::fs::create_dir_all(root)?;
+    std::fs::write(root.join("0-empty"), b"")?;
+    for d in 0..5 {
+        let dir = root.join(format!("d{d}"));
+        std::fs::create_dir_all(&dir)?;
+        for i in 0..10 {
+            crate::trees::write_random(
+                &dir.join(format!("f{i}")),
+                1000 * (i + 1),
+                (d * 10 + i) as u64,
+            )?;
+        }
+    }
+    Ok(())
+}
+
+/// Every `.kopiru-*` name under `root`.
+fn leftovers(root: &Path) -> Result<String, libtest_mimic::Failed> {
+    Ok(fixture::sh(
+        Command::new("find").arg(root).args(["-name", ".kopiru-*"]),
+    )?)
+}
+
+/// `--method clone` where no clone is possible (ext4; ext4 to XFS; XFS to
+/// ext4) is refused once, before anything is created: exit 1, one line on
+/// stderr, no destination, no scratch or temporary left. It used to print
+/// one error per file and then rename an empty skeleton tree into place.
+/// On XFS, with reflink, it still clones the tree.
+pub fn clone_impossible() -> R {
+    let e = fixture::workdir(Fs::Ext4, "edges-clone")?;
+    let x = fixture::workdir(Fs::Xfs, "edges-clone")?;
+    fifty(&e.join("src"))?;
+    fifty(&x.join("src"))?;
+    let cases = [
+        (e.join("src"), e.join("dst")),
+        (e.join("src"), x.join("dst")),
+        (x.join("src"), e.join("dst")),
+        (e.join("src/d3/f4"), e.join("one")),
+        (x.join("src/d3/f4"), e.join("one")),
+    ];
+    for (src, dst) in &cases {
+        let o = kopiru_in(
+            &e,
+            &[
+                "copy",
+                "--method",
+                "clone",
+                src.to_str().unwrap(),
+                dst.to_str().unwrap(),
+            ],
+        );
+        let err = String::from_utf8_lossy(&o.stderr);
+        ensure!(
+            code(&o) == 1,
+            "{src:?} -> {dst:?}: want exit 1: {}",
+            show(&o)
+        );
+        ensure!(
+            err.lines().count() == 1 && err.contains("clone"),
+            "{src:?} -> {dst:?}: want one error line: {}",
+            show(&o)
+        );
+        ensure!(
+            !dst.exists(),
+            "{src:?} -> {dst:?}: {dst:?} was created: {}",
+            show(&o)
+        );
+        for root in [&e, &x] {
+            let left = leftovers(root)?;
+            ensure!(left.is_empty(), "left behind: {left}");
+        }
+    }
+    // Into an existing directory on ext4, with the files' parents existing
+    // too: still nothing created. (The trial's scratch file, made and
+    // removed in into/src, changes that directory's mtime.)
+    std::fs::create_dir_all(e.join("into/src/d0"))?;
+    let before = manifest(&e.join("into"))?;
+    let o = kopiru_in(&e, &["copy", "--method", "clone", "src", "into"]);
+    ensure!(code(&o) == 1, "want exit 1: {}", show(&o));
+    let fields = manifest::Fields {
+        mtime: false,
+        ..manifest::ALL
+    };
+    let d = manifest::compare(&before, &manifest(&e.join("into"))?, fields);
+    ensure!(d.is_empty(), "the existing directory changed: {d:#?}");
+    // XFS to XFS clones.
+    let o = kopiru_in(&x, &["copy", "--json", "--method", "clone", "src", "dst"]);
+    ensure!(code(&o) == 0, "{}", show(&o));
+    let j = crate::json(&o)?;
+    ensure!(j["methods"]["clone"] == 51, "{j}");
+    let d = manifest::compare(
+        &manifest(&x.join("src"))?,
+        &manifest(&x.join("dst"))?,
+        manifest::DEFAULT,
+    );
+    ensure!(d.is_empty(), "{d:#?}");
+    let left = leftovers(&x)?;
+    ensure!(left.is_empty(), "left behind: {left}");
+    Ok(())
+}

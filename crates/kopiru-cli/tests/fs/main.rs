@@ -1188,6 +1188,11 @@ fn main() {
         ext4.clone(),
         Box::new(|| edges::verify_counts(Fs::Ext4)),
     );
+    add(
+        "edges_clone_impossible::ext4_xfs".into(),
+        ext4.clone().or_else(|| Fs::Xfs.unavailable()),
+        Box::new(edges::clone_impossible),
+    );
     let flash_needs = fixture::loop_unavailable().or_else(|| {
         ["xz", "zstd", "bzip2", "gzip", "sfdisk"]
             .iter()
