@@ -10,7 +10,7 @@ pub fn run(args: ProbeArgs) -> u8 {
     let p = match kopiru::probe::probe(from, to) {
         Ok(p) => p,
         Err(e) => {
-            errln!("kopiru: probe: {e}");
+            errln!("kopiru: {e}");
             return exit::FAILED;
         }
     };

@@ -18,6 +18,7 @@ mod options;
 mod par;
 pub mod paths;
 mod plan;
+mod precheck;
 pub mod probe;
 pub(crate) mod sys;
 mod tree;
@@ -47,7 +48,12 @@ pub fn copy(
     reporter: &dyn Reporter,
 ) -> Result<Summary, PlanError> {
     let start = Instant::now();
-    let (jobs, refused) = plan::plan(sources, dest, opts)?;
+    let (mut jobs, mut refused) = plan::plan(sources, dest, opts)?;
+    if let Some(e) = precheck::clone_possible(&jobs, opts) {
+        // One refusal for the whole request, before anything is created.
+        refused.push(e);
+        jobs.clear();
+    }
     let pairs: Vec<(PathBuf, PathBuf)> = jobs
         .iter()
         .map(|j| {

@@ -116,8 +116,9 @@ fn plan_one(src: &Path, dest: &Path, dest_is_dir: bool, opts: &CopyOptions) -> R
         ));
     }
 
-    if let Ok(dst_st) = sys::stat_path(&dst_path, false) {
-        if (dst_st.dev, dst_st.ino) == (src_st.dev, src_st.ino) {
+    let dst_lst = sys::stat_path(&dst_path, false).ok();
+    if let Some(dst_lst) = &dst_lst {
+        if same_file(src, &src_st, &dst_path, dst_lst) {
             return Err(Error::refused(
                 Side::Source,
                 src,
@@ -128,6 +129,8 @@ fn plan_one(src: &Path, dest: &Path, dest_is_dir: bool, opts: &CopyOptions) -> R
                 },
             ));
         }
+    }
+    if let Some(dst_st) = dst_lst {
         let dst_is_dir = dst_st.kind() == FileKind::Dir;
         if src_is_dir && !dst_is_dir {
             return Err(Error::refused(
@@ -155,33 +158,27 @@ fn plan_one(src: &Path, dest: &Path, dest_is_dir: bool, opts: &CopyOptions) -> R
     let (dst_parent, dst_name) =
         split(&dst_path).map_err(|e| Error::dst(&dst_path, Op::Resolve, &e))?;
 
-    if src_is_dir {
-        // Compare resolved paths: the destination must not be the source or
-        // lie anywhere below it, or the copy would never end.
-        let src_real = src
-            .canonicalize()
-            .map_err(|e| Error::src(src, Op::Resolve, &e))?;
-        let dst_real = dst_parent
-            .canonicalize()
-            .map_err(|e| Error::dst(&dst_parent, Op::Open, &e))?
-            .join(&dst_name);
-        if dst_real.starts_with(&src_real) {
-            return Err(Error::refused(
-                Side::Source,
-                src,
-                Op::Copy,
-                Refusal::IntoItself {
-                    dest: Some(dst_path.clone()),
-                },
-            ));
-        }
-    }
-
     let dir_flags = libc::O_RDONLY | libc::O_DIRECTORY;
     let src_dir = sys::open_path(&src_parent, dir_flags)
         .map_err(|e| Error::src(&src_parent, Op::Open, &e))?;
     let dst_dir = sys::open_path(&dst_parent, dir_flags)
         .map_err(|e| Error::dst(&dst_parent, Op::Open, &e))?;
+
+    // The destination must not be the source directory or lie anywhere below
+    // it, or the copy would never end. Its parent is compared by identity
+    // (device and inode) with each directory above it as the kernel walks
+    // `..`, so a symlinked parent, a `..` path or a bind mount of the source
+    // is seen for what it is.
+    if src_is_dir && is_at_or_below(&dst_dir, (src_st.dev, src_st.ino)) {
+        return Err(Error::refused(
+            Side::Source,
+            src,
+            Op::Copy,
+            Refusal::IntoItself {
+                dest: Some(dst_path.clone()),
+            },
+        ));
+    }
     let cname = |n: &OsStr, p: &Path| sys::cstring(n).map_err(|e| Error::dst(p, Op::Name, &e));
     Ok(Job {
         src_name: cname(&src_name, src)?,
@@ -192,4 +189,69 @@ fn plan_one(src: &Path, dest: &Path, dest_is_dir: bool, opts: &CopyOptions) -> R
         dst_parent,
         follow,
     })
+}
+
+/// Whether copying `src` (whose followed or not followed stat, as the copy
+/// will read it, is `src_st`) to `dst` (whose own entry is `dst_lst`) would
+/// write over the source itself, by any name: the same entry or a hard link
+/// of it (also through `..`, a symlinked parent or a bind mount, which all
+/// end at the same device and inode); a symlink copied over the file it
+/// points to (which would leave a symlink to itself and lose the file); or
+/// a destination that is a symlink to the source (cp refuses both: "are the
+/// same file"). A symlink copied over another symlink to the same target
+/// replaces only a link, and is allowed.
+fn same_file(src: &Path, src_st: &sys::Stat, dst: &Path, dst_lst: &sys::Stat) -> bool {
+    let id = |st: &sys::Stat| (st.dev, st.ino);
+    if id(src_st) == id(dst_lst) {
+        return true;
+    }
+    let src_is_link = src_st.kind() == FileKind::Symlink;
+    let dst_is_link = dst_lst.kind() == FileKind::Symlink;
+    if src_is_link && dst_is_link {
+        return false;
+    }
+    // What each side resolves to: the source's target when it is copied as
+    // a symlink, the destination's target when it is one.
+    let src_real = match src_is_link {
+        true => sys::stat_path(src, true).ok().map(|st| id(&st)),
+        false => Some(id(src_st)),
+    };
+    let dst_real = match dst_is_link {
+        true => sys::stat_path(dst, true).ok().map(|st| id(&st)),
+        false => Some(id(dst_lst)),
+    };
+    src_real.is_some() && src_real == dst_real
+}
+
+/// Whether the directory `dir`, or any directory above it, is the
+/// directory `id` (device, inode). The walk is by `..` paths from `dir`
+/// (only search permission is needed), ending at the root, whose `..` is
+/// itself. A directory that cannot be reached counts as "no": the copy's
+/// walk still refuses to enter its own destination.
+fn is_at_or_below(dir: &Fd, id: (u64, u64)) -> bool {
+    use std::os::fd::AsFd;
+    let mut up = String::from(".");
+    let mut last = None;
+    // PATH_MAX bounds the walk: 1,365 levels of "../".
+    while up.len() < 4096 {
+        let Ok(name) = CString::new(up.as_str()) else {
+            return false;
+        };
+        let Ok(st) = sys::stat_at(dir.as_fd(), &name, true) else {
+            return false;
+        };
+        let here = (st.dev, st.ino);
+        if here == id {
+            return true;
+        }
+        if last == Some(here) {
+            return false;
+        }
+        last = Some(here);
+        up = match up.as_str() {
+            "." => String::from(".."),
+            _ => up + "/..",
+        };
+    }
+    false
 }

@@ -1,7 +1,8 @@
 //! `probe`: what a filesystem can do, found by trying on scratch files.
 
-use crate::sys::{self, Fd};
-use std::ffi::CString;
+use crate::error::{Error, Op};
+use crate::sys::{self, Fd, FdRef, FileKind};
+use std::ffi::{CStr, CString};
 use std::io;
 use std::os::fd::AsFd;
 use std::path::{Path, PathBuf};
@@ -26,16 +27,21 @@ pub struct Probe {
     pub offload: Trial,
 }
 
-/// The directory a path names, or the one it is in.
-fn dir_of(path: &Path) -> io::Result<Fd> {
+/// The directory a path names, or the one it is in. The path must exist:
+/// probing a name that is not there would report the filesystem of some
+/// directory above it as if it were the path's.
+fn dir_of(path: &Path) -> Result<(Fd, PathBuf), Error> {
+    let st = sys::stat_path(path, true).map_err(|e| Error::src(path, Op::Stat, &e))?;
     let flags = libc::O_RDONLY | libc::O_DIRECTORY;
-    sys::open_path(path, flags).or_else(|_| {
-        let parent = path
+    let dir = match st.kind() {
+        FileKind::Dir => path,
+        _ => path
             .parent()
             .filter(|p| !p.as_os_str().is_empty())
-            .unwrap_or(Path::new("."));
-        sys::open_path(parent, flags)
-    })
+            .unwrap_or(Path::new(".")),
+    };
+    let fd = sys::open_path(dir, flags).map_err(|e| Error::src(dir, Op::Open, &e))?;
+    Ok((fd, dir.to_path_buf()))
 }
 
 /// Probes `from` (and `to`, or `from` again): filesystem types, and whether
@@ -43,32 +49,32 @@ fn dir_of(path: &Path) -> io::Result<Fd> {
 /// removed afterwards.
 ///
 /// # Errors
-/// When a path cannot be opened or a scratch file cannot be created there.
-pub fn probe(from: &Path, to: Option<&Path>) -> io::Result<Probe> {
+/// When a path does not exist or cannot be opened, or a scratch file
+/// cannot be made there; the error names the path.
+pub fn probe(from: &Path, to: Option<&Path>) -> Result<Probe, Error> {
     let to_path = to.unwrap_or(from);
-    let src_dir = dir_of(from)?;
-    let dst_dir = dir_of(to_path)?;
-    let mut paths = vec![(from.to_path_buf(), sys::fs_type(src_dir.as_fd())?)];
+    let (src_dir, src_dir_path) = dir_of(from)?;
+    let (dst_dir, _) = dir_of(to_path)?;
+    let fs_type =
+        |fd: &Fd, p: &Path| sys::fs_type(fd.as_fd()).map_err(|e| Error::src(p, Op::Stat, &e));
+    let mut paths = vec![(from.to_path_buf(), fs_type(&src_dir, from)?)];
     if let Some(t) = to {
-        paths.push((t.to_path_buf(), sys::fs_type(dst_dir.as_fd())?));
+        paths.push((t.to_path_buf(), fs_type(&dst_dir, t)?));
     }
     let tag = std::process::id();
     let src_name = CString::new(format!(".kopiru-probe.{tag}.src")).expect("no NUL");
-    let src = sys::create_new(src_dir.as_fd(), &src_name, 0o600)?;
-    let result = (|| -> io::Result<(Trial, Trial)> {
+    let scratch = || src_dir_path.join(sys::os_str(&src_name));
+    let src = sys::create_new(src_dir.as_fd(), &src_name, 0o600)
+        .map_err(|e| Error::src(scratch(), Op::Create, &e))?;
+    let result = (|| -> Result<(Trial, Trial), Error> {
         let data: Vec<u8> = (0..65536u32).map(|i| (i * 7 + 3) as u8).collect();
-        sys::pwrite_all(src.as_fd(), &data, 0)?;
-        let src = sys::open_source(src_dir.as_fd(), &src_name, false, false, false)?;
+        sys::pwrite_all(src.as_fd(), &data, 0).map_err(|e| Error::src(scratch(), Op::Write, &e))?;
+        let src = sys::open_source(src_dir.as_fd(), &src_name, false, false, false)
+            .map_err(|e| Error::src(scratch(), Op::Open, &e))?;
         let clone = trial(
             &dst_dir,
             &format!(".kopiru-probe.{tag}.clone"),
-            |dst_dir, name| {
-                if sys::CLONE_CREATES_FILE {
-                    return sys::clone_new(src.as_fd(), dst_dir.as_fd(), name);
-                }
-                let dst = sys::create_new(dst_dir.as_fd(), name, 0o600)?;
-                sys::clone_fd(src.as_fd(), dst.as_fd())
-            },
+            |dst_dir, name| clone_into(src.as_fd(), dst_dir.as_fd(), name),
         );
         let offload = trial(
             &dst_dir,
@@ -90,6 +96,45 @@ pub fn probe(from: &Path, to: Option<&Path>) -> io::Result<Probe> {
         clone,
         offload,
     })
+}
+
+/// Clones the open file `src` to the new name `name` in `dst_dir`, the way
+/// the copy does: `fclonefileat` where a clone makes its own file (macOS),
+/// or a new file and `FICLONE` (Linux). On failure the name is removed
+/// again if this call made it.
+pub(crate) fn clone_into(src: FdRef, dst_dir: FdRef, name: &CStr) -> io::Result<()> {
+    if sys::CLONE_CREATES_FILE {
+        return sys::clone_new(src, dst_dir, name);
+    }
+    let dst = sys::create_new(dst_dir, name, 0o600)?;
+    sys::clone_fd(src, dst.as_fd()).inspect_err(|_| {
+        let _ = sys::unlink_at(dst_dir, name, false);
+    })
+}
+
+/// Whether the filesystems refuse to clone the open regular file `src`
+/// into `dst_dir`: tried on a scratch name (`.kopiru-probe.<pid>.<n>`),
+/// removed afterwards. `Some` only with the filesystem's answer (EXDEV,
+/// EOPNOTSUPP, ENOTTY, ENOSYS, EINVAL); `None` when the clone worked or
+/// the trial could not tell (the scratch file could not be made: read-only,
+/// full, no permission).
+pub(crate) fn clone_refused(src: FdRef, dst_dir: FdRef) -> Option<io::Error> {
+    static N: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+    let n = N.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    let name = CString::new(format!(".kopiru-probe.{}.{n}", std::process::id())).expect("no NUL");
+    match clone_into(src, dst_dir, &name) {
+        Ok(()) => {
+            let _ = sys::unlink_at(dst_dir, &name, false);
+            None
+        }
+        Err(e) => {
+            let refused = matches!(
+                e.raw_os_error(),
+                Some(libc::EXDEV | libc::EOPNOTSUPP | libc::ENOTTY | libc::ENOSYS | libc::EINVAL)
+            ) || e.raw_os_error() == Some(libc::ENOTSUP);
+            refused.then_some(e)
+        }
+    }
 }
 
 fn trial(dir: &Fd, name: &str, f: impl FnOnce(&Fd, &std::ffi::CStr) -> io::Result<()>) -> Trial {

@@ -9,6 +9,7 @@
 use crate::error::{Error, Mismatch, Op};
 use crate::par::{self, par_map};
 use crate::sys::{self, Aligned, Fd, FileKind, Stat};
+use std::collections::hash_map::{Entry, HashMap};
 use std::ffi::{CStr, CString};
 use std::io;
 use std::os::fd::AsFd;
@@ -30,7 +31,9 @@ pub struct Difference {
 /// What a comparison found.
 #[derive(Debug, Default)]
 pub struct VerifyReport {
-    /// Regular files compared by content.
+    /// Regular files compared by content. A hard link (a second name of a
+    /// source file whose copy is linked the same way) is not a second file:
+    /// this is the copy's `files` count.
     pub files: u64,
     /// Bytes hashed on each side.
     pub bytes: u64,
@@ -97,6 +100,10 @@ struct Walk<'k> {
     src_root: &'k Path,
     dst_root: &'k Path,
     files: Vec<FilePair>,
+    /// For each multiply-linked source file met so far, its copy's device
+    /// and inode: a later name of the same source file whose copy is that
+    /// same inode is a hard link kept by the copy, compared already.
+    links: HashMap<(u64, u64), (u64, u64)>,
     report: VerifyReport,
 }
 
@@ -119,6 +126,7 @@ pub(crate) fn verify_copy(
         src_root: src,
         dst_root: dst,
         files: Vec::new(),
+        links: HashMap::new(),
         report: VerifyReport::default(),
     };
     match (sys::open_parent(src), sys::open_parent(dst)) {
@@ -199,6 +207,7 @@ impl Walk<'_> {
                 };
                 self.differ(rel, what);
             }
+            FileKind::File if self.linked_again(&s, &d) => {}
             FileKind::File => self.files.push(FilePair {
                 src_dir: sd.clone(),
                 dst_dir: dd.clone(),
@@ -222,6 +231,24 @@ impl Walk<'_> {
                 self.differ(rel, Mismatch::DeviceNumber)
             }
             _ => {}
+        }
+    }
+
+    /// Whether `s` (in the source) and `d` (its copy) are one more name of
+    /// a hard-linked file whose first name was compared, linked the same
+    /// way in the copy: then it is not compared (or counted) again, as the
+    /// copy counts it as a hard link, not a file. A copy that did not keep
+    /// the link has a file of its own here, which is compared.
+    fn linked_again(&mut self, s: &Stat, d: &Stat) -> bool {
+        if s.nlink < 2 {
+            return false;
+        }
+        match self.links.entry((s.dev, s.ino)) {
+            Entry::Occupied(first) => *first.get() == (d.dev, d.ino),
+            Entry::Vacant(v) => {
+                v.insert((d.dev, d.ino));
+                false
+            }
         }
     }
 
