@@ -7,14 +7,14 @@
 use crate::error::{Error, Op};
 use crate::events::Method;
 use crate::options::SyncMode;
+use crate::sys::AsFd;
 use crate::sys::{self, Fd, FileKind};
+use crate::sys::{Name, NameBuf};
 use crate::tree::node::*;
 use crate::tree::worker::Worker;
 use crate::tree::*;
 use std::collections::HashMap;
-use std::ffi::{CStr, CString};
 use std::io;
-use std::os::fd::AsFd;
 use std::path::Path;
 use std::sync::atomic::Ordering;
 use std::sync::{Arc, Condvar, Mutex};
@@ -32,8 +32,8 @@ pub const TMP_PREFIX: &str = ".kopiru-tmp.";
 pub(crate) struct StagedTree {
     /// The destination's parent.
     pub(crate) parent: Arc<DirNode>,
-    pub(crate) tmp: CString,
-    pub(crate) name: CString,
+    pub(crate) tmp: NameBuf,
+    pub(crate) name: NameBuf,
 }
 
 impl Shared<'_> {
@@ -60,7 +60,7 @@ impl Shared<'_> {
             }
             for (dev, fd, _) in self.filesystems.lock().expect("filesystems lock").iter() {
                 if !own.iter().any(|(d, _)| d == dev) {
-                    if let Ok(fd) = sys::open_dir(fd.as_fd(), c".") {
+                    if let Ok(fd) = sys::open_dir(fd.as_fd(), sys::DOT) {
                         own.push((*dev, fd));
                     }
                 }
@@ -104,7 +104,7 @@ impl Shared<'_> {
         if opts.sync == SyncMode::End && !(finish.is_empty() && staged.is_empty()) {
             for (dev, fd, _) in &fss {
                 if let Err(e) = sys::sync_fs(fd.as_fd()) {
-                    failed.insert(*dev, e.raw_os_error().unwrap_or(libc::EIO));
+                    failed.insert(*dev, e.raw_os_error().unwrap_or(sys::EIO));
                 }
             }
         }
@@ -188,14 +188,14 @@ impl Shared<'_> {
     pub(crate) fn rename_final(
         &self,
         dir: sys::FdRef,
-        tmp: &CStr,
-        name: &CStr,
+        tmp: &Name,
+        name: &Name,
     ) -> io::Result<bool> {
         if !self.opts.no_clobber {
             return sys::rename_at(dir, tmp, dir, name).map(|()| true);
         }
         match sys::rename_noreplace(dir, tmp, dir, name) {
-            Err(e) if e.raw_os_error() == Some(libc::EEXIST) => {
+            Err(e) if e.kind() == io::ErrorKind::AlreadyExists => {
                 let _ = sys::unlink_at(dir, tmp, false);
                 self.counters.skipped.fetch_add(1, Ordering::Relaxed);
                 Ok(false)
@@ -208,9 +208,9 @@ impl Shared<'_> {
 impl<'scope, 'env, 'a> Worker<'scope, 'env, 'a> {
     /// A new temporary name: `.kopiru-tmp.<pid>.<n>`, so that a later run
     /// can tell a leftover (its process is gone) from a live run's file.
-    pub(crate) fn tmp_name(&self) -> CString {
+    pub(crate) fn tmp_name(&self) -> NameBuf {
         let n = self.sh.tmp_counter.fetch_add(1, Ordering::Relaxed);
-        CString::new(format!(".kopiru-tmp.{}.{n}", std::process::id())).expect("no NUL")
+        sys::name(&format!("{TMP_PREFIX}{}.{n}", std::process::id()))
     }
 
     /// Whether files finished in `dir` wait for the end-of-run flush before
@@ -222,10 +222,10 @@ impl<'scope, 'env, 'a> Worker<'scope, 'env, 'a> {
     /// For a top-level directory: if its destination does not exist yet, the
     /// name to build it under (a leftover of an interrupted run is removed,
     /// or reused with `--resume`). `Err`: failed, reported.
-    pub(crate) fn stage(&self, parent: &DirNode, dst_name: &CStr) -> Result<Option<CString>, ()> {
+    pub(crate) fn stage(&self, parent: &DirNode, dst_name: &Name) -> Result<Option<NameBuf>, ()> {
         let exists = !matches!(
             sys::stat_at(parent.dst.as_fd(), dst_name, false),
-            Err(e) if e.raw_os_error() == Some(libc::ENOENT)
+            Err(e) if e.kind() == io::ErrorKind::NotFound
         );
         let tmp = staged_name(dst_name);
         // Only touched when there is one: a read-only destination then
@@ -235,7 +235,7 @@ impl<'scope, 'env, 'a> Worker<'scope, 'env, 'a> {
         // resumed (the copy merges into what is there): removed.
         if leftover && (exists || !self.sh.opts.resume) {
             match remove_tree(parent.dst.as_fd(), &tmp, &mut 0) {
-                Err(e) if e.raw_os_error() != Some(libc::ENOENT) => {
+                Err(e) if e.kind() != io::ErrorKind::NotFound => {
                     let path = join(&parent.dst_path, sys::os_str(&tmp));
                     self.sh.error(Error::dst(path, Op::Remove, &e));
                     return Err(());
@@ -249,9 +249,9 @@ impl<'scope, 'env, 'a> Worker<'scope, 'env, 'a> {
 
 /// FNV-1a of a name: short, stable and dependency-free; it only has to
 /// tell destinations in one directory apart.
-fn name_hash(name: &CStr) -> u64 {
+fn name_hash(name: &Name) -> u64 {
     let mut h: u64 = 0xcbf2_9ce4_8422_2325;
-    for &b in name.to_bytes() {
+    for &b in sys::name_bytes(name) {
         h = (h ^ u64::from(b)).wrapping_mul(0x0100_0000_01b3);
     }
     h
@@ -259,38 +259,41 @@ fn name_hash(name: &CStr) -> u64 {
 
 /// The name a new top-level tree is built under beside its destination:
 /// the same for every run, so `--resume` finds it.
-pub(crate) fn staged_name(dst_name: &CStr) -> CString {
+pub(crate) fn staged_name(dst_name: &Name) -> NameBuf {
     let h = name_hash(dst_name);
-    CString::new(format!("{TMP_PREFIX}tree.{h:016x}")).expect("no NUL")
+    sys::name(&format!("{TMP_PREFIX}tree.{h:016x}"))
 }
 
 /// The temporary name of a file named on the command line, beside its
 /// destination: the same for every run, so the next run of the same
 /// command removes what an interrupted one left (a large file's partial
 /// copy, say) with one call, without listing the directory.
-pub(crate) fn file_tmp_name(dst_name: &CStr) -> CString {
+pub(crate) fn file_tmp_name(dst_name: &Name) -> NameBuf {
     let h = name_hash(dst_name);
-    CString::new(format!("{TMP_PREFIX}file.{h:016x}")).expect("no NUL")
+    sys::name(&format!("{TMP_PREFIX}file.{h:016x}"))
 }
 
 /// Removes what an interrupted run of the same command left of a
 /// command-line file: its temporary (see [`file_tmp_name`]).
-pub(crate) fn clean_file_leftover(sh: &Shared, dir: &Fd, path: &Path, dst_name: &CStr) {
+pub(crate) fn clean_file_leftover(sh: &Shared, dir: &Fd, path: &Path, dst_name: &Name) {
     let tmp = file_tmp_name(dst_name);
     match sys::unlink_at(dir.as_fd(), &tmp, false) {
         Ok(()) => {}
         Err(e)
             if matches!(
-                e.raw_os_error(),
-                Some(libc::ENOENT | libc::EISDIR | libc::EROFS | libc::EACCES | libc::EPERM)
+                e.kind(),
+                io::ErrorKind::NotFound
+                    | io::ErrorKind::IsADirectory
+                    | io::ErrorKind::ReadOnlyFilesystem
+                    | io::ErrorKind::PermissionDenied
             ) => {}
         Err(e) => sh.warn(Error::dst(join(path, sys::os_str(&tmp)), Op::Remove, &e)),
     }
 }
 
 /// The process id in a temporary name `.kopiru-tmp.<pid>.<n>`.
-fn leftover_pid(name: &CStr) -> Option<u32> {
-    let rest = name.to_bytes().strip_prefix(TMP_PREFIX.as_bytes())?;
+fn leftover_pid(name: &Name) -> Option<u32> {
+    let rest = sys::name_bytes(name).strip_prefix(TMP_PREFIX.as_bytes())?;
     let rest = std::str::from_utf8(rest).ok()?;
     let (pid, n) = rest.split_once('.')?;
     n.parse::<u64>().ok()?;
@@ -299,14 +302,18 @@ fn leftover_pid(name: &CStr) -> Option<u32> {
 
 /// Removes a file, or a directory and everything in it, adding the number
 /// of names removed to `removed`.
-pub(crate) fn remove_tree(dir: sys::FdRef, name: &CStr, removed: &mut u64) -> io::Result<()> {
+pub(crate) fn remove_tree(dir: sys::FdRef, name: &Name, removed: &mut u64) -> io::Result<()> {
     match sys::unlink_at(dir, name, true) {
-        Err(e) if e.raw_os_error() == Some(libc::ENOTDIR) => {
+        Err(e) if e.kind() == io::ErrorKind::NotADirectory => {
             sys::unlink_at(dir, name, false)?;
             *removed += 1;
             return Ok(());
         }
-        Err(e) if matches!(e.raw_os_error(), Some(libc::ENOTEMPTY | libc::EEXIST)) => {}
+        Err(e)
+            if matches!(
+                e.kind(),
+                io::ErrorKind::DirectoryNotEmpty | io::ErrorKind::AlreadyExists
+            ) => {}
         r => {
             *removed += u64::from(r.is_ok());
             return r;
@@ -343,14 +350,16 @@ pub(crate) fn clean_temps(sh: &Shared, dir: &Fd, path: &Path) {
         Err(e) => return sh.warn(Error::dst(path, Op::ReadDirectory, &e)),
     };
     for e in entries {
-        if !e.name.to_bytes().starts_with(TMP_PREFIX.as_bytes()) || e.kind == Some(FileKind::Dir) {
+        if !sys::name_bytes(&e.name).starts_with(TMP_PREFIX.as_bytes())
+            || e.kind == Some(FileKind::Dir)
+        {
             continue;
         }
         if leftover_pid(&e.name).is_none_or(sys::process_alive) {
             continue;
         }
         if let Err(err) = sys::unlink_at(dir.as_fd(), &e.name, false) {
-            if err.raw_os_error() != Some(libc::EISDIR) {
+            if err.kind() != io::ErrorKind::IsADirectory {
                 sh.warn(Error::dst(
                     join(path, sys::os_str(&e.name)),
                     Op::Remove,
@@ -366,7 +375,7 @@ impl Worker<'_, '_, '_> {
     /// tree this run made (nobody can see it yet, and a rename per file
     /// cost half as much again on ext4, measured), else a new temporary
     /// name, so that its final name only ever shows a whole file.
-    pub(crate) fn write_name(&self, dir: &DirNode, dst_name: &CStr) -> CString {
+    pub(crate) fn write_name(&self, dir: &DirNode, dst_name: &Name) -> NameBuf {
         match (dir.staged && dir.fresh, dir.stat.is_none()) {
             (true, _) => dst_name.to_owned(),
             (false, true) => file_tmp_name(dst_name),
@@ -397,9 +406,9 @@ impl Worker<'_, '_, '_> {
     pub(crate) fn place(
         &self,
         dir: &DirNode,
-        written: CString,
-        dst_name: &CStr,
-    ) -> Option<CString> {
+        written: NameBuf,
+        dst_name: &Name,
+    ) -> Option<NameBuf> {
         let file_sync = self.sh.opts.sync == SyncMode::File;
         if dir.staged && dir.fresh {
             if file_sync {

@@ -79,3 +79,44 @@ pub fn os_str(name: &CStr) -> &OsStr {
     use std::os::unix::ffi::OsStrExt;
     OsStr::from_bytes(name.to_bytes())
 }
+
+/// A name within a directory, as the OS takes it (a NUL-terminated byte
+/// string on Unix). The tree code passes names only through these types.
+#[cfg(unix)]
+pub type Name = CStr;
+/// An owned [`Name`].
+#[cfg(unix)]
+pub type NameBuf = CString;
+/// The tree code borrows descriptors through this trait.
+#[cfg(unix)]
+pub use std::os::fd::AsFd;
+
+/// The name of a directory itself.
+#[cfg(unix)]
+pub const DOT: &Name = c".";
+
+/// A name made by kopiru (temporary names: ASCII, no NUL).
+#[cfg(unix)]
+pub fn name(s: &str) -> NameBuf {
+    CString::new(s).expect("kopiru's own names have no NUL")
+}
+
+/// A name's bytes, for hashing and prefix checks.
+#[cfg(unix)]
+pub fn name_bytes(n: &Name) -> &[u8] {
+    n.to_bytes()
+}
+
+/// The error of a directory met again while following links (ELOOP).
+pub fn loop_error() -> io::Error {
+    io::Error::from_raw_os_error(libc::ELOOP)
+}
+
+/// The raw code of a generic I/O error.
+pub const EIO: i32 = libc::EIO;
+
+/// Whether opening with "keep access times" was refused because we do not
+/// own the file (EPERM; EACCES means the file cannot be read at all).
+pub fn noatime_refused(e: &io::Error) -> bool {
+    e.raw_os_error() == Some(libc::EPERM)
+}

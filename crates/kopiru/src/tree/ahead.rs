@@ -7,9 +7,9 @@
 use super::worker::Worker;
 use super::*;
 use crate::error::Op;
+use crate::sys::AsFd;
 use crate::sys::{self, Fd, FileKind, Stat};
 use std::io;
-use std::os::fd::AsFd;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Condvar, Mutex};
 

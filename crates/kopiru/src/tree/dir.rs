@@ -9,10 +9,10 @@ use crate::durable::*;
 use crate::error::{Error, Op, Refusal, Side};
 use crate::events::Method;
 use crate::options::{Follow, SyncMode};
+use crate::sys::AsFd;
+use crate::sys::Name;
 use crate::sys::{self, Fd, FileKind, Stat};
-use std::ffi::CStr;
 use std::io;
-use std::os::fd::AsFd;
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
 
@@ -20,15 +20,15 @@ impl<'scope, 'env, 'a> Worker<'scope, 'env, 'a> {
     pub(crate) fn dir(
         &mut self,
         parent: &Arc<DirNode>,
-        name: &CStr,
-        dst_name: &CStr,
+        name: &Name,
+        dst_name: &Name,
         follow: bool,
     ) {
         let Some((src, st)) = self.open_and_stat(parent, name, true, follow) else {
             return;
         };
         if self.sh.opts.follow != Follow::Never && is_ancestor(parent, &st) {
-            let e = io::Error::from_raw_os_error(libc::ELOOP);
+            let e = sys::loop_error();
             return self.src_error(parent, name, Op::Follow, &e);
         }
         if self
@@ -110,8 +110,8 @@ impl<'scope, 'env, 'a> Worker<'scope, 'env, 'a> {
         &self,
         parent: &DirNode,
         st: &Stat,
-        target: &CStr,
-        dst_name: &CStr,
+        target: &Name,
+        dst_name: &Name,
     ) -> Option<MadeDir> {
         let top_level = parent.stat.is_none();
         let umask = self.sh.umask;
@@ -124,7 +124,7 @@ impl<'scope, 'env, 'a> Worker<'scope, 'env, 'a> {
         let mut fresh = true;
         let created_perm = match sys::mkdir_at(parent.dst.as_fd(), target, mkdir_mode) {
             Ok(()) => mkdir_mode & !umask,
-            Err(e) if e.raw_os_error() == Some(libc::EEXIST) => {
+            Err(e) if e.kind() == io::ErrorKind::AlreadyExists => {
                 fresh = false;
                 match sys::stat_at(parent.dst.as_fd(), target, false) {
                     Ok(d) if d.kind() == FileKind::Dir => d.perm(),
@@ -205,8 +205,8 @@ impl<'scope, 'env, 'a> Worker<'scope, 'env, 'a> {
         &self,
         parent: &DirNode,
         src: &Fd,
-        name: &CStr,
-        dst_name: &CStr,
+        name: &Name,
+        dst_name: &Name,
     ) -> bool {
         let mut tally = Tally::default();
         if !plain_tree(src, self.sh.opts.preserve.links, &mut tally).unwrap_or(false) {
@@ -241,7 +241,7 @@ struct Tally {
 /// bits (clonefile clears them) and, when hard links are kept, none with
 /// several links. Walks with an explicit stack of open directories.
 fn plain_tree(root: &Fd, links: bool, tally: &mut Tally) -> io::Result<bool> {
-    let mut stack = vec![sys::open_dir(root.as_fd(), c".")?];
+    let mut stack = vec![sys::open_dir(root.as_fd(), sys::DOT)?];
     while let Some(dir) = stack.pop() {
         for e in sys::read_dir(dir.as_fd())? {
             let st = sys::stat_at(dir.as_fd(), &e.name, false)?;

@@ -6,10 +6,10 @@ use super::worker::Worker;
 use super::*;
 use crate::error::{Op, Refusal};
 use crate::meta::{self, Target};
+use crate::sys::AsFd;
+use crate::sys::Name;
 use crate::sys::{self, Fd, FileKind, Stat};
-use std::ffi::CStr;
 use std::io;
-use std::os::fd::AsFd;
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
 
@@ -17,13 +17,13 @@ impl<'scope, 'env, 'a> Worker<'scope, 'env, 'a> {
     pub(crate) fn open_src(
         &self,
         dir: &DirNode,
-        name: &CStr,
+        name: &Name,
         is_dir: bool,
         follow: bool,
     ) -> io::Result<Fd> {
         if self.sh.noatime.load(Ordering::Relaxed) {
             match sys::open_source(dir.src.as_fd(), name, is_dir, follow, true) {
-                Err(e) if e.raw_os_error() == Some(libc::EPERM) => {
+                Err(e) if sys::noatime_refused(&e) => {
                     self.sh.noatime.store(false, Ordering::Relaxed);
                 }
                 r => return r,
@@ -41,7 +41,7 @@ impl<'scope, 'env, 'a> Worker<'scope, 'env, 'a> {
     pub(crate) fn existing(
         &self,
         dir: &DirNode,
-        dst_name: &CStr,
+        dst_name: &Name,
         src: &Stat,
         resume_keeps: bool,
     ) -> Existing {
@@ -96,7 +96,7 @@ impl<'scope, 'env, 'a> Worker<'scope, 'env, 'a> {
     pub(crate) fn open_and_stat(
         &self,
         dir: &DirNode,
-        name: &CStr,
+        name: &Name,
         is_dir: bool,
         follow: bool,
     ) -> Option<(Fd, Stat)> {
@@ -116,7 +116,7 @@ impl<'scope, 'env, 'a> Worker<'scope, 'env, 'a> {
         }
     }
 
-    pub(crate) fn file(&mut self, dir: &Arc<DirNode>, name: &CStr, dst_name: &CStr, follow: bool) {
+    pub(crate) fn file(&mut self, dir: &Arc<DirNode>, name: &Name, dst_name: &Name, follow: bool) {
         let Some((src, st)) = self.open_and_stat(dir, name, false, follow) else {
             return;
         };
@@ -175,12 +175,12 @@ impl<'scope, 'env, 'a> Worker<'scope, 'env, 'a> {
     pub(crate) fn hard_link(
         &mut self,
         dir: &DirNode,
-        dst_name: &CStr,
+        dst_name: &Name,
         target: &LinkTarget,
         st: &Stat,
     ) {
         let (tdir, tname) = (target.dir.dst.as_fd(), target.name.as_c_str());
-        let make = |n: &CStr| sys::link_at(tdir, tname, dir.dst.as_fd(), n);
+        let make = |n: &Name| sys::link_at(tdir, tname, dir.dst.as_fd(), n);
         if self.sh.opts.resume && !dir.fresh {
             let here = sys::stat_at(dir.dst.as_fd(), dst_name, false);
             let there = sys::stat_at(tdir, tname, false);
@@ -226,13 +226,13 @@ impl<'scope, 'env, 'a> Worker<'scope, 'env, 'a> {
     pub(crate) fn make_or_replace(
         &self,
         dir: &DirNode,
-        dst_name: &CStr,
+        dst_name: &Name,
         st: &Stat,
         resume_keeps: bool,
-        make: impl Fn(&CStr) -> io::Result<()>,
+        make: impl Fn(&Name) -> io::Result<()>,
     ) -> Option<io::Result<()>> {
         match make(dst_name) {
-            Err(e) if e.raw_os_error() == Some(libc::EEXIST) => {
+            Err(e) if e.kind() == io::ErrorKind::AlreadyExists => {
                 match self.existing(dir, dst_name, st, resume_keeps) {
                     Existing::Keep | Existing::Refused => return None,
                     Existing::Absent | Existing::Replace => {}
@@ -250,7 +250,7 @@ impl<'scope, 'env, 'a> Worker<'scope, 'env, 'a> {
         }
     }
 
-    pub(crate) fn symlink(&mut self, dir: &DirNode, name: &CStr, dst_name: &CStr) {
+    pub(crate) fn symlink(&mut self, dir: &DirNode, name: &Name, dst_name: &Name) {
         let st = match sys::stat_at(dir.src.as_fd(), name, false) {
             Ok(st) => st,
             Err(e) => return self.src_error(dir, name, Op::Stat, &e),
@@ -259,19 +259,19 @@ impl<'scope, 'env, 'a> Worker<'scope, 'env, 'a> {
             Ok(t) => t,
             Err(e) => return self.src_error(dir, name, Op::Readlink, &e),
         };
-        let make = |n: &CStr| sys::symlink_at(&target, dir.dst.as_fd(), n);
+        let make = |n: &Name| sys::symlink_at(&target, dir.dst.as_fd(), n);
         if self.create_or_replace(dir, dst_name, &st, Op::Symlink, make) {
             self.sh.counters.symlinks.fetch_add(1, Ordering::Relaxed);
         }
     }
 
-    pub(crate) fn special(&mut self, dir: &DirNode, name: &CStr, dst_name: &CStr, follow: bool) {
+    pub(crate) fn special(&mut self, dir: &DirNode, name: &Name, dst_name: &Name, follow: bool) {
         let st = match sys::stat_at(dir.src.as_fd(), name, follow) {
             Ok(st) => st,
             Err(e) => return self.src_error(dir, name, Op::Stat, &e),
         };
         let mode = st.type_and_perm();
-        let make = |n: &CStr| sys::mknod_at(dir.dst.as_fd(), n, mode, st.rdev);
+        let make = |n: &Name| sys::mknod_at(dir.dst.as_fd(), n, mode, st.rdev);
         if self.create_or_replace(dir, dst_name, &st, Op::Mknod, make) {
             self.sh.counters.specials.fetch_add(1, Ordering::Relaxed);
         }
@@ -282,10 +282,10 @@ impl<'scope, 'env, 'a> Worker<'scope, 'env, 'a> {
     pub(crate) fn create_or_replace(
         &mut self,
         dir: &DirNode,
-        dst_name: &CStr,
+        dst_name: &Name,
         st: &Stat,
         op: Op,
-        make: impl Fn(&CStr) -> io::Result<()>,
+        make: impl Fn(&Name) -> io::Result<()>,
     ) -> bool {
         match self.make_or_replace(dir, dst_name, st, true, make) {
             None => return false,

@@ -9,11 +9,11 @@ use crate::error::Op;
 use crate::events::{FileDone, Method};
 use crate::meta::{self, Target};
 use crate::options::SyncMode;
+use crate::sys::AsFd;
 use crate::sys::{self, Fd};
+use crate::sys::{Name, NameBuf};
 use crate::verify::SourceHash;
-use std::ffi::{CStr, CString};
 use std::io;
-use std::os::fd::AsFd;
 use std::sync::atomic::Ordering;
 
 impl<'scope, 'env, 'a> Worker<'scope, 'env, 'a> {
@@ -26,7 +26,7 @@ impl<'scope, 'env, 'a> Worker<'scope, 'env, 'a> {
         &mut self,
         f: &SourceFile,
         created: Option<io::Result<Fd>>,
-    ) -> Option<CString> {
+    ) -> Option<NameBuf> {
         let dir = f.dir;
         if self.sh.opts.cancel.is_cancelled() {
             if let Some(Ok(_)) = created {
@@ -79,7 +79,7 @@ impl<'scope, 'env, 'a> Worker<'scope, 'env, 'a> {
     pub(crate) fn write_new(
         &mut self,
         f: &SourceFile,
-        tmp: &CStr,
+        tmp: &Name,
         created: Option<io::Result<Fd>>,
     ) -> Option<(data::Moved, Option<SourceHash>)> {
         let (dir, st) = (f.dir, f.st);
@@ -182,7 +182,7 @@ impl<'scope, 'env, 'a> Worker<'scope, 'env, 'a> {
 
     /// macOS: `fclonefileat` creates the copy, data and metadata, in one
     /// call. `None` means "not cloned, copy it the usual way".
-    pub(crate) fn clone_new(&self, dir: &DirNode, src: &Fd, tmp: &CStr) -> Option<io::Result<()>> {
+    pub(crate) fn clone_new(&self, dir: &DirNode, src: &Fd, tmp: &Name) -> Option<io::Result<()>> {
         use crate::options::{MethodChoice, SparseMode};
         let opts = self.sh.opts;
         if !sys::CLONE_CREATES_FILE

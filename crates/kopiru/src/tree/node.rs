@@ -3,7 +3,7 @@
 
 use super::ahead::Ahead;
 use crate::sys::{Fd, FileKind, Stat};
-use std::ffi::{CStr, CString};
+use crate::sys::{Name, NameBuf};
 use std::path::PathBuf;
 use std::sync::atomic::AtomicUsize;
 use std::sync::{Arc, Mutex, OnceLock};
@@ -31,7 +31,7 @@ pub(crate) struct DirNode {
     pub(crate) fresh: bool,
     /// Renames (temporary → final name) of files in a visible directory that
     /// wait until their data is durable (`--sync end`).
-    pub(crate) deferred: Mutex<Vec<(CString, CString)>>,
+    pub(crate) deferred: Mutex<Vec<(NameBuf, NameBuf)>>,
     /// With `-a`: the owner every entry this run creates here gets (our
     /// fsuid; our group, or the directory's if it is setgid or mounted
     /// `grpid`), learned from the first one, so a chown to that same owner
@@ -78,9 +78,9 @@ pub(crate) enum Existing {
 
 /// One entry to copy.
 pub(crate) struct Item {
-    pub(crate) name: CString,
+    pub(crate) name: NameBuf,
     /// A different destination name (command-line sources only).
-    pub(crate) dst_name: Option<CString>,
+    pub(crate) dst_name: Option<NameBuf>,
     pub(crate) kind: Option<FileKind>,
     /// Follow this entry if it is a symlink.
     pub(crate) follow: bool,
@@ -110,7 +110,7 @@ pub(crate) struct Shard {
 /// Where the first copy of a multiply-linked inode went.
 pub(crate) struct LinkTarget {
     pub(crate) dir: Arc<DirNode>,
-    pub(crate) name: CString,
+    pub(crate) name: NameBuf,
 }
 
 pub(crate) type LinkCell = Arc<OnceLock<Option<LinkTarget>>>;
@@ -135,7 +135,7 @@ pub(crate) struct SourceFile<'a> {
     pub(crate) src: &'a Fd,
     pub(crate) st: &'a Stat,
     /// Its name in the source directory.
-    pub(crate) name: &'a CStr,
+    pub(crate) name: &'a Name,
     /// Its name in the destination directory.
-    pub(crate) dst_name: &'a CStr,
+    pub(crate) dst_name: &'a Name,
 }

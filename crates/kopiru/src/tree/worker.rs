@@ -10,10 +10,10 @@ use crate::durable::*;
 use crate::error::{Error, Op, Refusal, Side};
 use crate::meta::{self, Target};
 use crate::options::{Follow, SyncMode};
+use crate::sys::AsFd;
+use crate::sys::Name;
 use crate::sys::{self, FileKind, Stat};
-use std::ffi::CStr;
 use std::io;
-use std::os::fd::AsFd;
 use std::path::Path;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
@@ -282,17 +282,17 @@ impl<'scope, 'env, 'a> Worker<'scope, 'env, 'a> {
         }
     }
 
-    pub(crate) fn src_error(&self, dir: &DirNode, name: &CStr, op: Op, e: &io::Error) {
+    pub(crate) fn src_error(&self, dir: &DirNode, name: &Name, op: Op, e: &io::Error) {
         self.sh
             .error(Error::src(join(&dir.src_path, sys::os_str(name)), op, e));
     }
 
-    pub(crate) fn dst_error(&self, dir: &DirNode, name: &CStr, op: Op, e: &io::Error) {
+    pub(crate) fn dst_error(&self, dir: &DirNode, name: &Name, op: Op, e: &io::Error) {
         self.sh
             .error(Error::dst(join(&dir.dst_path, sys::os_str(name)), op, e));
     }
 
-    pub(crate) fn dst_refusal(&self, dir: &DirNode, name: &CStr, why: Refusal) {
+    pub(crate) fn dst_refusal(&self, dir: &DirNode, name: &Name, why: Refusal) {
         let path = join(&dir.dst_path, sys::os_str(name));
         self.sh
             .error(Error::refused(Side::Destination, path, Op::Copy, why));
