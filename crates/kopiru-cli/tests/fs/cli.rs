@@ -401,3 +401,38 @@ pub fn dedupe_has_no_short_n() -> R {
     );
     Ok(())
 }
+
+/// With a progress display (a terminal, or --progress) a copy ends with a
+/// one-line summary on stderr; in a pipe, nothing unless asked.
+pub fn summary_line() -> R {
+    let w = fixture::run_root().join("summary-line");
+    let _ = std::fs::remove_dir_all(&w);
+    let src = w.join("src");
+    std::fs::create_dir_all(&src)?;
+    for i in 0..5 {
+        std::fs::write(src.join(format!("f{i}")), vec![b'x'; 1000])?;
+    }
+    let o = kopiru_cmd()
+        .args(["copy", "--progress"])
+        .arg(&src)
+        .arg(w.join("a"))
+        .output()?;
+    let stderr = String::from_utf8_lossy(&o.stderr);
+    let last = stderr.lines().last().unwrap_or_default();
+    ensure!(
+        code(&o) == 0 && last.starts_with("kopiru: copied 5 files, 4.9 KiB in "),
+        "want a summary line last: {}",
+        show(&o)
+    );
+    let o = kopiru_cmd()
+        .arg("copy")
+        .arg(&src)
+        .arg(w.join("b"))
+        .output()?;
+    ensure!(
+        code(&o) == 0 && o.stderr.is_empty() && o.stdout.is_empty(),
+        "nothing in a pipe: {}",
+        show(&o)
+    );
+    Ok(())
+}

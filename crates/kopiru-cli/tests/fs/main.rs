@@ -1261,6 +1261,7 @@ fn main() {
     add("readonly_dest::ext4".into(), ext4, Box::new(readonly_dest));
     add("closed_stdout".into(), None, Box::new(cli::closed_stdout));
     add("completions".into(), None, Box::new(cli::completions));
+    add("summary_line".into(), None, Box::new(cli::summary_line));
     add(
         "dedupe_has_no_short_n".into(),
         None,
