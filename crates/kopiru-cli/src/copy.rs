@@ -13,6 +13,7 @@ use std::path::Path;
 
 struct CliReporter {
     explain: bool,
+    verbose: bool,
     progress: Option<Progress>,
 }
 
@@ -39,9 +40,12 @@ impl Reporter for CliReporter {
         if let Some(p) = &self.progress {
             p.file();
         }
+        let src = Path::new(d.src_dir).join(d.name);
+        let dst = Path::new(d.dst_dir).join(d.name);
+        if self.verbose {
+            self.print(false, &format!("{} -> {}", quoted(&src), quoted(&dst)));
+        }
         if self.explain {
-            let src = Path::new(d.src_dir).join(d.name);
-            let dst = Path::new(d.dst_dir).join(d.name);
             let mut line = format!(
                 "{:<8}{} -> {}",
                 d.method.name(),
@@ -91,10 +95,18 @@ pub fn run(args: CopyArgs) -> u8 {
         OnSignal::Cancel,
         "stopped at once; run the same command with --resume to finish",
     );
-    let (dest, sources) = args.paths.split_last().expect("clap requires two paths");
+    let (sources, dest) = match args.sources_and_dest() {
+        Ok(p) => p,
+        Err(e) => {
+            errln!("kopiru: {e}");
+            return exit::USAGE;
+        }
+    };
+    let dest = dest.as_path();
     // --explain prints a line per file: no bar on top of that unless asked.
     let mut reporter = CliReporter {
         explain: args.explain,
+        verbose: args.verbose,
         progress: args
             .bar
             .wanted(!args.explain)
@@ -132,6 +144,21 @@ pub fn run(args: CopyArgs) -> u8 {
             }
             code
         }
+    }
+}
+
+/// A path as cp -v shows it (GNU quoting): in single quotes; a name with a
+/// single quote (and nothing a shell expands in double quotes) in double
+/// quotes; otherwise a single quote as '\''. Bytes that are not UTF-8 in
+/// kopiru's lossless escape.
+fn quoted(p: &Path) -> String {
+    let s = render::path(p);
+    if !s.contains('\'') {
+        format!("'{s}'")
+    } else if !s.contains(['"', '$', '`', '\\', '!']) {
+        format!("\"{s}\"")
+    } else {
+        format!("'{}'", s.replace('\'', "'\\''"))
     }
 }
 
@@ -200,6 +227,13 @@ fn json_summary(s: &Summary, code: u8) -> serde_json::Value {
 mod tests {
     use super::*;
     use std::time::Duration;
+
+    #[test]
+    fn quoted_as_cp() {
+        assert_eq!(quoted(Path::new("a b")), "'a b'");
+        assert_eq!(quoted(Path::new("it's")), "\"it's\"");
+        assert_eq!(quoted(Path::new("it's $x")), "'it'\\''s $x'");
+    }
 
     #[test]
     fn summary_line_reads_like_rsync_stats() {

@@ -1086,6 +1086,11 @@ fn main() {
             Box::new(move || large_directory(fs)),
         );
         add(
+            format!("cp_spellings::{n}"),
+            why.clone(),
+            Box::new(move || cli::cp_spellings(fs)),
+        );
+        add(
             format!("injected_eio::{n}"),
             why.clone().or_else(strace),
             Box::new(move || injected_eio(fs)),
