@@ -169,8 +169,8 @@ fn wait_timed(child: Child) -> Result<(Output, Duration), Failed> {
 }
 
 /// Why [`signal_cancels_copy`] is not run by default yet.
-pub const ENGINE_CANCEL: &str = "the engine does not check its Cancel flag yet (issue 13, \
-     another branch): run with --include-ignored once it does";
+pub const ENGINE_CANCEL: &str = "the engine does not stop on its Cancel flag yet, it only \
+     reports it at the end (issue 13, another branch): run with --include-ignored once it does";
 
 /// One SIGTERM stops a copy: exit 20, one line on stderr naming the signal
 /// and --resume, the JSON summary with `"cancelled": true`; the same
