@@ -18,7 +18,8 @@ pub enum Command {
     /// Copy files and directory trees (cp-like destination rules).
     #[command(
         visible_alias = "cp",
-        override_usage = "kopiru copy [OPTIONS] <SOURCE>... <DEST>",
+        override_usage = "kopiru copy [OPTIONS] <SOURCE>... <DEST>\n       \
+                          kopiru copy [OPTIONS] -t <DIR> <SOURCE>...",
         after_help = COPY_AFTER_HELP
     )]
     Copy(CopyArgs),
@@ -162,7 +163,8 @@ remembered per pair of devices.
 Where cp and rsync differ, kopiru follows cp: -n is --no-clobber (not
 rsync's --dry-run); SOURCE/ is the same as SOURCE, the directory itself
 (write SOURCE/. for its contents, which rsync spells SOURCE/); -u (update) is
-not offered: use --resume to finish an interrupted copy.
+not offered: use --resume to finish an interrupted copy. cp's spellings work
+too: -t DIR, -p, -v, --reflink[=auto|always|never].
 
 Nothing is ever half-written under its final name: a new directory tree is
 built under a temporary name (.kopiru-tmp.tree.*) beside its destination and
@@ -187,6 +189,16 @@ pub enum MethodArg {
     Offload,
     /// Read and write only: never shares blocks.
     Stream,
+}
+
+#[derive(Clone, Copy, ValueEnum)]
+pub enum ReflinkArg {
+    /// Clone where possible, else copy (--method auto).
+    Auto,
+    /// Clone or fail (--method clone).
+    Always,
+    /// Never share blocks (--method stream).
+    Never,
 }
 
 #[derive(Clone, Copy, ValueEnum)]
@@ -233,9 +245,18 @@ impl ProgressArgs {
 
 #[derive(Args)]
 pub struct CopyArgs {
-    /// Sources, then the destination.
-    #[arg(required = true, num_args = 2.., value_name = "PATH")]
+    /// Sources, then the destination (with -t: sources only).
+    #[arg(required = true, num_args = 1.., value_name = "PATH")]
     pub paths: Vec<PathBuf>,
+
+    /// Copy every PATH into DIR, an existing directory (cp's -t).
+    #[arg(
+        short = 't',
+        long,
+        value_name = "DIR",
+        conflicts_with = "no_target_directory"
+    )]
+    pub target_directory: Option<PathBuf>,
 
     /// Accepted for cp compatibility: directories are always copied whole.
     #[arg(short = 'r', short_alias = 'R', long = "recursive", action = ArgAction::SetTrue)]
@@ -251,6 +272,11 @@ pub struct CopyArgs {
     #[arg(long, value_name = "LIST", value_delimiter = ',')]
     pub preserve: Vec<String>,
 
+    /// Also keep mode, times and owner: cp's -p, the same as adding
+    /// --preserve mode,times,owner.
+    #[arg(short = 'p')]
+    pub preserve_basic: bool,
+
     /// Follow every symbolic link in the sources (copy what they point to).
     #[arg(short = 'L', long = "dereference", conflicts_with = "follow_args")]
     pub dereference: bool,
@@ -262,6 +288,20 @@ pub struct CopyArgs {
     /// How file data is moved.
     #[arg(long, value_enum, default_value = "auto")]
     pub method: MethodArg,
+
+    /// cp's spelling of --method: auto is --method auto, always (the
+    /// default when WHEN is left out) is --method clone, never is --method
+    /// stream.
+    #[arg(
+        long,
+        value_enum,
+        value_name = "WHEN",
+        num_args = 0..=1,
+        require_equals = true,
+        default_missing_value = "always",
+        conflicts_with = "method"
+    )]
+    pub reflink: Option<ReflinkArg>,
 
     /// How holes in sparse files are kept.
     #[arg(long, value_enum, default_value = "auto")]
@@ -292,6 +332,10 @@ pub struct CopyArgs {
     /// Never replace an existing destination file.
     #[arg(short = 'n', long)]
     pub no_clobber: bool,
+
+    /// Print 'SOURCE' -> 'DEST' on stdout for each file copied, as cp -v.
+    #[arg(short = 'v', long)]
+    pub verbose: bool,
 
     /// Worker threads [default: the number of CPUs].
     #[arg(short = 'j', long, value_name = "N")]
@@ -449,6 +493,28 @@ pub struct ProbeArgs {
 }
 
 impl CopyArgs {
+    /// The sources and the destination: the last path, or -t's DIR (which
+    /// must be an existing directory, as with cp). A usage error otherwise.
+    pub fn sources_and_dest(&self) -> Result<(&[PathBuf], PathBuf), String> {
+        match &self.target_directory {
+            Some(dir) => {
+                if !dir.is_dir() {
+                    return Err(format!(
+                        "-t {}: not an existing directory",
+                        crate::render::path(dir)
+                    ));
+                }
+                Ok((&self.paths, dir.clone()))
+            }
+            None => match self.paths.split_last() {
+                Some((dest, sources)) if !sources.is_empty() => Ok((sources, dest.clone())),
+                _ => Err("a SOURCE and a DEST are needed (or -t DIR and a SOURCE); \
+                    see kopiru copy --help"
+                    .into()),
+            },
+        }
+    }
+
     /// The engine's options, or a usage error.
     pub fn options(&self) -> Result<CopyOptions, String> {
         let mut preserve = if self.archive {
@@ -476,12 +542,20 @@ impl CopyArgs {
                 }
             }
         }
+        if self.preserve_basic {
+            preserve.mode = true;
+            preserve.times = true;
+            preserve.owner = true;
+        }
         Ok(CopyOptions {
-            method: match self.method {
-                MethodArg::Auto => MethodChoice::Auto,
-                MethodArg::Clone => MethodChoice::Clone,
-                MethodArg::Offload => MethodChoice::Offload,
-                MethodArg::Stream => MethodChoice::Stream,
+            method: match (self.reflink, self.method) {
+                (Some(ReflinkArg::Auto), _) => MethodChoice::Auto,
+                (Some(ReflinkArg::Always), _) => MethodChoice::Clone,
+                (Some(ReflinkArg::Never), _) => MethodChoice::Stream,
+                (None, MethodArg::Auto) => MethodChoice::Auto,
+                (None, MethodArg::Clone) => MethodChoice::Clone,
+                (None, MethodArg::Offload) => MethodChoice::Offload,
+                (None, MethodArg::Stream) => MethodChoice::Stream,
             },
             sparse: match self.sparse {
                 SparseArg::Auto => SparseMode::Auto,

@@ -2,16 +2,18 @@
 //! bar) and the --json summary.
 
 use crate::args::CopyArgs;
+use crate::bench::human;
 use crate::exit;
-use crate::progress::Progress;
+use crate::progress::{self, Progress, Work};
 use crate::render;
 use crate::signals::{self, OnSignal};
-use kopiru::{Error, FileDone, Method, Reporter, Summary};
-use std::io::Write;
+use kopiru::{Error, FileDone, Method, Phase, Reporter, Summary};
+use std::io::{IsTerminal, Write};
 use std::path::Path;
 
 struct CliReporter {
     explain: bool,
+    verbose: bool,
     progress: Option<Progress>,
 }
 
@@ -38,9 +40,12 @@ impl Reporter for CliReporter {
         if let Some(p) = &self.progress {
             p.file();
         }
+        let src = Path::new(d.src_dir).join(d.name);
+        let dst = Path::new(d.dst_dir).join(d.dst_name);
+        if self.verbose {
+            self.print(false, &format!("{} -> {}", quoted(&src), quoted(&dst)));
+        }
         if self.explain {
-            let src = Path::new(d.src_dir).join(d.name);
-            let dst = Path::new(d.dst_dir).join(d.dst_name);
             let mut line = format!(
                 "{:<8}{} -> {}",
                 d.method.name(),
@@ -67,6 +72,12 @@ impl Reporter for CliReporter {
     fn warning(&self, e: &Error) {
         self.print(true, &format!("kopiru: warning: {e}"));
     }
+
+    fn phase(&self, phase: Phase) {
+        if let Some(p) = &self.progress {
+            p.phase(phase);
+        }
+    }
 }
 
 /// What a cancelled copy says (after `kopiru: received SIGxxx: `).
@@ -84,15 +95,26 @@ pub fn run(args: CopyArgs) -> u8 {
         OnSignal::Cancel,
         "stopped at once; run the same command with --resume to finish",
     );
-    let (dest, sources) = args.paths.split_last().expect("clap requires two paths");
+    let (sources, dest) = match args.sources_and_dest() {
+        Ok(p) => p,
+        Err(e) => {
+            errln!("kopiru: {e}");
+            return exit::USAGE;
+        }
+    };
+    let dest = dest.as_path();
     // --explain prints a line per file: no bar on top of that unless asked.
     let mut reporter = CliReporter {
         explain: args.explain,
+        verbose: args.verbose,
         progress: args
             .bar
             .wanted(!args.explain)
-            .then(|| Progress::start(sources, args.bar.progress)),
+            .then(|| Progress::start(Work::Copy, sources, args.bar.progress)),
     };
+    // The one-line summary at the end goes where the bar would be: on a
+    // terminal (or with --progress), never into a pipe unasked.
+    let summary_wanted = args.bar.wanted(true);
     let result = kopiru::copy(sources, dest, &opts, &reporter);
     if let Some(p) = &mut reporter.progress {
         p.finish();
@@ -107,12 +129,74 @@ pub fn run(args: CopyArgs) -> u8 {
             if summary.cancelled {
                 errln!("{}", signals::stopped_line(STOPPED));
             }
+            if summary_wanted {
+                // A bar forced into a file or pipe leaves its last frame
+                // without a newline.
+                let forced = reporter.progress.is_some() && !std::io::stderr().is_terminal();
+                errln!(
+                    "{}{}",
+                    if forced { "\n" } else { "" },
+                    summary_line(&summary)
+                );
+            }
             if args.json {
                 outln!("{}", json_summary(&summary, code));
             }
             code
         }
     }
+}
+
+/// A path as cp -v shows it (GNU quoting): in single quotes; a name with a
+/// single quote (and nothing a shell expands in double quotes) in double
+/// quotes; otherwise a single quote as '\''. Bytes that are not UTF-8 in
+/// kopiru's lossless escape.
+fn quoted(p: &Path) -> String {
+    let s = render::path(p);
+    if !s.contains('\'') {
+        format!("'{s}'")
+    } else if !s.contains(['"', '$', '`', '\\', '!']) {
+        format!("\"{s}\"")
+    } else {
+        format!("'{}'", s.replace('\'', "'\\''"))
+    }
+}
+
+/// The short summary on a terminal, as rsync --stats's last lines:
+/// `kopiru: copied 812 files, 1.2 GiB in 9s (130.4 MiB/s)`, then what was
+/// skipped, failed or withdrawn, when anything was.
+fn summary_line(s: &Summary) -> String {
+    let secs = s.elapsed.as_secs_f64();
+    let mut line = format!(
+        "kopiru: {} {} files, {} in {}",
+        if s.cancelled {
+            "stopped after"
+        } else {
+            "copied"
+        },
+        s.files,
+        human(s.bytes),
+        if secs < 10.0 {
+            format!("{secs:.2}s")
+        } else {
+            progress::duration(secs)
+        }
+    );
+    if secs > 0.0 {
+        line.push_str(&format!(" ({})", progress::rate(s.bytes as f64 / secs)));
+    }
+    for (n, what) in [
+        (s.skipped, "left as they were"),
+        (s.verified_files, "verified"),
+        (s.withdrawn, "withdrawn (flush failed)"),
+        (s.errors.len() as u64, "failed"),
+        (s.warnings.len() as u64, "warnings"),
+    ] {
+        if n > 0 {
+            line.push_str(&format!(", {n} {what}"));
+        }
+    }
+    line
 }
 
 fn json_summary(s: &Summary, code: u8) -> serde_json::Value {
@@ -137,4 +221,38 @@ fn json_summary(s: &Summary, code: u8) -> serde_json::Value {
         "cancelled": s.cancelled,
         "exit_code": code,
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::time::Duration;
+
+    #[test]
+    fn quoted_as_cp() {
+        assert_eq!(quoted(Path::new("a b")), "'a b'");
+        assert_eq!(quoted(Path::new("it's")), "\"it's\"");
+        assert_eq!(quoted(Path::new("it's $x")), "'it'\\''s $x'");
+    }
+
+    #[test]
+    fn summary_line_reads_like_rsync_stats() {
+        let mut s = Summary {
+            files: 812,
+            bytes: 3 << 30,
+            elapsed: Duration::from_secs(12),
+            ..Summary::default()
+        };
+        assert_eq!(
+            summary_line(&s),
+            "kopiru: copied 812 files, 3.0 GiB in 12s (256.0 MiB/s)"
+        );
+        s.skipped = 4;
+        s.cancelled = true;
+        s.elapsed = Duration::from_millis(1500);
+        assert_eq!(
+            summary_line(&s),
+            "kopiru: stopped after 812 files, 3.0 GiB in 1.50s (2.0 GiB/s), 4 left as they were"
+        );
+    }
 }

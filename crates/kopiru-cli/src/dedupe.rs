@@ -4,18 +4,17 @@
 use crate::args::DedupeArgs;
 use crate::bench::{human, parse_size};
 use crate::exit;
-use crate::progress;
+use crate::progress::{Progress, Work};
 use crate::signals::{self, OnSignal};
-use indicatif::ProgressBar;
 use kopiru::dedupe::{dedupe, DedupeOptions, DedupeSummary};
 use kopiru::Reporter;
 
-struct Bar(Option<ProgressBar>);
+struct Bar(Option<Progress>);
 
 impl Reporter for Bar {
     fn bytes(&self, n: u64) {
-        if let Some(b) = &self.0 {
-            b.inc(n);
+        if let Some(p) = &self.0 {
+            p.bytes(n);
         }
     }
 }
@@ -38,18 +37,14 @@ pub fn run(args: DedupeArgs) -> u8 {
         jobs: args.jobs.unwrap_or(0),
         cancel,
     };
-    let bar = Bar(args.bar.wanted(true).then(|| {
-        let b = progress::bar(
-            args.bar.progress,
-            None,
-            "{spinner} {bytes} hashed, {binary_bytes_per_sec}",
-        );
-        b.enable_steady_tick(std::time::Duration::from_millis(100));
-        b
-    }));
+    // The engine reports bytes hashed only: no phase, no files, no total.
+    let mut bar = Bar(args
+        .bar
+        .wanted(true)
+        .then(|| Progress::start(Work::Hash, &[], args.bar.progress)));
     let s = dedupe(&args.paths, &opts, &bar);
-    if let Some(b) = &bar.0 {
-        b.finish_and_clear();
+    if let Some(p) = &mut bar.0 {
+        p.finish();
     }
     for e in &s.errors {
         errln!("kopiru: {e}");

@@ -389,3 +389,186 @@ pub fn dedupe_has_no_short_n() -> R {
     );
     Ok(())
 }
+
+/// With a progress display (a terminal, or --progress) a copy ends with a
+/// one-line summary on stderr; in a pipe, nothing unless asked.
+pub fn summary_line() -> R {
+    let w = fixture::run_root().join("summary-line");
+    let _ = std::fs::remove_dir_all(&w);
+    let src = w.join("src");
+    std::fs::create_dir_all(&src)?;
+    for i in 0..5 {
+        std::fs::write(src.join(format!("f{i}")), vec![b'x'; 1000])?;
+    }
+    let o = kopiru_cmd()
+        .args(["copy", "--progress"])
+        .arg(&src)
+        .arg(w.join("a"))
+        .output()?;
+    let stderr = String::from_utf8_lossy(&o.stderr);
+    let last = stderr.lines().last().unwrap_or_default();
+    ensure!(
+        code(&o) == 0 && last.starts_with("kopiru: copied 5 files, 4.9 KiB in "),
+        "want a summary line last: {}",
+        show(&o)
+    );
+    let o = kopiru_cmd()
+        .arg("copy")
+        .arg(&src)
+        .arg(w.join("b"))
+        .output()?;
+    ensure!(
+        code(&o) == 0 && o.stderr.is_empty() && o.stdout.is_empty(),
+        "nothing in a pipe: {}",
+        show(&o)
+    );
+    Ok(())
+}
+
+/// cp's spellings of copy's options, on a real filesystem: -t DIR, -p, -v
+/// and --reflink[=auto|always|never].
+pub fn cp_spellings(fs: Fs) -> R {
+    use std::os::unix::fs::{MetadataExt, PermissionsExt};
+    let w = fixture::workdir(fs, "cp-spellings")?;
+    let src = w.join("src");
+    std::fs::create_dir_all(src.join("sub"))?;
+    let (a, b) = (src.join("a"), src.join("sub/b"));
+    trees::write_random(&a, 3 << 20, 7)?;
+    std::fs::write(&b, b"bee")?;
+    let quote = w.join("it's");
+    std::fs::write(&quote, b"q")?;
+
+    // -t DIR: every path is a source.
+    let t = w.join("t");
+    std::fs::create_dir(&t)?;
+    let o = kopiru_cmd()
+        .args(["copy", "-t"])
+        .arg(&t)
+        .arg(&a)
+        .arg(src.join("sub"))
+        .output()?;
+    ensure!(code(&o) == 0, "-t: {}", show(&o));
+    ensure!(
+        std::fs::read(t.join("a"))? == std::fs::read(&a)?
+            && std::fs::read(t.join("sub/b"))? == b"bee",
+        "-t did not copy into DIR"
+    );
+    let missing = w.join("missing");
+    let o = kopiru_cmd()
+        .args(["copy", "-t"])
+        .arg(&missing)
+        .arg(&a)
+        .output()?;
+    ensure!(
+        code(&o) == 2 && !missing.exists(),
+        "-t into a missing directory: want exit 2 and nothing made: {}",
+        show(&o)
+    );
+
+    // -p: mode, times and owner, as cp -p; without it the owner is ours.
+    std::os::unix::fs::chown(&b, Some(4242), Some(4343))?;
+    std::fs::set_permissions(&b, std::fs::Permissions::from_mode(0o640))?;
+    let old = std::fs::FileTimes::new()
+        .set_modified(std::time::UNIX_EPOCH + Duration::from_secs(1_000_000_000));
+    std::fs::File::options()
+        .write(true)
+        .open(&b)?
+        .set_times(old)?;
+    let o = kopiru_cmd()
+        .args(["copy", "-p"])
+        .arg(&b)
+        .arg(w.join("p"))
+        .output()?;
+    ensure!(code(&o) == 0, "-p: {}", show(&o));
+    let (m, n) = (std::fs::metadata(&b)?, std::fs::metadata(w.join("p"))?);
+    ensure!(
+        (n.uid(), n.gid(), n.mode() & 0o7777, n.mtime()) == (m.uid(), m.gid(), 0o640, m.mtime()),
+        "-p kept uid {} gid {} mode {:o} mtime {}",
+        n.uid(),
+        n.gid(),
+        n.mode() & 0o7777,
+        n.mtime()
+    );
+    let o = kopiru_cmd()
+        .arg("copy")
+        .arg(&b)
+        .arg(w.join("no-p"))
+        .output()?;
+    ensure!(code(&o) == 0, "{}", show(&o));
+    ensure!(
+        std::fs::metadata(w.join("no-p"))?.uid() == 0,
+        "the owner was kept without -p"
+    );
+
+    // -v: 'SOURCE' -> 'DEST' per file on stdout, quoted as cp quotes.
+    let v = w.join("v");
+    std::fs::create_dir(&v)?;
+    let o = kopiru_cmd()
+        .args(["copy", "-v"])
+        .arg(&src)
+        .arg(&quote)
+        .arg(&v)
+        .output()?;
+    ensure!(code(&o) == 0, "-v: {}", show(&o));
+    let q = |p: &Path| format!("'{}'", p.display());
+    let mut want = vec![
+        format!("{} -> {}", q(&a), q(&v.join("src/a"))),
+        format!("{} -> {}", q(&b), q(&v.join("src/sub/b"))),
+    ];
+    // A name with a quote: as cp -v itself prints it (after kopiru, so
+    // that its copy is not among kopiru's).
+    let cp = Command::new("cp")
+        .arg("-v")
+        .arg(&quote)
+        .arg(w.join("v/it's-by-cp"))
+        .output()?;
+    let cp_line = String::from_utf8_lossy(&cp.stdout).trim_end().to_string();
+    ensure!(cp_line.contains("it's"), "cp -v: {}", show(&cp));
+    want.push(cp_line.replace("it's-by-cp", "it's"));
+    let mut got: Vec<String> = String::from_utf8_lossy(&o.stdout)
+        .lines()
+        .map(String::from)
+        .collect();
+    want.sort();
+    got.sort();
+    ensure!(got == want, "-v printed {got:#?}, want {want:#?}");
+
+    // --reflink: always (also with no value) clones or fails; never
+    // streams; auto climbs the ladder.
+    for (flag, name) in [
+        ("--reflink", "r-bare"),
+        ("--reflink=always", "r-always"),
+        ("--reflink=never", "r-never"),
+        ("--reflink=auto", "r-auto"),
+    ] {
+        let dst = w.join(name);
+        let o = kopiru_cmd()
+            .args(["copy", "--json", flag])
+            .arg(&a)
+            .arg(&dst)
+            .output()?;
+        let clones = flag != "--reflink=never" && fs.can_clone();
+        let j = json(&o)?;
+        if flag.ends_with("never") || flag.ends_with("auto") || fs.can_clone() {
+            ensure!(code(&o) == 0, "{flag}: {}", show(&o));
+            ensure!(
+                j["methods"]["clone"] == u64::from(clones)
+                    && crate::shares_extents(&dst)? == clones,
+                "{flag} on {}: {j}",
+                fs.name()
+            );
+            if flag.ends_with("never") {
+                ensure!(j["methods"]["stream"] == 1, "{flag}: {j}");
+            }
+        } else {
+            ensure!(code(&o) == 1, "{flag} where nothing clones: {}", show(&o));
+        }
+    }
+    let o = kopiru_cmd()
+        .args(["copy", "--reflink=always", "--method", "stream"])
+        .arg(&a)
+        .arg(w.join("both"))
+        .output()?;
+    ensure!(code(&o) == 2, "--reflink with --method: {}", show(&o));
+    Ok(())
+}

@@ -9,14 +9,6 @@ use crate::{code, show, R};
 use std::path::Path;
 use std::process::{Command, Output};
 
-macro_rules! ensure {
-    ($cond:expr, $($msg:tt)+) => {
-        if !$cond {
-            return Err(format!($($msg)+).into());
-        }
-    };
-}
-
 /// kopiru run in `dir` (so arguments are written as a user types them).
 fn kopiru_in(dir: &Path, args: &[&str]) -> Output {
     Command::new(env!("CARGO_BIN_EXE_kopiru"))

@@ -1090,6 +1090,11 @@ fn main() {
             Box::new(move || large_directory(fs)),
         );
         add(
+            format!("cp_spellings::{n}"),
+            why.clone(),
+            Box::new(move || cli::cp_spellings(fs)),
+        );
+        add(
             format!("injected_eio::{n}"),
             why.clone().or_else(strace),
             Box::new(move || injected_eio(fs)),
@@ -1301,6 +1306,7 @@ fn main() {
     );
     add("closed_stdout".into(), None, Box::new(cli::closed_stdout));
     add("completions".into(), None, Box::new(cli::completions));
+    add("summary_line".into(), None, Box::new(cli::summary_line));
     add(
         "dedupe_has_no_short_n".into(),
         None,
