@@ -5,8 +5,11 @@ use crate::args::FlashArgs;
 use crate::bench::human;
 use crate::exit;
 use crate::progress;
+use crate::render;
 use indicatif::ProgressBar;
-use kopiru::flash::{check_targets, flash, Bmap, FlashEvents, FlashOptions, FlashSummary};
+use kopiru::flash::{
+    check_targets, flash, Bmap, DeviceResult, FlashEvents, FlashOptions, FlashSummary,
+};
 use std::io::{BufRead, IsTerminal, Write};
 
 struct Bar(Option<ProgressBar>);
@@ -34,13 +37,10 @@ impl FlashEvents for Bar {
 pub fn run(args: FlashArgs) -> u8 {
     let bmap = match &args.bmap {
         None => None,
-        Some(p) => match std::fs::read_to_string(p)
-            .map_err(|e| e.to_string())
-            .and_then(|t| Bmap::parse(&t))
-        {
+        Some(p) => match Bmap::load(p) {
             Ok(m) => Some(m),
             Err(e) => {
-                eprintln!("kopiru: {}: {e}", p.display());
+                eprintln!("kopiru: {}", text(&e));
                 return exit::USAGE;
             }
         },
@@ -56,8 +56,8 @@ pub fn run(args: FlashArgs) -> u8 {
     };
     let targets = match check_targets(&args.image, &args.devices, &opts) {
         Ok(t) => t,
-        Err(r) => {
-            eprintln!("kopiru: {r}");
+        Err(e) => {
+            eprintln!("kopiru: {}", text(&e));
             return exit::USAGE;
         }
     };
@@ -111,14 +111,40 @@ pub fn run(args: FlashArgs) -> u8 {
     report(&s, args.json)
 }
 
+/// An error as `path: reason` for a refusal (nothing was tried), else
+/// `path: operation: reason`.
+fn text(e: &kopiru::Error) -> String {
+    match e.refusal() {
+        Some(r) => format!("{}: {r}", render::path(&e.path)),
+        None => e.to_string(),
+    }
+}
+
+/// What went wrong with a device, without its path: a failed write by its
+/// offset (`write at offset N: reason`, `too small: ...`, `the device
+/// disappeared ...`), anything else as `operation: reason`.
+fn device_error(d: &DeviceResult) -> Option<String> {
+    let e = d.error.as_ref()?;
+    Some(match (e.op, d.error_at) {
+        (kopiru::Op::Write, Some(off)) => match e.errno() {
+            Some(libc::ENODEV) | Some(libc::ENXIO) => {
+                format!("the device disappeared (write at offset {off})")
+            }
+            Some(libc::ENOSPC) => format!("too small: the image goes on past offset {off}"),
+            _ => format!("write at offset {off}: {}", e.reason()),
+        },
+        _ => format!("{}: {}", e.op, e.reason()),
+    })
+}
+
 fn report(s: &FlashSummary, json: bool) -> u8 {
     if let Some(e) = &s.source_error {
-        eprintln!("kopiru: {e}");
+        eprintln!("kopiru: {}", text(e));
     }
     let mut good = 0;
     for d in &s.devices {
-        if let Some(e) = &d.error {
-            eprintln!("kopiru: {}: {e}", d.path.display());
+        if let Some(e) = device_error(d) {
+            eprintln!("kopiru: {}: {e}", render::path(&d.path));
         } else if let Some(off) = d.mismatch_at {
             eprintln!(
                 "kopiru: {}: verify: the device differs from the image at offset {off}",
@@ -141,14 +167,15 @@ fn report(s: &FlashSummary, json: bool) -> u8 {
             "image_bytes": s.image_bytes,
             "write_seconds": s.write_time.as_secs_f64(),
             "elapsed_seconds": s.elapsed.as_secs_f64(),
-            "source_error": s.source_error,
+            "source_error": s.source_error.as_ref().map(text),
             "devices": s.devices.iter().map(|d| serde_json::json!({
                 "path": d.path.to_string_lossy(),
                 "direct": d.direct,
                 "verified": d.verified,
                 "mismatch_at": d.mismatch_at,
                 "identical_bytes": d.identical_bytes,
-                "error": d.error,
+                "error": device_error(d),
+                "errno": d.error.as_ref().and_then(|e| e.errno()),
             })).collect::<Vec<_>>(),
             "exit_code": code,
         });

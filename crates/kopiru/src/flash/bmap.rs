@@ -1,6 +1,10 @@
 //! Block maps (bmaptool's XML format, version 2): parsing, the file's own
 //! checksum, and each range's SHA-256 checked as the image streams past.
 
+use crate::{Error, Op, Refusal, Side};
+use std::fmt;
+use std::path::Path;
+
 /// A block map (bmaptool's XML format, version 2): the image's size and
 /// the byte ranges that hold data, each with its SHA-256.
 #[derive(Clone, Debug)]
@@ -12,33 +16,110 @@ pub struct Bmap {
     pub ranges: Vec<(u64, u64, Option<[u8; 32]>)>,
 }
 
+/// Why a block map cannot be used, or why the image does not match it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum BmapError {
+    /// No `<bmap version="...">`.
+    NotBmap,
+    /// A version other than 2.x.
+    Version(String),
+    /// Checksums other than SHA-256.
+    ChecksumType,
+    /// A required element is missing or not a number (its name).
+    Missing(&'static str),
+    /// The file's own checksum does not match: damaged or edited.
+    OwnChecksum,
+    /// A checksum that is not 64 hex digits.
+    BadChecksum(String),
+    /// A `<Range` without `>` or without `</Range>`.
+    Malformed,
+    /// A range that is not `a-b` or `a` (block numbers).
+    BadRange(String),
+    /// A range before or overlapping the previous one, or past the image.
+    RangeOrder(String),
+    /// The image's bytes [start, end) do not match their range's checksum.
+    RangeChecksum {
+        /// First byte.
+        start: u64,
+        /// One past the last byte.
+        end: u64,
+    },
+    /// The image's size is not the one the map gives.
+    SizeDiffers {
+        /// Bytes in the image.
+        image: u64,
+        /// Bytes the map says.
+        bmap: u64,
+    },
+}
+
+impl fmt::Display for BmapError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            BmapError::NotBmap => f.write_str("not a bmap file"),
+            BmapError::Version(v) => write!(f, "bmap version {v} is not supported (2.x is)"),
+            BmapError::ChecksumType => f.write_str("only sha256 bmap checksums are supported"),
+            BmapError::Missing(name) => write!(f, "no <{name}>"),
+            BmapError::OwnChecksum => {
+                f.write_str("the bmap file's own checksum does not match: damaged or edited")
+            }
+            BmapError::BadChecksum(s) => write!(f, "bad checksum '{s}'"),
+            BmapError::Malformed => f.write_str("unterminated or bad <Range>"),
+            BmapError::BadRange(s) => write!(f, "bad range '{s}'"),
+            BmapError::RangeOrder(s) => {
+                write!(f, "range '{s}' is out of order or past the image")
+            }
+            BmapError::RangeChecksum { start, end } => write!(
+                f,
+                "bytes {start}-{end} do not match the checksum in the bmap file"
+            ),
+            BmapError::SizeDiffers { image, bmap } => {
+                write!(f, "the image has {image} bytes, its bmap says {bmap}")
+            }
+        }
+    }
+}
+
+impl std::error::Error for BmapError {}
+
 impl Bmap {
+    /// Reads a bmap file and parses it ([`Bmap::parse`]). The error is on
+    /// the source side: an OS error reading `path`, or a refusal
+    /// ([`Refusal::Bmap`]).
+    pub fn load(path: &Path) -> Result<Bmap, Error> {
+        let text = std::fs::read_to_string(path)
+            .map_err(|e| Error::io(Side::Source, path, Op::Read, e))?;
+        Bmap::parse(&text)
+            .map_err(|e| Error::refused(Side::Source, path, Op::Read, Refusal::Bmap(e)))
+    }
+
     /// Parses a bmap file and checks its own checksum.
-    pub fn parse(text: &str) -> Result<Bmap, String> {
+    pub fn parse(text: &str) -> Result<Bmap, BmapError> {
         let tag = |name: &str| tag(text, name);
-        let num = |name: &str| -> Result<u64, String> {
+        let num = |name: &'static str| -> Result<u64, BmapError> {
             tag(name)
                 .and_then(|v| v.parse().ok())
-                .ok_or_else(|| format!("no <{name}>"))
+                .ok_or(BmapError::Missing(name))
         };
         let version = text
             .find("<bmap version=\"")
             .map(|i| &text[i + 15..])
             .and_then(|v| v.split('"').next())
-            .ok_or("not a bmap file")?;
+            .ok_or(BmapError::NotBmap)?;
         if !version.starts_with("2.") {
-            return Err(format!("bmap version {version} is not supported (2.x is)"));
+            return Err(BmapError::Version(version.into()));
         }
         if tag("ChecksumType") != Some("sha256") {
-            return Err("only sha256 bmap checksums are supported".into());
+            return Err(BmapError::ChecksumType);
         }
         let image_size = num("ImageSize")?;
         let block = num("BlockSize")?;
-        let file_sum = tag("BmapFileChecksum").ok_or("no <BmapFileChecksum>")?;
+        let file_sum = tag("BmapFileChecksum").ok_or(BmapError::Missing("BmapFileChecksum"))?;
         // The file's checksum is taken with its own value replaced by zeros.
         let zeroed = text.replacen(file_sum, &"0".repeat(file_sum.len()), 1);
         if hex(&sha256(zeroed.as_bytes())) != file_sum {
-            return Err("the bmap file's own checksum does not match: damaged or edited".into());
+            return Err(BmapError::OwnChecksum);
         }
         let ranges = parse_ranges(text, block, image_size)?;
         Ok(Bmap { image_size, ranges })
@@ -58,12 +139,12 @@ type Ranges = Vec<(u64, u64, Option<[u8; 32]>)>;
 
 /// Every `<Range chksum="...">a-b</Range>` (block numbers, inclusive) as
 /// byte offsets [start, end), ascending and within the image.
-fn parse_ranges(text: &str, block: u64, image_size: u64) -> Result<Ranges, String> {
+fn parse_ranges(text: &str, block: u64, image_size: u64) -> Result<Ranges, BmapError> {
     let mut ranges: Ranges = Vec::new();
     let mut rest = text;
     while let Some(i) = rest.find("<Range") {
         rest = &rest[i..];
-        let end = rest.find("</Range>").ok_or("unterminated <Range>")?;
+        let end = rest.find("</Range>").ok_or(BmapError::Malformed)?;
         let item = &rest[..end];
         rest = &rest[end..];
         let sum = item
@@ -72,19 +153,19 @@ fn parse_ranges(text: &str, block: u64, image_size: u64) -> Result<Ranges, Strin
             .and_then(|v| v.split('"').next())
             .map(unhex)
             .transpose()?;
-        let span = item[item.find('>').ok_or("bad <Range>")? + 1..].trim();
+        let span = item[item.find('>').ok_or(BmapError::Malformed)? + 1..].trim();
         let (a, b) = match span.split_once('-') {
             Some((a, b)) => (a.trim(), b.trim()),
             None => (span, span),
         };
         let (a, b): (u64, u64) = (
-            a.parse().map_err(|_| format!("bad range '{span}'"))?,
-            b.parse().map_err(|_| format!("bad range '{span}'"))?,
+            a.parse().map_err(|_| BmapError::BadRange(span.into()))?,
+            b.parse().map_err(|_| BmapError::BadRange(span.into()))?,
         );
         let start = a * block;
         let stop = ((b + 1) * block).min(image_size);
         if start >= stop || ranges.last().is_some_and(|&(_, e, _)| start < e) {
-            return Err(format!("range '{span}' is out of order or past the image"));
+            return Err(BmapError::RangeOrder(span.into()));
         }
         ranges.push((start, stop, sum));
     }
@@ -100,14 +181,14 @@ fn hex(b: &[u8]) -> String {
     b.iter().map(|x| format!("{x:02x}")).collect()
 }
 
-fn unhex(s: &str) -> Result<[u8; 32], String> {
+fn unhex(s: &str) -> Result<[u8; 32], BmapError> {
     let mut out = [0u8; 32];
-    if s.len() != 64 {
-        return Err(format!("bad checksum '{s}'"));
+    if s.len() != 64 || !s.is_ascii() {
+        return Err(BmapError::BadChecksum(s.into()));
     }
     for (i, o) in out.iter_mut().enumerate() {
         *o = u8::from_str_radix(&s[2 * i..2 * i + 2], 16)
-            .map_err(|_| format!("bad checksum '{s}'"))?;
+            .map_err(|_| BmapError::BadChecksum(s.into()))?;
     }
     Ok(out)
 }
@@ -131,7 +212,7 @@ impl RangeSums {
 
     /// The next image bytes, `data` at offset `off`: every range that ends
     /// within them is checked.
-    pub(super) fn feed(&mut self, off: u64, data: &[u8]) -> Result<(), String> {
+    pub(super) fn feed(&mut self, off: u64, data: &[u8]) -> Result<(), BmapError> {
         use sha2::Digest;
         let end = off + data.len() as u64;
         while let Some(&(a, b, sum)) = self.ranges.get(self.next) {
@@ -146,9 +227,7 @@ impl RangeSums {
             }
             let got: [u8; 32] = std::mem::take(&mut self.hasher).finalize().into();
             if sum.is_some_and(|s| s != got) {
-                return Err(format!(
-                    "bytes {a}-{b} do not match the checksum in the bmap file"
-                ));
+                return Err(BmapError::RangeChecksum { start: a, end: b });
             }
             self.next += 1;
         }
@@ -162,7 +241,12 @@ mod tests {
 
     /// A bmap file as bmaptool writes it (abridged), for an image of
     /// `image_size` bytes in 4 KiB blocks, with its own checksum filled in.
-    pub(crate) fn bmap_text(image_size: u64, ranges: &[(&str, &[u8])]) -> String {
+    fn bmap_text(image_size: u64, ranges: &[(&str, &[u8])]) -> String {
+        seal(&unsealed(image_size, ranges))
+    }
+
+    /// [`bmap_text`] with zeros for its own checksum.
+    fn unsealed(image_size: u64, ranges: &[(&str, &[u8])]) -> String {
         let mut body = String::new();
         for (span, bytes) in ranges {
             body.push_str(&format!(
@@ -179,6 +263,11 @@ mod tests {
             image_size.div_ceil(4096),
             "0".repeat(64)
         );
+        text
+    }
+
+    /// Fills in the file's own checksum.
+    fn seal(text: &str) -> String {
         let sum = hex(&sha256(text.as_bytes()));
         text.replacen(&"0".repeat(64), &sum, 1)
     }
@@ -202,7 +291,8 @@ mod tests {
         let text = bmap_text(1 << 20, &[("0-1", &[1u8; 8192]), ("10-12", &[0u8; 3])]);
         let edited = text.replace("> 10-12 <", "> 10-13 <");
         let e = Bmap::parse(&edited).expect_err("edited");
-        assert!(e.contains("own checksum does not match"), "{e}");
+        assert_eq!(e, BmapError::OwnChecksum);
+        assert!(e.to_string().contains("own checksum does not match"), "{e}");
     }
 
     #[test]
@@ -211,24 +301,33 @@ mod tests {
             let ranges: Vec<(&str, &[u8])> = spans.iter().map(|s| (*s, &[][..])).collect();
             Bmap::parse(&bmap_text(1 << 20, &ranges)).expect_err("refused")
         };
-        assert!(bad(&["5-6", "2-3"]).contains("out of order"));
-        assert!(bad(&["0-3", "3-4"]).contains("out of order"));
-        assert!(bad(&["300-400"]).contains("past the image"));
-        assert!(bad(&["1-x"]).contains("bad range '1-x'"));
-        let short = bmap_text(1 << 20, &[("0", &[])]).replace("chksum=\"", "chksum=\"ab");
-        assert!(Bmap::parse(&short).is_err());
+        assert_eq!(bad(&["5-6", "2-3"]), BmapError::RangeOrder("2-3".into()));
+        assert_eq!(bad(&["0-3", "3-4"]), BmapError::RangeOrder("3-4".into()));
+        assert_eq!(bad(&["300-400"]), BmapError::RangeOrder("300-400".into()));
+        assert!(bad(&["300-400"]).to_string().contains("past the image"));
+        assert_eq!(bad(&["1-x"]), BmapError::BadRange("1-x".into()));
+        assert_eq!(bad(&["1-x"]).to_string(), "bad range '1-x'");
+        let long = seal(&unsealed(1 << 20, &[("0", &[])]).replace("chksum=\"", "chksum=\"ab"));
+        let e = Bmap::parse(&long).expect_err("a 66-digit checksum");
+        assert!(matches!(e, BmapError::BadChecksum(_)), "{e}");
     }
 
     #[test]
     fn refuses_other_versions_and_sums() {
         let text = bmap_text(1 << 20, &[("0", &[])]);
         let v1 = text.replace("version=\"2.0\"", "version=\"1.4\"");
-        assert!(Bmap::parse(&v1).expect_err("v1").contains("not supported"));
+        assert_eq!(
+            Bmap::parse(&v1).unwrap_err(),
+            BmapError::Version("1.4".into())
+        );
         let md5 = text.replace("sha256", "md5");
-        assert!(Bmap::parse(&md5).expect_err("md5").contains("sha256"));
-        assert!(Bmap::parse("hello")
-            .expect_err("junk")
-            .contains("not a bmap"));
+        assert_eq!(Bmap::parse(&md5).unwrap_err(), BmapError::ChecksumType);
+        assert_eq!(Bmap::parse("hello").unwrap_err(), BmapError::NotBmap);
+        let no_size = text.replace("ImageSize", "Size");
+        assert_eq!(
+            Bmap::parse(&no_size).unwrap_err(),
+            BmapError::Missing("ImageSize")
+        );
     }
 
     #[test]
@@ -250,6 +349,12 @@ mod tests {
             .enumerate()
             .try_for_each(|(i, piece)| bad.feed(i as u64 * 3000, piece))
             .expect_err("caught");
-        assert!(e.contains("bytes 6000-19000"), "{e}");
+        assert_eq!(
+            e,
+            BmapError::RangeChecksum {
+                start: 6000,
+                end: 19_000
+            }
+        );
     }
 }

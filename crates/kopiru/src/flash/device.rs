@@ -5,6 +5,7 @@
 
 use super::{FlashEvents, FlashOptions, Target, DIRTY_WINDOW, HEAD};
 use crate::sys::{self, Aligned, Fd};
+use crate::{Error, Op, Side};
 use std::io;
 use std::os::fd::AsFd;
 use std::path::PathBuf;
@@ -18,7 +19,10 @@ pub(super) struct Dev {
     pub direct: bool,
     pub is_block: bool,
     align: usize,
-    pub error: Option<String>,
+    /// What failed, if anything: the device is left alone from then on.
+    pub error: Option<Error>,
+    /// The offset of the write that failed.
+    pub error_at: Option<u64>,
     since_flush: u64,
     /// `--skip-identical`: a reading descriptor (around the cache) and a
     /// buffer for what is on the device now.
@@ -28,9 +32,12 @@ pub(super) struct Dev {
 }
 
 impl Dev {
-    pub fn open(t: &Target, opts: &FlashOptions, chunk: usize) -> io::Result<Dev> {
-        let c = sys::cstring(t.path.as_os_str())?;
-        let open = |flags| sys::open_raw(sys::cwd(), &c, flags, 0o644);
+    /// Opens (exclusively) a checked target, and zeroes it first with
+    /// `--zero-first`.
+    pub fn open(t: &Target, opts: &FlashOptions, chunk: usize) -> Result<Dev, Error> {
+        let failed = |op: Op| move |e: io::Error| Error::io(Side::Destination, &t.path, op, e);
+        let c = sys::cstring(t.path.as_os_str()).map_err(failed(Op::Name))?;
+        let open = |flags| sys::open_raw(sys::cwd(), &c, flags, 0o644).map_err(failed(Op::Open));
         let (base, excl) = if t.is_block {
             (libc::O_WRONLY, sys::O_EXCLUSIVE_DEVICE)
         } else {
@@ -39,20 +46,20 @@ impl Dev {
         let (fd, direct) = match open(base | excl | sys::O_DIRECT) {
             Ok(fd) if sys::O_DIRECT != 0 => (fd, true),
             Ok(fd) => (fd, false),
-            Err(e) if e.raw_os_error() == Some(libc::EINVAL) => (open(base | excl)?, false),
+            Err(e) if e.errno() == Some(libc::EINVAL) => (open(base | excl)?, false),
             Err(e) => return Err(e),
         };
         let plain = open(libc::O_WRONLY)?;
         if opts.zero_first {
             if t.is_block {
-                sys::zero_out(fd.as_fd(), t.size)?;
+                sys::zero_out(fd.as_fd(), t.size).map_err(failed(Op::ZeroOut))?;
             } else {
-                sys::ftruncate(fd.as_fd(), 0)?;
+                sys::ftruncate(fd.as_fd(), 0).map_err(failed(Op::Truncate))?;
             }
         }
         let check = match opts.skip_identical {
             true => Some((
-                sys::open_uncached(sys::cwd(), &c)?,
+                sys::open_uncached(sys::cwd(), &c).map_err(failed(Op::Open))?,
                 Aligned::new(chunk + HEAD),
             )),
             false => None,
@@ -65,6 +72,7 @@ impl Dev {
             is_block: t.is_block,
             align: t.align,
             error: None,
+            error_at: None,
             since_flush: 0,
             check,
             identical: 0,
@@ -131,14 +139,15 @@ impl Dev {
     pub fn flush(&mut self) -> io::Result<()> {
         sys::sync_file(self.fd.as_fd())
     }
-}
 
-pub(super) fn write_error(off: u64, e: &io::Error) -> String {
-    match e.raw_os_error() {
-        Some(libc::ENODEV) | Some(libc::ENXIO) => {
-            format!("the device disappeared (write at offset {off})")
-        }
-        Some(libc::ENOSPC) => format!("too small: the image goes on past offset {off}"),
-        _ => format!("write at offset {off}: {}", crate::error::reason(e)),
+    /// Records a failure of `op`: the device is dropped from the flash.
+    pub fn fail(&mut self, op: Op, e: io::Error) {
+        self.error = Some(Error::io(Side::Destination, &self.path, op, e));
+    }
+
+    /// Records a write at `off` that failed.
+    pub fn fail_write(&mut self, off: u64, e: io::Error) {
+        self.fail(Op::Write, e);
+        self.error_at = Some(off);
     }
 }

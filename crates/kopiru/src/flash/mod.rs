@@ -24,9 +24,10 @@ mod source;
 mod targets;
 mod write;
 
-pub use bmap::Bmap;
+pub use bmap::{Bmap, BmapError};
 pub use targets::{check_targets, Target};
 
+use crate::{Error, Op, Refusal, Side};
 use device::Dev;
 use pieces::Layout;
 use std::path::{Path, PathBuf};
@@ -75,21 +76,6 @@ impl Default for FlashOptions {
     }
 }
 
-/// A refusal before anything is written.
-#[derive(Debug)]
-pub struct Refusal {
-    /// The target (or image) concerned.
-    pub path: PathBuf,
-    /// Why.
-    pub reason: String,
-}
-
-impl std::fmt::Display for Refusal {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(f, "{}: {}", self.path.display(), self.reason)
-    }
-}
-
 /// Progress of a flash, for the command line.
 pub trait FlashEvents: Sync {
     /// `n` more bytes acknowledged by every remaining device.
@@ -114,12 +100,17 @@ pub struct NoEvents;
 impl FlashEvents for NoEvents {}
 
 /// How one device fared.
-#[derive(Debug, Clone)]
+#[derive(Debug)]
 pub struct DeviceResult {
     /// As given.
     pub path: PathBuf,
-    /// What failed, if anything ("write at offset N: ...").
-    pub error: Option<String>,
+    /// What failed, if anything (on [`Side::Destination`]): opening,
+    /// zeroing, a write ([`Op::Write`], at [`DeviceResult::error_at`]), a
+    /// flush, the read-back. ENOSPC on a write means the device is too
+    /// small; ENODEV or ENXIO that it disappeared.
+    pub error: Option<Error>,
+    /// The offset of the write that failed.
+    pub error_at: Option<u64>,
     /// Whether the read-back matched (`None`: not verified).
     pub verified: Option<bool>,
     /// Offset of the first 64 KiB block that differed.
@@ -140,8 +131,9 @@ pub struct FlashSummary {
     pub format: &'static str,
     /// Per device.
     pub devices: Vec<DeviceResult>,
-    /// An error reading or decoding the image (nothing is complete then).
-    pub source_error: Option<String>,
+    /// An error reading or decoding the image, or an image that does not
+    /// match its block map ([`Side::Source`]; nothing is complete then).
+    pub source_error: Option<Error>,
     /// Time until every device was written and flushed.
     pub write_time: Duration,
     /// Wall time, verification included.
@@ -178,7 +170,8 @@ pub fn flash(
             Ok(d) => devs.push(d),
             Err(e) => s.devices.push(DeviceResult {
                 path: t.path.clone(),
-                error: Some(format!("open: {}", crate::error::reason(&e))),
+                error: Some(e),
+                error_at: None,
                 verified: None,
                 mismatch_at: None,
                 direct: false,
@@ -213,17 +206,20 @@ pub fn flash(
     let total = out.total;
     s.format = out.format;
     s.image_bytes = total;
-    if let Err(e) = &out.read_error {
-        s.source_error = Some(format!("{}: {}", image.display(), crate::error::reason(e)));
-    } else if let Some(m) = &opts.bmap {
-        if m.image_size != total {
-            let e = format!(
-                "the image has {total} bytes, its bmap says {}",
-                m.image_size
-            );
-            s.source_error = Some(format!("{}: {e}", image.display()));
-        }
-    }
+    s.source_error = match std::mem::replace(&mut out.read_error, Ok(())) {
+        Err(e) => Some(e),
+        Ok(()) => opts
+            .bmap
+            .as_ref()
+            .filter(|m| m.image_size != total)
+            .map(|m| {
+                let why = BmapError::SizeDiffers {
+                    image: total,
+                    bmap: m.image_size,
+                };
+                Error::refused(Side::Source, image, Op::Read, Refusal::Bmap(why))
+            }),
+    };
     let head = &out.head.get()[..out.head_len];
     let complete = s.source_error.is_none();
     write::finish(&mut devs, head, total, &layout, complete, events);
@@ -235,7 +231,7 @@ pub fn flash(
     }
     out.written.pieces.sort_unstable_by_key(|p| p.0);
     s.devices.extend(readback::verify_all(
-        &devs,
+        &mut devs,
         verify,
         &out.written,
         mapping.as_ref(),

@@ -5,6 +5,7 @@
 use super::device::Dev;
 use super::{DeviceResult, FlashEvents, VERIFY_BLOCK};
 use crate::sys::{self, Aligned};
+use crate::{Error, Op, Side};
 use std::ffi::CString;
 use std::io;
 use std::os::fd::AsFd;
@@ -42,9 +43,10 @@ impl Written {
 }
 
 /// The result of each device, read back (in parallel, a thread each) when
-/// `verify` and it has not failed already.
+/// `verify` and it has not failed already. The devices' errors are moved
+/// into the results.
 pub(super) fn verify_all(
-    devs: &[Dev],
+    devs: &mut [Dev],
     verify: bool,
     written: &Written,
     mapping: Option<&sys::Mapping>,
@@ -53,12 +55,13 @@ pub(super) fn verify_all(
 ) -> Vec<DeviceResult> {
     std::thread::scope(|sc| {
         let handles: Vec<_> = devs
-            .iter()
+            .iter_mut()
             .map(|d| {
                 sc.spawn(move || {
                     let mut r = DeviceResult {
                         path: d.path.clone(),
-                        error: d.error.clone(),
+                        error: d.error.take(),
+                        error_at: d.error_at,
                         verified: None,
                         mismatch_at: None,
                         direct: d.direct,
@@ -72,7 +75,7 @@ pub(super) fn verify_all(
                                 r.mismatch_at = Some(off);
                             }
                             Err(e) => {
-                                r.error = Some(format!("verify: {}", crate::error::reason(&e)))
+                                r.error = Some(Error::io(Side::Destination, &d.path, Op::Verify, e))
                             }
                         }
                     }

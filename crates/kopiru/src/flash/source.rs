@@ -2,10 +2,11 @@
 //! the aligned buffers (or, raw in a regular file, memory-mapped), hashed
 //! and checked against the block map on the reader's thread.
 
-use super::bmap::RangeSums;
+use super::bmap::{BmapError, RangeSums};
 use super::pieces::Layout;
 use super::readback::Written;
 use crate::sys::{self, Aligned};
+use crate::{Error, Op, Refusal, Side};
 use std::io::{self, Read, Write};
 use std::os::fd::AsFd;
 use std::path::Path;
@@ -42,6 +43,9 @@ pub(super) struct Sink<'a> {
     pub written: Option<&'a mut Written>,
     /// Block-map checksums, checked as the image streams past.
     pub sums: Option<RangeSums>,
+    /// Set when the image does not match the block map (the decoder then
+    /// gets an `io::Error` that says less).
+    pub bmap_error: Option<BmapError>,
     /// What of the image is written.
     pub layout: &'a Layout,
 }
@@ -58,7 +62,10 @@ impl Sink<'_> {
     /// checks the block map's checksums.
     fn check(&mut self, data: &[u8]) -> io::Result<()> {
         if let Some(sums) = &mut self.sums {
-            sums.feed(self.total, data).map_err(io::Error::other)?;
+            if let Err(e) = sums.feed(self.total, data) {
+                self.bmap_error = Some(e.clone());
+                return Err(io::Error::other(e));
+            }
         }
         if let Some(w) = self.written.as_deref_mut() {
             for (off, piece) in self.layout.pieces(self.total, data) {
@@ -171,8 +178,34 @@ pub(super) fn map_raw(image: &Path) -> Option<sys::Mapping> {
     sys::Mapping::new(f.as_fd(), usize::try_from(size).ok()?).ok()
 }
 
+/// Reads the whole image into `sink`: the mapped image when there is one,
+/// else decoded from the file or standard input. `format` is set once the
+/// first bytes are known.
+pub(super) fn read_image(
+    image: &Path,
+    mapping: Option<&sys::Mapping>,
+    chunk: usize,
+    sink: &mut Sink,
+    format: &mut &'static str,
+) -> Result<(), Error> {
+    let r = match mapping {
+        Some(m) => sink.send_mapped(m, chunk),
+        None => decode(image, sink, format),
+    };
+    match (sink.bmap_error.take(), r) {
+        (Some(e), _) => Err(Error::refused(
+            Side::Source,
+            image,
+            Op::Read,
+            Refusal::Bmap(e),
+        )),
+        (None, Ok(())) => Ok(()),
+        (None, Err(e)) => Err(Error::io(Side::Source, image, Op::Read, e)),
+    }
+}
+
 /// Decodes the whole image into `sink`.
-pub(super) fn decode(image: &Path, sink: &mut Sink, format: &mut &'static str) -> io::Result<()> {
+fn decode(image: &Path, sink: &mut Sink, format: &mut &'static str) -> io::Result<()> {
     let file: Box<dyn Read + Send> = if image == Path::new("-") {
         Box::new(io::stdin())
     } else {

@@ -4,8 +4,9 @@
 //! device's topology.
 
 use super::source::raw_image;
-use super::{FlashOptions, Refusal, HEAD, VERIFY_BLOCK};
+use super::{FlashOptions, HEAD, VERIFY_BLOCK};
 use crate::sys::{self, FileKind, Stat};
+use crate::{Error, Op, Refusal, Side};
 use std::os::fd::AsFd;
 use std::path::{Path, PathBuf};
 
@@ -26,11 +27,14 @@ pub struct Target {
     pub chunk: usize,
 }
 
-fn refuse(p: &Path, r: String) -> Refusal {
-    Refusal {
-        path: p.to_path_buf(),
-        reason: r,
-    }
+/// A target refused before anything is written.
+fn refuse(dev: &Path, why: Refusal) -> Error {
+    Error::refused(Side::Destination, dev, Op::Flash, why)
+}
+
+/// An OS error checking a target.
+fn failed(dev: &Path, op: Op, e: std::io::Error) -> Error {
+    Error::io(Side::Destination, dev, op, e)
 }
 
 /// What every target is checked against.
@@ -48,15 +52,20 @@ struct Context {
 /// Checks each target: a whole block device (or, with `--file`, a regular
 /// file) that is not mounted, does not hold the root filesystem or the
 /// image, and is big enough for an image of `image_size` (when known).
+///
+/// # Errors
+/// The first target refused ([`Op::Flash`] and a [`Refusal`]) or that
+/// could not be examined (an OS error); or the image's stat failing
+/// ([`Side::Source`]).
 pub fn check_targets(
     image: &Path,
     devices: &[PathBuf],
     opts: &FlashOptions,
-) -> Result<Vec<Target>, Refusal> {
+) -> Result<Vec<Target>, Error> {
     let image_st = if image == Path::new("-") {
         None
     } else {
-        Some(sys::stat_path(image, true).map_err(|e| refuse(image, crate::error::reason(&e)))?)
+        Some(sys::stat_path(image, true).map_err(|e| Error::io(Side::Source, image, Op::Stat, e))?)
     };
     // The size is known before writing only for a raw image file (or from
     // a block map).
@@ -75,7 +84,7 @@ pub fn check_targets(
 }
 
 /// Checks one target.
-fn check_one(dev: &Path, cx: &Context, opts: &FlashOptions) -> Result<Target, Refusal> {
+fn check_one(dev: &Path, cx: &Context, opts: &FlashOptions) -> Result<Target, Error> {
     let file = |size: u64, model: &str| Target {
         path: dev.to_path_buf(),
         is_block: false,
@@ -88,49 +97,46 @@ fn check_one(dev: &Path, cx: &Context, opts: &FlashOptions) -> Result<Target, Re
         Ok(st) => st,
         Err(e) if e.raw_os_error() == Some(libc::ENOENT) && opts.allow_file => {
             if dev.starts_with("/dev") {
-                return Err(refuse(
-                    dev,
-                    "no such device (kopiru never creates files under /dev)".into(),
-                ));
+                return Err(refuse(dev, Refusal::NoSuchDevice { under_dev: true }));
             }
             return Ok(file(0, "new file"));
         }
         Err(e) if e.raw_os_error() == Some(libc::ENOENT) => {
-            return Err(refuse(dev, "no such device".into()))
+            return Err(refuse(dev, Refusal::NoSuchDevice { under_dev: false }))
         }
-        Err(e) => return Err(refuse(dev, crate::error::reason(&e))),
+        Err(e) => return Err(failed(dev, Op::Stat, e)),
     };
     match st.kind() {
         FileKind::BlockDevice => {}
         FileKind::File if opts.allow_file => {
             if cx.image.is_some_and(|i| (i.dev, i.ino) == (st.dev, st.ino)) {
-                return Err(refuse(dev, "is the image itself".into()));
+                return Err(refuse(dev, Refusal::IsTheImage));
             }
             return Ok(file(st.size, "regular file"));
         }
-        FileKind::File => {
+        FileKind::File => return Err(refuse(dev, Refusal::NotABlockDevice { regular_file: true })),
+        _ => {
             return Err(refuse(
                 dev,
-                "not a block device (give --file to write a regular file)".into(),
+                Refusal::NotABlockDevice {
+                    regular_file: false,
+                },
             ))
         }
-        _ => return Err(refuse(dev, "not a block device".into())),
     }
     if !opts.force {
         check_unused(dev, &st, cx)?;
     }
-    let fd =
-        sys::open_path(dev, libc::O_RDONLY).map_err(|e| refuse(dev, crate::error::reason(&e)))?;
-    let info =
-        sys::block_info(fd.as_fd(), st.rdev).map_err(|e| refuse(dev, crate::error::reason(&e)))?;
+    let fd = sys::open_path(dev, libc::O_RDONLY).map_err(|e| failed(dev, Op::Open, e))?;
+    let info = sys::block_info(fd.as_fd(), st.rdev).map_err(|e| failed(dev, Op::Stat, e))?;
     if let Some(n) = cx.image_size {
         if n > info.size {
             return Err(refuse(
                 dev,
-                format!(
-                    "too small: the image is {n} bytes, the device {} bytes",
-                    info.size
-                ),
+                Refusal::TooSmall {
+                    image: n,
+                    device: info.size,
+                },
             ));
         }
     }
@@ -148,32 +154,20 @@ fn check_one(dev: &Path, cx: &Context, opts: &FlashOptions) -> Result<Target, Re
 
 /// Refuses (unless `--force`) a partition, and a device holding the root
 /// filesystem, the image, or anything mounted.
-fn check_unused(dev: &Path, st: &Stat, cx: &Context) -> Result<(), Refusal> {
+fn check_unused(dev: &Path, st: &Stat, cx: &Context) -> Result<(), Error> {
     let mut ours = vec![st.rdev];
     ours.extend(sys::partitions(st.rdev));
     if sys::is_partition(st.rdev) {
-        return Err(refuse(
-            dev,
-            "is a partition, not a whole device (--force to write it anyway)".into(),
-        ));
+        return Err(refuse(dev, Refusal::Partition));
     }
     if cx.root_dev.is_some_and(|r| ours.contains(&r)) {
-        return Err(refuse(
-            dev,
-            "holds the root filesystem (--force to write it anyway)".into(),
-        ));
+        return Err(refuse(dev, Refusal::HoldsRootFs));
     }
     if cx.image.is_some_and(|i| ours.contains(&i.dev)) {
-        return Err(refuse(
-            dev,
-            "holds the image being written (--force to write it anyway)".into(),
-        ));
+        return Err(refuse(dev, Refusal::HoldsImage));
     }
     if let Some((_, at)) = cx.mounts.iter().find(|(d, _)| ours.contains(d)) {
-        return Err(refuse(
-            dev,
-            format!("is mounted (at {at}); unmount it first, or --force"),
-        ));
+        return Err(refuse(dev, Refusal::Mounted { at: at.clone() }));
     }
     Ok(())
 }

@@ -4,12 +4,13 @@
 //! goes out last, after everything else is flushed.
 
 use super::bmap::RangeSums;
-use super::device::{write_error, Dev};
+use super::device::Dev;
 use super::pieces::Layout;
 use super::readback::Written;
-use super::source::{decode, Piece, Sink};
+use super::source::{read_image, Piece, Sink};
 use super::{FlashEvents, FlashOptions, HEAD};
 use crate::sys::{self, Aligned};
+use crate::{Error, Op, Side};
 use std::io;
 use std::os::fd::AsFd;
 use std::path::Path;
@@ -26,8 +27,9 @@ pub(super) struct Streamed {
     pub head_len: usize,
     /// What was written where, for the read-back.
     pub written: Written,
-    /// Reading or decoding the image failed.
-    pub read_error: io::Result<()>,
+    /// Reading or decoding the image failed (or it does not match its
+    /// block map).
+    pub read_error: Result<(), Error>,
 }
 
 /// Streams the image to every device (but its first MiB): a reader thread
@@ -65,12 +67,10 @@ pub(super) fn stream(
                 total: 0,
                 written: opts.verify.then_some(&mut written),
                 sums: opts.bmap.as_ref().map(|m| RangeSums::new(&m.ranges)),
+                bmap_error: None,
                 layout,
             };
-            let r = match mapping {
-                Some(m) => sink.send_mapped(m, chunk),
-                None => decode(image, &mut sink, &mut format),
-            };
+            let r = read_image(image, mapping, chunk, &mut sink, &mut format);
             drop(sink);
             r
         });
@@ -104,9 +104,10 @@ pub(super) fn stream(
                 }
             }
         }
-        reader
-            .join()
-            .unwrap_or_else(|_| Err(io::Error::other("reader panicked")))
+        reader.join().unwrap_or_else(|_| {
+            let e = io::Error::other("reader panicked");
+            Err(Error::io(Side::Source, image, Op::Read, e))
+        })
     });
     Streamed {
         format,
@@ -124,7 +125,7 @@ fn write_to_all(devs: &mut [Dev], pieces: &[(u64, &[u8])], events: &dyn FlashEve
     let write_all = |d: &mut Dev| {
         for &(off, piece) in pieces {
             if let Err(e) = d.write(piece, off, events) {
-                d.error = Some(write_error(off, &e));
+                d.fail_write(off, e);
                 return;
             }
         }
@@ -157,24 +158,29 @@ pub(super) fn finish(
 ) {
     for d in devs.iter_mut().filter(|d| d.error.is_none()) {
         if let Err(e) = d.flush() {
-            d.error = Some(format!("flush: {}", crate::error::reason(&e)));
+            d.fail(Op::Flush, e);
             continue;
         }
         if !complete {
             continue;
         }
-        let done = layout
-            .pieces(0, head)
-            .iter()
-            .try_for_each(|&(off, p)| d.write(p, off, events))
-            .and_then(|()| {
-                if !d.is_block {
-                    sys::ftruncate(d.fd.as_fd(), total)?;
-                }
-                d.flush()
-            });
-        if let Err(e) = done {
-            d.error = Some(write_error(0, &e));
+        for (off, p) in layout.pieces(0, head) {
+            if let Err(e) = d.write(p, off, events) {
+                d.fail_write(off, e);
+                break;
+            }
+        }
+        if d.error.is_some() {
+            continue;
+        }
+        if !d.is_block {
+            if let Err(e) = sys::ftruncate(d.fd.as_fd(), total) {
+                d.fail(Op::Truncate, e);
+                continue;
+            }
+        }
+        if let Err(e) = d.flush() {
+            d.fail(Op::Flush, e);
         }
     }
 }
