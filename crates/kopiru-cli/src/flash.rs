@@ -53,6 +53,7 @@ pub fn run(args: FlashArgs) -> u8 {
         zeroed: args.zeroed,
         zero_first: args.zero_first,
         skip_identical: args.skip_identical,
+        cancel: kopiru::Cancel::new(),
     };
     let targets = match check_targets(&args.image, &args.devices, &opts) {
         Ok(t) => t,
@@ -141,6 +142,9 @@ fn report(s: &FlashSummary, json: bool) -> u8 {
     if let Some(e) = &s.source_error {
         eprintln!("kopiru: {}", text(e));
     }
+    if s.cancelled {
+        eprintln!("kopiru: flash cancelled: the devices hold part of the image (its first MiB was not written), or were not all read back");
+    }
     let mut good = 0;
     for d in &s.devices {
         if let Some(e) = device_error(d) {
@@ -168,6 +172,7 @@ fn report(s: &FlashSummary, json: bool) -> u8 {
             "write_seconds": s.write_time.as_secs_f64(),
             "elapsed_seconds": s.elapsed.as_secs_f64(),
             "source_error": s.source_error.as_ref().map(text),
+            "cancelled": s.cancelled,
             "devices": s.devices.iter().map(|d| serde_json::json!({
                 "path": d.path.to_string_lossy(),
                 "direct": d.direct,

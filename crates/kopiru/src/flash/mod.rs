@@ -22,12 +22,14 @@ mod pieces;
 mod readback;
 mod source;
 mod targets;
+#[cfg(test)]
+mod tests;
 mod write;
 
 pub use bmap::{Bmap, BmapError};
 pub use targets::{check_targets, Target};
 
-use crate::{Error, Op, Refusal, Side};
+use crate::{Cancel, Error, Op, Refusal, Side};
 use device::Dev;
 use pieces::Layout;
 use std::path::{Path, PathBuf};
@@ -60,6 +62,10 @@ pub struct FlashOptions {
     /// Read each block before writing it and skip it if it already holds
     /// the image's bytes (for re-flashing).
     pub skip_identical: bool,
+    /// Checked before each device is opened, for each chunk read, decoded
+    /// and written, and for each chunk read back: once set, the flash stops
+    /// within a chunk and the held-back first MiB is not written.
+    pub cancel: Cancel,
 }
 
 impl Default for FlashOptions {
@@ -72,6 +78,7 @@ impl Default for FlashOptions {
             zeroed: false,
             zero_first: false,
             skip_identical: false,
+            cancel: Cancel::new(),
         }
     }
 }
@@ -138,12 +145,17 @@ pub struct FlashSummary {
     pub write_time: Duration,
     /// Wall time, verification included.
     pub elapsed: Duration,
+    /// Stopped by [`FlashOptions::cancel`]: the devices hold part of the
+    /// image, without its first MiB (if the writing was stopped), or were
+    /// not all read back (if the verification was).
+    pub cancelled: bool,
 }
 
 impl FlashSummary {
     /// Whether every device was written (and verified, if asked) cleanly.
     pub fn ok(&self) -> bool {
         self.source_error.is_none()
+            && !self.cancelled
             && self
                 .devices
                 .iter()
@@ -152,6 +164,8 @@ impl FlashSummary {
 }
 
 /// Writes `image` to every target, then verifies each (unless told not to).
+/// Stops within a chunk once [`FlashOptions::cancel`] is set
+/// ([`FlashSummary::cancelled`]).
 pub fn flash(
     image: &Path,
     targets: &[Target],
@@ -164,21 +178,7 @@ pub fn flash(
         ..Default::default()
     };
     let chunk = targets.iter().map(|t| t.chunk).min().unwrap_or(4 << 20);
-    let mut devs: Vec<Dev> = Vec::new();
-    for t in targets {
-        match Dev::open(t, opts, chunk) {
-            Ok(d) => devs.push(d),
-            Err(e) => s.devices.push(DeviceResult {
-                path: t.path.clone(),
-                error: Some(e),
-                error_at: None,
-                verified: None,
-                mismatch_at: None,
-                direct: false,
-                identical_bytes: 0,
-            }),
-        }
-    }
+    let mut devs = open_all(targets, opts, chunk, &mut s.devices);
     // A raw image file is mapped and written from the page cache directly:
     // no copy into buffers (that copy was most of kopiru's CPU time).
     let mapping = source::map_raw(image);
@@ -206,8 +206,93 @@ pub fn flash(
     let total = out.total;
     s.format = out.format;
     s.image_bytes = total;
-    s.source_error = match std::mem::replace(&mut out.read_error, Ok(())) {
+    // Cancelled while writing: the reader's "cancelled" or "writer
+    // stopped" is not the image's fault.
+    s.cancelled = opts.cancel.is_cancelled();
+    let read_error = std::mem::replace(&mut out.read_error, Ok(()));
+    s.source_error = source_error(image, read_error, opts, total, s.cancelled);
+    if !s.cancelled {
+        // Not after a source error either: the device keeps its old first
+        // MiB, so it does not look like a complete image.
+        let head = &out.head.get()[..out.head_len];
+        let complete = s.source_error.is_none();
+        write::finish(&mut devs, head, total, &layout, complete, events);
+    }
+    s.write_time = start.elapsed();
+    let verify = opts.verify && s.source_error.is_none() && !s.cancelled;
+    if verify {
+        let n = devs.iter().filter(|d| d.error.is_none()).count() as u64;
+        events.verifying(total * n);
+    }
+    out.written.pieces.sort_unstable_by_key(|p| p.0);
+    let (results, cancelled) = readback::verify_all(
+        &mut devs,
+        verify.then_some(&out.written),
+        mapping.as_ref(),
+        chunk,
+        &opts.cancel,
+        events,
+    );
+    s.devices.extend(results);
+    s.cancelled |= cancelled;
+    s.elapsed = start.elapsed();
+    s
+}
+
+/// Opens every target (zeroing it first with `--zero-first`); one that
+/// fails, or is not reached because the flash was cancelled, gets its
+/// result in `results` now.
+fn open_all(
+    targets: &[Target],
+    opts: &FlashOptions,
+    chunk: usize,
+    results: &mut Vec<DeviceResult>,
+) -> Vec<Dev> {
+    let mut devs = Vec::new();
+    for t in targets {
+        let mut r = DeviceResult {
+            path: t.path.clone(),
+            error: None,
+            error_at: None,
+            verified: None,
+            mismatch_at: None,
+            direct: false,
+            identical_bytes: 0,
+        };
+        if opts.cancel.is_cancelled() {
+            results.push(r);
+            continue;
+        }
+        match Dev::open(t, opts, chunk) {
+            Ok(d) => devs.push(d),
+            Err(e) => {
+                r.error = Some(e);
+                results.push(r);
+            }
+        }
+    }
+    devs
+}
+
+/// What is wrong with the image, if anything: reading or decoding it
+/// failed (unless that was only the flash being cancelled), or its size is
+/// not its block map's.
+fn source_error(
+    image: &Path,
+    read: Result<(), Error>,
+    opts: &FlashOptions,
+    total: u64,
+    cancelled: bool,
+) -> Option<Error> {
+    match read {
+        Err(e) if cancelled => {
+            let stopped = e.errno() == Some(libc::ECANCELED)
+                || e.io_error()
+                    .is_some_and(|e| e.kind() == std::io::ErrorKind::BrokenPipe);
+            (!stopped).then_some(e)
+        }
         Err(e) => Some(e),
+        Ok(()) if cancelled => None,
         Ok(()) => opts
             .bmap
             .as_ref()
@@ -219,25 +304,5 @@ pub fn flash(
                 };
                 Error::refused(Side::Source, image, Op::Read, Refusal::Bmap(why))
             }),
-    };
-    let head = &out.head.get()[..out.head_len];
-    let complete = s.source_error.is_none();
-    write::finish(&mut devs, head, total, &layout, complete, events);
-    s.write_time = start.elapsed();
-    let verify = opts.verify && s.source_error.is_none();
-    if verify {
-        let n = devs.iter().filter(|d| d.error.is_none()).count() as u64;
-        events.verifying(total * n);
     }
-    out.written.pieces.sort_unstable_by_key(|p| p.0);
-    s.devices.extend(readback::verify_all(
-        &mut devs,
-        verify,
-        &out.written,
-        mapping.as_ref(),
-        chunk,
-        events,
-    ));
-    s.elapsed = start.elapsed();
-    s
 }

@@ -5,11 +5,12 @@
 use super::device::Dev;
 use super::{DeviceResult, FlashEvents, VERIFY_BLOCK};
 use crate::sys::{self, Aligned};
-use crate::{Error, Op, Side};
+use crate::{Cancel, Error, Op, Side};
 use std::ffi::CString;
 use std::io;
 use std::os::fd::AsFd;
 use std::path::Path;
+use std::sync::atomic::{AtomicBool, Ordering};
 
 fn block_hash(h: &blake3::Hasher) -> u64 {
     let b = h.finalize();
@@ -43,17 +44,20 @@ impl Written {
 }
 
 /// The result of each device, read back (in parallel, a thread each) when
-/// `verify` and it has not failed already. The devices' errors are moved
-/// into the results.
+/// there is `written` to verify and it has not failed already. The
+/// devices' errors are moved into the results. True with them: a read-back
+/// was cancelled (that device's `verified` is left `None`).
 pub(super) fn verify_all(
     devs: &mut [Dev],
-    verify: bool,
-    written: &Written,
+    written: Option<&Written>,
     mapping: Option<&sys::Mapping>,
     chunk: usize,
+    cancel: &Cancel,
     events: &dyn FlashEvents,
-) -> Vec<DeviceResult> {
-    std::thread::scope(|sc| {
+) -> (Vec<DeviceResult>, bool) {
+    let stopped = AtomicBool::new(false);
+    let cancelled = &stopped;
+    let results = std::thread::scope(|sc| {
         let handles: Vec<_> = devs
             .iter_mut()
             .map(|d| {
@@ -67,16 +71,20 @@ pub(super) fn verify_all(
                         direct: d.direct,
                         identical_bytes: d.identical,
                     };
-                    if verify && r.error.is_none() {
-                        match read_back(&d.path, written, mapping, chunk, events) {
-                            Ok(None) => r.verified = Some(true),
-                            Ok(Some(off)) => {
-                                r.verified = Some(false);
-                                r.mismatch_at = Some(off);
-                            }
-                            Err(e) => {
-                                r.error = Some(Error::io(Side::Destination, &d.path, Op::Verify, e))
-                            }
+                    let Some(written) = written.filter(|_| r.error.is_none()) else {
+                        return r;
+                    };
+                    match read_back(&d.path, written, mapping, chunk, cancel, events) {
+                        Ok(None) => r.verified = Some(true),
+                        Ok(Some(off)) => {
+                            r.verified = Some(false);
+                            r.mismatch_at = Some(off);
+                        }
+                        Err(e) if e.raw_os_error() == Some(libc::ECANCELED) => {
+                            cancelled.store(true, Ordering::Relaxed);
+                        }
+                        Err(e) => {
+                            r.error = Some(Error::io(Side::Destination, &d.path, Op::Verify, e))
                         }
                     }
                     r
@@ -87,7 +95,8 @@ pub(super) fn verify_all(
             .into_iter()
             .map(|h| h.join().expect("verify thread"))
             .collect()
-    })
+    });
+    (results, stopped.into_inner())
 }
 
 /// Reads back every written piece of `path` (sorted by offset) around the
@@ -99,6 +108,7 @@ fn read_back(
     written: &Written,
     image: Option<&sys::Mapping>,
     chunk: usize,
+    cancel: &Cancel,
     events: &dyn FlashEvents,
 ) -> io::Result<Option<u64>> {
     let c: CString = sys::cstring(path.as_os_str())?;
@@ -107,6 +117,7 @@ fn read_back(
     let pieces = &written.pieces;
     let mut i = 0;
     while i < pieces.len() {
+        cancel.check()?;
         // A run of contiguous pieces that fits the buffer, read at once
         // (O_DIRECT: from an aligned offset, whole aligned blocks).
         let start = pieces[i].0;

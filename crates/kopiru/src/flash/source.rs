@@ -6,7 +6,7 @@ use super::bmap::{BmapError, RangeSums};
 use super::pieces::Layout;
 use super::readback::Written;
 use crate::sys::{self, Aligned};
-use crate::{Error, Op, Refusal, Side};
+use crate::{Cancel, Error, Op, Refusal, Side};
 use std::io::{self, Read, Write};
 use std::os::fd::AsFd;
 use std::path::Path;
@@ -48,6 +48,8 @@ pub(super) struct Sink<'a> {
     pub bmap_error: Option<BmapError>,
     /// What of the image is written.
     pub layout: &'a Layout,
+    /// Checked for each chunk.
+    pub cancel: &'a Cancel,
 }
 
 impl Sink<'_> {
@@ -76,7 +78,9 @@ impl Sink<'_> {
         Ok(())
     }
 
+    /// Hands a chunk to the writer (unless the flash was cancelled).
     fn send(&mut self, p: Piece) -> io::Result<()> {
+        self.cancel.check()?;
         self.full
             .send(p)
             .map_err(|_| io::Error::new(io::ErrorKind::BrokenPipe, "writer stopped"))

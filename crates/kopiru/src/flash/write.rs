@@ -69,12 +69,16 @@ pub(super) fn stream(
                 sums: opts.bmap.as_ref().map(|m| RangeSums::new(&m.ranges)),
                 bmap_error: None,
                 layout,
+                cancel: &opts.cancel,
             };
             let r = read_image(image, mapping, chunk, &mut sink, &mut format);
             drop(sink);
             r
         });
         for piece in full_rx.iter() {
+            if opts.cancel.is_cancelled() {
+                break;
+            }
             let (data, len) = match &piece {
                 Piece::Owned(b, len) => (&b.get()[..*len], *len),
                 Piece::Mapped(off, len) => {
@@ -104,6 +108,10 @@ pub(super) fn stream(
                 }
             }
         }
+        // Cancelled: the reader, waiting for a free buffer or for room in
+        // the queue, or finishing its chunk, stops now.
+        drop(full_rx);
+        drop(empty_tx);
         reader.join().unwrap_or_else(|_| {
             let e = io::Error::other("reader panicked");
             Err(Error::io(Side::Source, image, Op::Read, e))
