@@ -8,9 +8,10 @@ use crate::progress;
 use crate::render;
 use indicatif::ProgressBar;
 use kopiru::flash::{
-    check_targets, flash, Bmap, DeviceResult, FlashEvents, FlashOptions, FlashSummary,
+    check_targets, flash, Bmap, DeviceResult, FlashEvents, FlashOptions, FlashSummary, Target,
 };
-use std::io::{BufRead, IsTerminal, Write};
+use std::io::{BufRead, BufReader, Write};
+use std::path::Path;
 
 struct Bar(Option<ProgressBar>);
 
@@ -62,34 +63,24 @@ pub fn run(args: FlashArgs) -> u8 {
             return exit::USAGE;
         }
     };
-    if !args.yes && std::io::stdin().is_terminal() && std::io::stderr().is_terminal() {
-        for t in &targets {
-            eprintln!(
-                "  {}: {}, {}",
-                t.path.display(),
-                human(t.size),
-                if t.model.is_empty() {
-                    "unknown model"
-                } else {
-                    &t.model
-                }
-            );
-        }
-        eprint!(
-            "Everything on {} will be overwritten with {}. Continue? [y/N] ",
-            if targets.len() == 1 {
-                "this device"
-            } else {
-                "these devices"
-            },
-            args.image.display()
-        );
-        let _ = std::io::stderr().flush();
-        let mut answer = String::new();
-        let _ = std::io::stdin().lock().read_line(&mut answer);
-        if !matches!(answer.trim(), "y" | "Y" | "yes") {
-            eprintln!("kopiru: nothing written");
-            return exit::FAILED;
+    // Asked on the controlling terminal, never on standard input (which
+    // may be the image, or a stray "y" from a script); with no terminal
+    // to ask on, nothing is written without --yes.
+    if !args.yes {
+        match confirm(&args.image, &targets) {
+            Ok(true) => {}
+            Ok(false) => {
+                eprintln!("kopiru: nothing written");
+                return exit::FAILED;
+            }
+            Err(e) => {
+                eprintln!(
+                    "kopiru: no terminal to ask on (/dev/tty: {}); nothing written: \
+                     give --yes to write without asking",
+                    kopiru::reason(&e)
+                );
+                return exit::USAGE;
+            }
         }
     }
     let bar = Bar(args.bar.wanted(true).then(|| {
@@ -136,6 +127,46 @@ fn device_error(d: &DeviceResult) -> Option<String> {
         },
         _ => format!("{}: {}", e.op, e.reason()),
     })
+}
+
+/// Lists the targets and asks on the controlling terminal whether to
+/// overwrite them. `Err`: there is no controlling terminal (`/dev/tty`
+/// cannot be opened). An answer that cannot be read is a no.
+fn confirm(image: &Path, targets: &[Target]) -> std::io::Result<bool> {
+    let tty = std::fs::OpenOptions::new()
+        .read(true)
+        .write(true)
+        .open("/dev/tty")?;
+    let mut w = &tty;
+    let mut question = String::new();
+    for t in targets {
+        let model = if t.model.is_empty() {
+            "unknown model"
+        } else {
+            &t.model
+        };
+        question += &format!("  {}: {}, {model}\n", render::path(&t.path), human(t.size));
+    }
+    question += &format!(
+        "Everything on {} will be overwritten with {}. Continue? [y/N] ",
+        if targets.len() == 1 {
+            "this device"
+        } else {
+            "these devices"
+        },
+        render::path(image)
+    );
+    if w.write_all(question.as_bytes())
+        .and_then(|()| w.flush())
+        .is_err()
+    {
+        return Ok(false);
+    }
+    let mut answer = String::new();
+    if BufReader::new(&tty).read_line(&mut answer).is_err() {
+        return Ok(false);
+    }
+    Ok(matches!(answer.trim(), "y" | "Y" | "yes"))
 }
 
 fn report(s: &FlashSummary, json: bool) -> u8 {
