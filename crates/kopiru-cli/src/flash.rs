@@ -6,14 +6,25 @@ use crate::bench::human;
 use crate::exit;
 use crate::progress;
 use crate::render;
-use indicatif::ProgressBar;
+use indicatif::{ProgressBar, ProgressStyle};
 use kopiru::flash::{
-    check_targets, flash, Bmap, DeviceResult, FlashEvents, FlashOptions, FlashSummary, Target,
+    check_targets, flash, uncompressed_size, Bmap, DeviceResult, FlashEvents, FlashOptions,
+    FlashSummary, Target,
 };
 use std::io::{BufRead, BufReader, Write};
 use std::path::Path;
 
+/// With a known total: a bar and an ETA.
+const BAR: &str = "{bar:30} {bytes}/{total_bytes} {msg} {binary_bytes_per_sec} ETA {eta}";
+/// Without one (a compressed image that does not record its size, or
+/// standard input): no fake total, just bytes and rate.
+const SPINNER: &str = "{spinner} {bytes} {msg}, {binary_bytes_per_sec}";
+
 struct Bar(Option<ProgressBar>);
+
+fn style(template: &str) -> ProgressStyle {
+    ProgressStyle::with_template(template).expect("valid template")
+}
 
 impl FlashEvents for Bar {
     fn written(&self, n: u64) {
@@ -23,9 +34,12 @@ impl FlashEvents for Bar {
     }
     fn verifying(&self, total: u64) {
         if let Some(b) = &self.0 {
+            // The total is known now, whatever the image was.
+            b.set_style(style(BAR));
             b.set_position(0);
             b.set_length(total);
             b.set_message("verified");
+            b.reset_eta();
         }
     }
     fn verified(&self, n: u64) {
@@ -84,23 +98,62 @@ pub fn run(args: FlashArgs) -> u8 {
         }
     }
     let bar = Bar(args.bar.wanted(true).then(|| {
-        let total = match std::fs::metadata(&args.image) {
-            Ok(m) if m.is_file() => Some(m.len()),
-            _ => None,
-        };
+        // The decoded size (a compressed size would fill the bar at a third
+        // of an .xz image): from the block map, or where the format keeps
+        // it.
+        let total = opts
+            .bmap
+            .as_ref()
+            .map(|m| m.image_size)
+            .or_else(|| uncompressed_size(&args.image));
         let b = progress::bar(
             args.bar.progress,
             total,
-            "{bar:30} {bytes} {msg} {binary_bytes_per_sec} ETA {eta}",
+            if total.is_some() { BAR } else { SPINNER },
         );
         b.set_message("written");
+        if total.is_none() {
+            // Turning while a slow decoder fills the next buffer.
+            b.enable_steady_tick(std::time::Duration::from_millis(100));
+        }
         b
     }));
     let s = flash(&args.image, &targets, &opts, &bar);
     if let Some(b) = &bar.0 {
         b.finish_and_clear();
     }
-    report(&s, args.json)
+    let code = report(&s, args.json);
+    // Where a bar was shown, one line says what it came to.
+    if bar.0.is_some() && s.source_error.is_none() && !s.cancelled {
+        eprintln!("kopiru: {}", summary_line(&s, opts.verify));
+    }
+    code
+}
+
+/// "5.0 MiB written to 1 device in 1.2 s (4.1 MiB/s), verified".
+fn summary_line(s: &FlashSummary, verify: bool) -> String {
+    let n = s.devices.len();
+    let failed = s
+        .devices
+        .iter()
+        .filter(|d| d.error.is_some() || d.verified == Some(false))
+        .count();
+    let secs = s.write_time.as_secs_f64();
+    let rate = if secs > 0.0 {
+        human((s.image_bytes as f64 / secs) as u64)
+    } else {
+        "-".into()
+    };
+    let outcome = match (failed, verify) {
+        (0, true) => "verified".to_string(),
+        (0, false) => "not verified (--no-verify)".to_string(),
+        (k, _) => format!("{k} of {n} failed"),
+    };
+    format!(
+        "{} written to {n} device{} in {secs:.1} s ({rate}/s), {outcome}",
+        human(s.image_bytes),
+        if n == 1 { "" } else { "s" },
+    )
 }
 
 /// An error as `path: reason` for a refusal (nothing was tried), else

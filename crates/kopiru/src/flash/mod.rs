@@ -14,12 +14,14 @@
 //! checks and refusals before anything is written), `source` (formats and
 //! decoding), `pieces` (which bytes are written), `device` (one device
 //! being written), `write` (the reader and writer threads, the first MiB
-//! last), `readback` (verification).
+//! last), `readback` (verification), `size` (the decoded size, where the
+//! format records it, for progress).
 
 mod bmap;
 mod device;
 mod pieces;
 mod readback;
+mod size;
 mod source;
 mod targets;
 #[cfg(test)]
@@ -27,6 +29,7 @@ mod tests;
 mod write;
 
 pub use bmap::{Bmap, BmapError};
+pub use size::uncompressed_size;
 pub use targets::{check_targets, Target};
 
 use crate::{Cancel, Error, Op, Refusal, Side};
