@@ -227,7 +227,9 @@ fn report(s: &FlashSummary, json: bool) -> u8 {
         eprintln!("kopiru: {}", text(e));
     }
     if s.cancelled {
-        eprintln!("kopiru: flash cancelled: the devices hold part of the image (its first MiB was not written), or were not all read back");
+        // Stopped while writing: the first MiB (written last) is not there;
+        // or while reading back.
+        eprintln!("kopiru: cancelled before the flash was complete and verified");
     }
     let mut good = 0;
     for d in &s.devices {
@@ -236,7 +238,7 @@ fn report(s: &FlashSummary, json: bool) -> u8 {
         } else if let Some(off) = d.mismatch_at {
             eprintln!(
                 "kopiru: {}: verify: the device differs from the image at offset {off}",
-                d.path.display()
+                render::path(&d.path)
             );
         } else {
             good += 1;
@@ -244,7 +246,7 @@ fn report(s: &FlashSummary, json: bool) -> u8 {
     }
     let code = if s.ok() {
         exit::OK
-    } else if good > 0 && s.source_error.is_none() {
+    } else if good > 0 && s.source_error.is_none() && !s.cancelled {
         exit::PARTIAL
     } else {
         exit::FAILED
