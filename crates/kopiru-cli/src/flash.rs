@@ -5,11 +5,26 @@ use crate::args::FlashArgs;
 use crate::bench::human;
 use crate::exit;
 use crate::progress;
-use indicatif::ProgressBar;
-use kopiru::flash::{check_targets, flash, Bmap, FlashEvents, FlashOptions, FlashSummary};
-use std::io::{BufRead, IsTerminal, Write};
+use crate::render;
+use indicatif::{ProgressBar, ProgressStyle};
+use kopiru::flash::{
+    check_targets, flash, uncompressed_size, Bmap, DeviceResult, FlashEvents, FlashOptions,
+    FlashSummary, Target,
+};
+use std::io::{BufRead, BufReader, Write};
+use std::path::Path;
+
+/// With a known total: a bar and an ETA.
+const BAR: &str = "{bar:30} {bytes}/{total_bytes} {msg} {binary_bytes_per_sec} ETA {eta}";
+/// Without one (a compressed image that does not record its size, or
+/// standard input): no fake total, just bytes and rate.
+const SPINNER: &str = "{spinner} {bytes} {msg}, {binary_bytes_per_sec}";
 
 struct Bar(Option<ProgressBar>);
+
+fn style(template: &str) -> ProgressStyle {
+    ProgressStyle::with_template(template).expect("valid template")
+}
 
 impl FlashEvents for Bar {
     fn written(&self, n: u64) {
@@ -19,9 +34,12 @@ impl FlashEvents for Bar {
     }
     fn verifying(&self, total: u64) {
         if let Some(b) = &self.0 {
+            // The total is known now, whatever the image was.
+            b.set_style(style(BAR));
             b.set_position(0);
             b.set_length(total);
             b.set_message("verified");
+            b.reset_eta();
         }
     }
     fn verified(&self, n: u64) {
@@ -34,13 +52,10 @@ impl FlashEvents for Bar {
 pub fn run(args: FlashArgs) -> u8 {
     let bmap = match &args.bmap {
         None => None,
-        Some(p) => match std::fs::read_to_string(p)
-            .map_err(|e| e.to_string())
-            .and_then(|t| Bmap::parse(&t))
-        {
+        Some(p) => match Bmap::load(p) {
             Ok(m) => Some(m),
             Err(e) => {
-                eprintln!("kopiru: {}: {e}", p.display());
+                eprintln!("kopiru: {}", text(&e));
                 return exit::USAGE;
             }
         },
@@ -53,76 +68,177 @@ pub fn run(args: FlashArgs) -> u8 {
         zeroed: args.zeroed,
         zero_first: args.zero_first,
         skip_identical: args.skip_identical,
+        cancel: kopiru::Cancel::new(),
     };
     let targets = match check_targets(&args.image, &args.devices, &opts) {
         Ok(t) => t,
-        Err(r) => {
-            eprintln!("kopiru: {r}");
+        Err(e) => {
+            eprintln!("kopiru: {}", text(&e));
             return exit::USAGE;
         }
     };
-    if !args.yes && std::io::stdin().is_terminal() && std::io::stderr().is_terminal() {
-        for t in &targets {
-            eprintln!(
-                "  {}: {}, {}",
-                t.path.display(),
-                human(t.size),
-                if t.model.is_empty() {
-                    "unknown model"
-                } else {
-                    &t.model
-                }
-            );
-        }
-        eprint!(
-            "Everything on {} will be overwritten with {}. Continue? [y/N] ",
-            if targets.len() == 1 {
-                "this device"
-            } else {
-                "these devices"
-            },
-            args.image.display()
-        );
-        let _ = std::io::stderr().flush();
-        let mut answer = String::new();
-        let _ = std::io::stdin().lock().read_line(&mut answer);
-        if !matches!(answer.trim(), "y" | "Y" | "yes") {
-            eprintln!("kopiru: nothing written");
-            return exit::FAILED;
+    // Asked on the controlling terminal, never on standard input (which
+    // may be the image, or a stray "y" from a script); with no terminal
+    // to ask on, nothing is written without --yes.
+    if !args.yes {
+        match confirm(&args.image, &targets) {
+            Ok(true) => {}
+            Ok(false) => {
+                eprintln!("kopiru: nothing written");
+                return exit::FAILED;
+            }
+            Err(e) => {
+                eprintln!(
+                    "kopiru: no terminal to ask on (/dev/tty: {}); nothing written: \
+                     give --yes to write without asking",
+                    kopiru::reason(&e)
+                );
+                return exit::USAGE;
+            }
         }
     }
     let bar = Bar(args.bar.wanted(true).then(|| {
-        let total = match std::fs::metadata(&args.image) {
-            Ok(m) if m.is_file() => Some(m.len()),
-            _ => None,
-        };
+        // The decoded size (a compressed size would fill the bar at a third
+        // of an .xz image): from the block map, or where the format keeps
+        // it.
+        let total = opts
+            .bmap
+            .as_ref()
+            .map(|m| m.image_size)
+            .or_else(|| uncompressed_size(&args.image));
         let b = progress::bar(
             args.bar.progress,
             total,
-            "{bar:30} {bytes} {msg} {binary_bytes_per_sec} ETA {eta}",
+            if total.is_some() { BAR } else { SPINNER },
         );
         b.set_message("written");
+        if total.is_none() {
+            // Turning while a slow decoder fills the next buffer.
+            b.enable_steady_tick(std::time::Duration::from_millis(100));
+        }
         b
     }));
     let s = flash(&args.image, &targets, &opts, &bar);
     if let Some(b) = &bar.0 {
         b.finish_and_clear();
     }
-    report(&s, args.json)
+    let code = report(&s, args.json);
+    // Where a bar was shown, one line says what it came to.
+    if bar.0.is_some() && s.source_error.is_none() && !s.cancelled {
+        eprintln!("kopiru: {}", summary_line(&s, opts.verify));
+    }
+    code
+}
+
+/// "5.0 MiB written to 1 device in 1.2 s (4.1 MiB/s), verified".
+fn summary_line(s: &FlashSummary, verify: bool) -> String {
+    let n = s.devices.len();
+    let failed = s
+        .devices
+        .iter()
+        .filter(|d| d.error.is_some() || d.verified == Some(false))
+        .count();
+    let secs = s.write_time.as_secs_f64();
+    let rate = if secs > 0.0 {
+        human((s.image_bytes as f64 / secs) as u64)
+    } else {
+        "-".into()
+    };
+    let outcome = match (failed, verify) {
+        (0, true) => "verified".to_string(),
+        (0, false) => "not verified (--no-verify)".to_string(),
+        (k, _) => format!("{k} of {n} failed"),
+    };
+    format!(
+        "{} written to {n} device{} in {secs:.1} s ({rate}/s), {outcome}",
+        human(s.image_bytes),
+        if n == 1 { "" } else { "s" },
+    )
+}
+
+/// An error as `path: reason` for a refusal (nothing was tried), else
+/// `path: operation: reason`.
+fn text(e: &kopiru::Error) -> String {
+    match e.refusal() {
+        Some(r) => format!("{}: {r}", render::path(&e.path)),
+        None => e.to_string(),
+    }
+}
+
+/// What went wrong with a device, without its path: a failed write by its
+/// offset (`write at offset N: reason`, `too small: ...`, `the device
+/// disappeared ...`), anything else as `operation: reason`.
+fn device_error(d: &DeviceResult) -> Option<String> {
+    let e = d.error.as_ref()?;
+    Some(match (e.op, d.error_at) {
+        (kopiru::Op::Write, Some(off)) => match e.errno() {
+            Some(libc::ENODEV) | Some(libc::ENXIO) => {
+                format!("the device disappeared (write at offset {off})")
+            }
+            Some(libc::ENOSPC) => format!("too small: the image goes on past offset {off}"),
+            _ => format!("write at offset {off}: {}", e.reason()),
+        },
+        _ => format!("{}: {}", e.op, e.reason()),
+    })
+}
+
+/// Lists the targets and asks on the controlling terminal whether to
+/// overwrite them. `Err`: there is no controlling terminal (`/dev/tty`
+/// cannot be opened). An answer that cannot be read is a no.
+fn confirm(image: &Path, targets: &[Target]) -> std::io::Result<bool> {
+    let tty = std::fs::OpenOptions::new()
+        .read(true)
+        .write(true)
+        .open("/dev/tty")?;
+    let mut w = &tty;
+    let mut question = String::new();
+    for t in targets {
+        let model = if t.model.is_empty() {
+            "unknown model"
+        } else {
+            &t.model
+        };
+        question += &format!("  {}: {}, {model}\n", render::path(&t.path), human(t.size));
+    }
+    question += &format!(
+        "Everything on {} will be overwritten with {}. Continue? [y/N] ",
+        if targets.len() == 1 {
+            "this device"
+        } else {
+            "these devices"
+        },
+        render::path(image)
+    );
+    if w.write_all(question.as_bytes())
+        .and_then(|()| w.flush())
+        .is_err()
+    {
+        return Ok(false);
+    }
+    let mut answer = String::new();
+    if BufReader::new(&tty).read_line(&mut answer).is_err() {
+        return Ok(false);
+    }
+    Ok(matches!(answer.trim(), "y" | "Y" | "yes"))
 }
 
 fn report(s: &FlashSummary, json: bool) -> u8 {
     if let Some(e) = &s.source_error {
-        eprintln!("kopiru: {e}");
+        eprintln!("kopiru: {}", text(e));
+    }
+    if s.cancelled {
+        // Stopped while writing: the first MiB (written last) is not there;
+        // or while reading back.
+        eprintln!("kopiru: cancelled before the flash was complete and verified");
     }
     let mut good = 0;
     for d in &s.devices {
-        if let Some(e) = &d.error {
-            eprintln!("kopiru: {}: {e}", d.path.display());
+        if let Some(e) = device_error(d) {
+            eprintln!("kopiru: {}: {e}", render::path(&d.path));
         } else if let Some(off) = d.mismatch_at {
             eprintln!(
                 "kopiru: {}: verify: the device differs from the image at offset {off}",
-                d.path.display()
+                render::path(&d.path)
             );
         } else {
             good += 1;
@@ -130,7 +246,7 @@ fn report(s: &FlashSummary, json: bool) -> u8 {
     }
     let code = if s.ok() {
         exit::OK
-    } else if good > 0 && s.source_error.is_none() {
+    } else if good > 0 && s.source_error.is_none() && !s.cancelled {
         exit::PARTIAL
     } else {
         exit::FAILED
@@ -141,14 +257,16 @@ fn report(s: &FlashSummary, json: bool) -> u8 {
             "image_bytes": s.image_bytes,
             "write_seconds": s.write_time.as_secs_f64(),
             "elapsed_seconds": s.elapsed.as_secs_f64(),
-            "source_error": s.source_error,
+            "source_error": s.source_error.as_ref().map(text),
+            "cancelled": s.cancelled,
             "devices": s.devices.iter().map(|d| serde_json::json!({
                 "path": d.path.to_string_lossy(),
                 "direct": d.direct,
                 "verified": d.verified,
                 "mismatch_at": d.mismatch_at,
                 "identical_bytes": d.identical_bytes,
-                "error": d.error,
+                "error": device_error(d),
+                "errno": d.error.as_ref().and_then(|e| e.errno()),
             })).collect::<Vec<_>>(),
             "exit_code": code,
         });

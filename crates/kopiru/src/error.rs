@@ -76,6 +76,10 @@ pub enum Op {
     Dedupe,
     /// Flushing a device.
     Flush,
+    /// Flashing an image as a whole (a refusal before anything is written).
+    Flash,
+    /// Zeroing a device (`BLKZEROOUT`, `kopiru flash --zero-first`).
+    ZeroOut,
 }
 
 impl Op {
@@ -114,6 +118,8 @@ impl Op {
             Op::MapExtents => "map extents",
             Op::Dedupe => "dedupe",
             Op::Flush => "flush",
+            Op::Flash => "flash",
+            Op::ZeroOut => "zero out",
         }
     }
 }
@@ -182,6 +188,40 @@ pub enum Refusal {
         /// Why the clone was refused ("EXDEV", "ext4 cannot clone", ...).
         why: String,
     },
+    /// `kopiru flash`: the target does not exist (and is not created: not
+    /// without `--file`, never under `/dev`).
+    NoSuchDevice {
+        /// It is under `/dev` and `--file` was given.
+        under_dev: bool,
+    },
+    /// `kopiru flash`: the target is not a block device.
+    NotABlockDevice {
+        /// It is a regular file (`--file` would allow it).
+        regular_file: bool,
+    },
+    /// `kopiru flash`: the target file is the image itself.
+    IsTheImage,
+    /// `kopiru flash`: the target is a partition, not a whole device.
+    Partition,
+    /// `kopiru flash`: the target holds the root filesystem.
+    HoldsRootFs,
+    /// `kopiru flash`: the target holds the image being written.
+    HoldsImage,
+    /// `kopiru flash`: the target (or one of its partitions) is mounted.
+    Mounted {
+        /// Where.
+        at: String,
+    },
+    /// `kopiru flash`: the target is smaller than the image.
+    TooSmall {
+        /// The image's size in bytes.
+        image: u64,
+        /// The device's size in bytes.
+        device: u64,
+    },
+    /// `kopiru flash`: a block map that cannot be used, or an image that
+    /// does not match its block map.
+    Bmap(crate::flash::BmapError),
 }
 
 /// How a copy differs from its source (`--verify`, `kopiru verify`).
@@ -270,6 +310,34 @@ impl fmt::Display for Refusal {
                 f,
                 "cannot clone here ({why}); nothing was copied (--method auto falls back)"
             ),
+            Refusal::NoSuchDevice { under_dev: false } => f.write_str("no such device"),
+            Refusal::NoSuchDevice { under_dev: true } => {
+                f.write_str("no such device (kopiru never creates files under /dev)")
+            }
+            Refusal::NotABlockDevice {
+                regular_file: false,
+            } => f.write_str("not a block device"),
+            Refusal::NotABlockDevice { regular_file: true } => {
+                f.write_str("not a block device (give --file to write a regular file)")
+            }
+            Refusal::IsTheImage => f.write_str("is the image itself"),
+            Refusal::Partition => {
+                f.write_str("is a partition, not a whole device (--force to write it anyway)")
+            }
+            Refusal::HoldsRootFs => {
+                f.write_str("holds the root filesystem (--force to write it anyway)")
+            }
+            Refusal::HoldsImage => {
+                f.write_str("holds the image being written (--force to write it anyway)")
+            }
+            Refusal::Mounted { at } => {
+                write!(f, "is mounted (at {at}); unmount it first, or --force")
+            }
+            Refusal::TooSmall { image, device } => write!(
+                f,
+                "too small: the image is {image} bytes, the device {device} bytes"
+            ),
+            Refusal::Bmap(e) => e.fmt(f),
         }
     }
 }

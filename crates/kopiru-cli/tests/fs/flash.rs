@@ -541,3 +541,114 @@ pub fn io_error() -> R {
     );
     Ok(())
 }
+
+/// The whole device's bytes (O_DIRECT), to compare before and after.
+fn whole_device(lo: &Loop) -> Result<Vec<u8>, Failed> {
+    let len = std::fs::metadata(&lo.backing)?.len() as usize;
+    device_bytes(&lo.dev, len)
+}
+
+/// Without `--yes` kopiru asks on the controlling terminal, whatever its
+/// standard input is (a piped image, `echo y |`). With no controlling
+/// terminal at all (`setsid`: a new session; cron, CI) it refuses, exit 2,
+/// naming `--yes`, and writes nothing, even with "y" waiting on stdin.
+pub fn no_terminal_no_write() -> R {
+    use std::io::Write;
+    use std::process::Stdio;
+    let dir = fixture::run_root().join("flash-notty");
+    std::fs::create_dir_all(&dir)?;
+    let (img, _) = image(&dir)?;
+    let lo = Loop::new("notty", 16, 512, false)?;
+    lo.fill("/dev/urandom", 16)?;
+    let before = whole_device(&lo)?;
+    let image_arg = img.as_os_str().to_owned();
+    let raw = std::fs::read(&img)?;
+    // The image as a path, and piped on standard input ("-").
+    for (stdin_data, image_arg) in [
+        (b"y\n".to_vec(), image_arg.as_os_str()),
+        (raw, OsStr::new("-")),
+    ] {
+        let mut child = Command::new("setsid")
+            .arg("-w")
+            .arg(env!("CARGO_BIN_EXE_kopiru"))
+            .args(["flash", "--no-progress"])
+            .arg(image_arg)
+            .arg(&lo.dev)
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()?;
+        let mut stdin = child.stdin.take().expect("stdin");
+        // kopiru may exit before reading it all.
+        let feeder = std::thread::spawn(move || {
+            let _ = stdin.write_all(&stdin_data);
+        });
+        let o = child.wait_with_output()?;
+        let _ = feeder.join();
+        fails_with(&o, 2, "--yes")?;
+        ensure!(
+            whole_device(&lo)? == before,
+            "the device was written without --yes and without a terminal to ask on"
+        );
+    }
+    Ok(())
+}
+
+/// Without `--yes` the question is asked on the controlling terminal (here
+/// a pty made by `script`, which types the answer into it), also when the
+/// image comes on standard input: "n" leaves the device alone (exit 1),
+/// "y" writes it.
+pub fn asks_on_the_terminal() -> R {
+    let dir = fixture::run_root().join("flash-tty");
+    std::fs::create_dir_all(&dir)?;
+    let (img, data) = image(&dir)?;
+    let lo = Loop::new("tty", 16, 512, false)?;
+    lo.fill("/dev/urandom", 16)?;
+    let before = whole_device(&lo)?;
+    let run = |answer: &str| -> Result<Output, Failed> {
+        use std::io::Write;
+        use std::process::Stdio;
+        // The image piped on standard input: the answer cannot come from
+        // there.
+        let cmd = format!(
+            "cat '{}' | '{}' flash --no-progress - '{}'",
+            img.display(),
+            env!("CARGO_BIN_EXE_kopiru"),
+            lo.dev.display()
+        );
+        // script runs the command on a new pty, in a new session whose
+        // controlling terminal it is, and types its own stdin into it.
+        let mut child = Command::new("script")
+            .args(["-q", "-e", "-c", &cmd, "/dev/null"])
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()?;
+        let mut stdin = child.stdin.take().expect("stdin");
+        stdin.write_all(answer.as_bytes())?;
+        // Keep stdin open until kopiru is done: script stops at its EOF.
+        let o = std::thread::scope(|s| {
+            let w = s.spawn(|| child.wait_with_output());
+            let o = w.join().expect("wait");
+            drop(stdin);
+            o
+        });
+        Ok(o?)
+    };
+    let o = run("n\n")?;
+    let shown = String::from_utf8_lossy(&o.stdout).to_string();
+    ensure!(code(&o) == 1, "want exit 1 after 'n': {}", show(&o));
+    ensure!(
+        shown.contains("Continue? [y/N]") && shown.contains("nothing written"),
+        "{}",
+        show(&o)
+    );
+    ensure!(whole_device(&lo)? == before, "written after 'n'");
+    let o = run("y\n")?;
+    ensure!(code(&o) == 0, "want exit 0 after 'y': {}", show(&o));
+    ensure!(
+        device_bytes(&lo.dev, data.len())? == data,
+        "not written after 'y'"
+    );
+    Ok(())
+}

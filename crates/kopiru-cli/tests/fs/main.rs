@@ -1254,6 +1254,20 @@ fn main() {
         Box::new(flash::refuses_mounted_partition),
     );
     add(
+        "flash_no_terminal_no_write".into(),
+        flash_needs.clone().or_else(|| {
+            (!fixture::have("setsid")).then(|| "setsid not installed (util-linux)".into())
+        }),
+        Box::new(flash::no_terminal_no_write),
+    );
+    add(
+        "flash_asks_on_the_terminal".into(),
+        flash_needs.clone().or_else(|| {
+            (!fixture::have("script")).then(|| "script not installed (util-linux)".into())
+        }),
+        Box::new(flash::asks_on_the_terminal),
+    );
+    add(
         "flash_refusals".into(),
         flash_needs.or_else(|| Fs::Ext4.unavailable()),
         Box::new(flash::refusals),

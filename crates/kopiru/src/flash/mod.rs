@@ -1,0 +1,311 @@
+//! `kopiru flash`: a disk image (raw, or xz/gzip/zstd/bzip2 decompressed as
+//! a stream) written to one or more block devices.
+//!
+//! A reader thread decodes the image into two aligned buffers, allocated
+//! once and passed back and forth; the writer writes each filled buffer to
+//! every device (several devices in parallel) with O_DIRECT, so a byte
+//! counts as written only when the device has acknowledged it. The first
+//! MiB is held back and written last, after everything else is flushed, so
+//! an interrupted flash leaves no partition table pointing at half an
+//! image. Then each device is read back around every cache and compared,
+//! 64 KiB block by block.
+//!
+//! The parts: [`bmap`] (block maps and their checksums), `targets` (the
+//! checks and refusals before anything is written), `source` (formats and
+//! decoding), `pieces` (which bytes are written), `device` (one device
+//! being written), `write` (the reader and writer threads, the first MiB
+//! last), `readback` (verification), `size` (the decoded size, where the
+//! format records it, for progress).
+
+mod bmap;
+mod device;
+mod pieces;
+mod readback;
+mod size;
+mod source;
+mod targets;
+#[cfg(test)]
+mod tests;
+mod write;
+
+pub use bmap::{Bmap, BmapError};
+pub use size::uncompressed_size;
+pub use targets::{check_targets, Target};
+
+use crate::{Cancel, Error, Op, Refusal, Side};
+use device::Dev;
+use pieces::Layout;
+use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
+
+/// Held back and written last.
+const HEAD: usize = 1 << 20;
+/// Verification granularity: the first mismatch is reported to this.
+const VERIFY_BLOCK: usize = 64 << 10;
+/// Buffered writes (O_DIRECT refused) are flushed every this many bytes, so
+/// the page cache never holds more than that of the device's data.
+const DIRTY_WINDOW: u64 = 32 << 20;
+
+/// What the caller asks of a flash.
+#[derive(Clone, Debug)]
+pub struct FlashOptions {
+    /// Read every device back and compare (default).
+    pub verify: bool,
+    /// Allow regular files as targets (`--file`).
+    pub allow_file: bool,
+    /// Write even to a mounted device, or the one holding the root
+    /// filesystem or the image.
+    pub force: bool,
+    /// Write only the ranges this block map lists (bmaptool's format).
+    pub bmap: Option<Bmap>,
+    /// The devices already read as zeros: all-zero blocks are not written.
+    pub zeroed: bool,
+    /// Zero each device first (`BLKZEROOUT`), then skip all-zero blocks.
+    pub zero_first: bool,
+    /// Read each block before writing it and skip it if it already holds
+    /// the image's bytes (for re-flashing).
+    pub skip_identical: bool,
+    /// Checked before each device is opened, for each chunk read, decoded
+    /// and written, and for each chunk read back: once set, the flash stops
+    /// within a chunk and the held-back first MiB is not written.
+    pub cancel: Cancel,
+}
+
+impl Default for FlashOptions {
+    fn default() -> Self {
+        FlashOptions {
+            verify: true,
+            allow_file: false,
+            force: false,
+            bmap: None,
+            zeroed: false,
+            zero_first: false,
+            skip_identical: false,
+            cancel: Cancel::new(),
+        }
+    }
+}
+
+/// Progress of a flash, for the command line.
+pub trait FlashEvents: Sync {
+    /// `n` more bytes acknowledged by every remaining device.
+    fn written(&self, _n: u64) {}
+    /// Verification has begun (`total` bytes, all devices together).
+    fn verifying(&self, _total: u64) {}
+    /// `n` more bytes read back.
+    fn verified(&self, _n: u64) {}
+    /// The per-block hook, called before each piece is written: `image` is
+    /// what is about to be written at `offset`; `on_device` is what the
+    /// device holds there now, when it was read first
+    /// ([`FlashOptions::skip_identical`]). Return false to leave the device
+    /// as it is there. The default writes unless the device already holds
+    /// the same bytes.
+    fn block(&self, _offset: u64, image: &[u8], on_device: Option<&[u8]>) -> bool {
+        on_device != Some(image)
+    }
+}
+
+/// No progress wanted.
+pub struct NoEvents;
+impl FlashEvents for NoEvents {}
+
+/// How one device fared.
+#[derive(Debug)]
+pub struct DeviceResult {
+    /// As given.
+    pub path: PathBuf,
+    /// What failed, if anything (on [`Side::Destination`]): opening,
+    /// zeroing, a write ([`Op::Write`], at [`DeviceResult::error_at`]), a
+    /// flush, the read-back. ENOSPC on a write means the device is too
+    /// small; ENODEV or ENXIO that it disappeared.
+    pub error: Option<Error>,
+    /// The offset of the write that failed.
+    pub error_at: Option<u64>,
+    /// Whether the read-back matched (`None`: not verified).
+    pub verified: Option<bool>,
+    /// Offset of the first 64 KiB block that differed.
+    pub mismatch_at: Option<u64>,
+    /// Whether O_DIRECT was used (else buffered writes, flushed often).
+    pub direct: bool,
+    /// Bytes left unwritten because the device held them already
+    /// (`--skip-identical`).
+    pub identical_bytes: u64,
+}
+
+/// What a flash did.
+#[derive(Debug, Default)]
+pub struct FlashSummary {
+    /// Bytes of (decompressed) image written to each device.
+    pub image_bytes: u64,
+    /// The image's format ("raw", "xz", ...).
+    pub format: &'static str,
+    /// Per device.
+    pub devices: Vec<DeviceResult>,
+    /// An error reading or decoding the image, or an image that does not
+    /// match its block map ([`Side::Source`]; nothing is complete then).
+    pub source_error: Option<Error>,
+    /// Time until every device was written and flushed.
+    pub write_time: Duration,
+    /// Wall time, verification included.
+    pub elapsed: Duration,
+    /// Stopped by [`FlashOptions::cancel`]: the devices hold part of the
+    /// image, without its first MiB (if the writing was stopped), or were
+    /// not all read back (if the verification was).
+    pub cancelled: bool,
+}
+
+impl FlashSummary {
+    /// Whether every device was written (and verified, if asked) cleanly.
+    pub fn ok(&self) -> bool {
+        self.source_error.is_none()
+            && !self.cancelled
+            && self
+                .devices
+                .iter()
+                .all(|d| d.error.is_none() && d.verified != Some(false))
+    }
+}
+
+/// Writes `image` to every target, then verifies each (unless told not to).
+/// Stops within a chunk once [`FlashOptions::cancel`] is set
+/// ([`FlashSummary::cancelled`]).
+pub fn flash(
+    image: &Path,
+    targets: &[Target],
+    opts: &FlashOptions,
+    events: &dyn FlashEvents,
+) -> FlashSummary {
+    let start = Instant::now();
+    let mut s = FlashSummary {
+        format: "raw",
+        ..Default::default()
+    };
+    let chunk = targets.iter().map(|t| t.chunk).min().unwrap_or(4 << 20);
+    let mut devs = open_all(targets, opts, chunk, &mut s.devices);
+    // A raw image file is mapped and written from the page cache directly:
+    // no copy into buffers (that copy was most of kopiru's CPU time).
+    let mapping = source::map_raw(image);
+    let layout = Layout {
+        ranges: opts
+            .bmap
+            .as_ref()
+            .map(|m| m.ranges.iter().map(|&(a, b, _)| (a, b)).collect()),
+        align: targets
+            .iter()
+            .map(|t| t.align)
+            .max()
+            .unwrap_or(crate::sys::DIRECT_ALIGN) as u64,
+        skip_zeros: opts.zeroed || opts.zero_first,
+    };
+    let mut out = write::stream(
+        image,
+        &mut devs,
+        mapping.as_ref(),
+        &layout,
+        opts,
+        chunk,
+        events,
+    );
+    let total = out.total;
+    s.format = out.format;
+    s.image_bytes = total;
+    // Cancelled while writing: the reader's "cancelled" or "writer
+    // stopped" is not the image's fault.
+    s.cancelled = opts.cancel.is_cancelled();
+    let read_error = std::mem::replace(&mut out.read_error, Ok(()));
+    s.source_error = source_error(image, read_error, opts, total, s.cancelled);
+    if !s.cancelled {
+        // Not after a source error either: the device keeps its old first
+        // MiB, so it does not look like a complete image.
+        let head = &out.head.get()[..out.head_len];
+        let complete = s.source_error.is_none();
+        write::finish(&mut devs, head, total, &layout, complete, events);
+    }
+    s.write_time = start.elapsed();
+    let verify = opts.verify && s.source_error.is_none() && !s.cancelled;
+    if verify {
+        let n = devs.iter().filter(|d| d.error.is_none()).count() as u64;
+        events.verifying(total * n);
+    }
+    out.written.pieces.sort_unstable_by_key(|p| p.0);
+    let (results, cancelled) = readback::verify_all(
+        &mut devs,
+        verify.then_some(&out.written),
+        mapping.as_ref(),
+        chunk,
+        &opts.cancel,
+        events,
+    );
+    s.devices.extend(results);
+    s.cancelled |= cancelled;
+    s.elapsed = start.elapsed();
+    s
+}
+
+/// Opens every target (zeroing it first with `--zero-first`); one that
+/// fails, or is not reached because the flash was cancelled, gets its
+/// result in `results` now.
+fn open_all(
+    targets: &[Target],
+    opts: &FlashOptions,
+    chunk: usize,
+    results: &mut Vec<DeviceResult>,
+) -> Vec<Dev> {
+    let mut devs = Vec::new();
+    for t in targets {
+        let mut r = DeviceResult {
+            path: t.path.clone(),
+            error: None,
+            error_at: None,
+            verified: None,
+            mismatch_at: None,
+            direct: false,
+            identical_bytes: 0,
+        };
+        if opts.cancel.is_cancelled() {
+            results.push(r);
+            continue;
+        }
+        match Dev::open(t, opts, chunk) {
+            Ok(d) => devs.push(d),
+            Err(e) => {
+                r.error = Some(e);
+                results.push(r);
+            }
+        }
+    }
+    devs
+}
+
+/// What is wrong with the image, if anything: reading or decoding it
+/// failed (unless that was only the flash being cancelled), or its size is
+/// not its block map's.
+fn source_error(
+    image: &Path,
+    read: Result<(), Error>,
+    opts: &FlashOptions,
+    total: u64,
+    cancelled: bool,
+) -> Option<Error> {
+    match read {
+        Err(e) if cancelled => {
+            let stopped = e.errno() == Some(libc::ECANCELED)
+                || e.io_error()
+                    .is_some_and(|e| e.kind() == std::io::ErrorKind::BrokenPipe);
+            (!stopped).then_some(e)
+        }
+        Err(e) => Some(e),
+        Ok(()) if cancelled => None,
+        Ok(()) => opts
+            .bmap
+            .as_ref()
+            .filter(|m| m.image_size != total)
+            .map(|m| {
+                let why = BmapError::SizeDiffers {
+                    image: total,
+                    bmap: m.image_size,
+                };
+                Error::refused(Side::Source, image, Op::Read, Refusal::Bmap(why))
+            }),
+    }
+}

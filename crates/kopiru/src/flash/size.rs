@@ -1,0 +1,246 @@
+//! The image's size once decoded, where the format records it, so that
+//! progress can be shown against the bytes that are written: a raw file's
+//! length, the sum of an xz file's indexes (read from its end), the
+//! Frame_Content_Size of every zstd frame. Gzip's trailer keeps the size
+//! modulo 4 GiB (and only per member) and bzip2 keeps none: `None` then.
+
+use super::source::detect;
+use std::fs::File;
+use std::io::Read;
+use std::os::unix::fs::FileExt;
+use std::path::Path;
+
+/// The image's size once decoded, when its format records it (raw, xz,
+/// zstd with content sizes); `None` for standard input, gzip, bzip2, or
+/// anything that does not parse (it is only an estimate for progress: the
+/// decoder still checks the image).
+pub fn uncompressed_size(image: &Path) -> Option<u64> {
+    if image == Path::new("-") {
+        return None;
+    }
+    let mut f = File::open(image).ok()?;
+    let meta = f.metadata().ok()?;
+    if !meta.is_file() {
+        return None;
+    }
+    let mut head = [0u8; 8];
+    let n = f.read(&mut head).ok()?;
+    match detect(&head[..n]) {
+        "raw" => Some(meta.len()),
+        "xz" => xz_size(&f, meta.len()),
+        "zstd" => zstd_size(&f, meta.len()),
+        _ => None,
+    }
+}
+
+/// `n` bytes at `off`.
+fn read_at(f: &File, off: u64, n: usize) -> Option<Vec<u8>> {
+    let mut v = vec![0u8; n];
+    f.read_exact_at(&mut v, off).ok()?;
+    Some(v)
+}
+
+/// xz's multibyte integer at `*i`, advancing it.
+fn varint(b: &[u8], i: &mut usize) -> Option<u64> {
+    let mut v = 0u64;
+    for k in 0..9 {
+        let byte = *b.get(*i)?;
+        *i += 1;
+        v |= u64::from(byte & 0x7F) << (7 * k);
+        if byte & 0x80 == 0 {
+            return Some(v);
+        }
+    }
+    None
+}
+
+/// The sum of the uncompressed sizes in the indexes of every stream of an
+/// xz file of `len` bytes, read from the end: stream padding, the footer
+/// (which gives the index's size), the index (each block's unpadded and
+/// uncompressed size), and so back to the stream's header.
+fn xz_size(f: &File, len: u64) -> Option<u64> {
+    const HEADER_MAGIC: [u8; 6] = [0xFD, b'7', b'z', b'X', b'Z', 0];
+    let mut pos = len;
+    let mut total = 0u64;
+    while pos > 0 {
+        // Stream padding: null bytes, in fours.
+        if pos >= 4 && read_at(f, pos - 4, 4)? == [0; 4] {
+            pos -= 4;
+            continue;
+        }
+        let footer = read_at(f, pos.checked_sub(12)?, 12)?;
+        if footer[10..] != *b"YZ" {
+            return None;
+        }
+        let backward = u32::from_le_bytes(footer[4..8].try_into().ok()?);
+        let index_size = (u64::from(backward) + 1) * 4;
+        let index_at = pos.checked_sub(12 + index_size)?;
+        let index = read_at(f, index_at, usize::try_from(index_size).ok()?)?;
+        if index[0] != 0 {
+            return None;
+        }
+        let mut i = 1;
+        let records = varint(&index, &mut i)?;
+        let mut blocks = 0u64;
+        for _ in 0..records {
+            let unpadded = varint(&index, &mut i)?;
+            let uncompressed = varint(&index, &mut i)?;
+            blocks = blocks.checked_add(unpadded.checked_add(3)? / 4 * 4)?;
+            total = total.checked_add(uncompressed)?;
+        }
+        let start = index_at.checked_sub(blocks)?.checked_sub(12)?;
+        if read_at(f, start, 6)? != HEADER_MAGIC {
+            return None;
+        }
+        pos = start;
+    }
+    Some(total)
+}
+
+/// The sum of the Frame_Content_Size of every frame of a zstd file of
+/// `len` bytes (skippable frames skipped), walking the frames by their
+/// block headers; `None` if a frame does not record its size.
+fn zstd_size(f: &File, len: u64) -> Option<u64> {
+    let mut pos = 0u64;
+    let mut total = 0u64;
+    while pos < len {
+        let magic = u32::from_le_bytes(read_at(f, pos, 4)?.try_into().ok()?);
+        if magic & 0xFFFF_FFF0 == 0x184D_2A50 {
+            let size = u32::from_le_bytes(read_at(f, pos + 4, 4)?.try_into().ok()?);
+            pos += 8 + u64::from(size);
+            continue;
+        }
+        if magic != 0xFD2F_B528 {
+            return None;
+        }
+        let (content, header) =
+            zstd_frame_header(&read_at(f, pos + 4, 14.min(len - pos - 4) as usize)?)?;
+        total = total.checked_add(content?)?;
+        let checksum = read_at(f, pos + 4, 1)?[0] & 0x04 != 0;
+        pos += 4 + header;
+        // The blocks: a 3-byte header each, then its bytes (one for RLE).
+        loop {
+            let h = read_at(f, pos, 3)?;
+            let h = u32::from(h[0]) | u32::from(h[1]) << 8 | u32::from(h[2]) << 16;
+            let (last, kind, size) = (h & 1 == 1, (h >> 1) & 3, u64::from(h >> 3));
+            pos += 3 + match kind {
+                1 => 1,
+                3 => return None,
+                _ => size,
+            };
+            if last {
+                break;
+            }
+        }
+        if checksum {
+            pos += 4;
+        }
+    }
+    (pos == len).then_some(total)
+}
+
+/// A zstd frame header (after the magic): its content size, if recorded,
+/// and its length.
+fn zstd_frame_header(h: &[u8]) -> Option<(Option<u64>, u64)> {
+    let fhd = *h.first()?;
+    let single = fhd & 0x20 != 0;
+    let dict = [0usize, 1, 2, 4][usize::from(fhd & 3)];
+    let fcs = match fhd >> 6 {
+        0 if single => 1,
+        0 => 0,
+        1 => 2,
+        2 => 4,
+        _ => 8,
+    };
+    let at = 1 + usize::from(!single) + dict;
+    let field = h.get(at..at + fcs)?;
+    let mut v = 0u64;
+    for (i, b) in field.iter().enumerate() {
+        v |= u64::from(*b) << (8 * i);
+    }
+    let content = match fcs {
+        0 => None,
+        2 => Some(v + 256),
+        _ => Some(v),
+    };
+    Some((content, (at + fcs) as u64))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn file(name: &str, bytes: &[u8]) -> std::path::PathBuf {
+        let p = std::env::temp_dir().join(format!("kopiru-size-{name}-{}", std::process::id()));
+        std::fs::write(&p, bytes).expect("write");
+        p
+    }
+
+    #[test]
+    fn raw_and_unknown() {
+        let p = file("raw", &[7u8; 1000]);
+        assert_eq!(uncompressed_size(&p), Some(1000));
+        let gz = file("gz", &[0x1F, 0x8B, 8, 0, 0, 0, 0, 0]);
+        assert_eq!(uncompressed_size(&gz), None);
+        assert_eq!(uncompressed_size(Path::new("-")), None);
+        let _ = std::fs::remove_file(p);
+        let _ = std::fs::remove_file(gz);
+    }
+
+    #[test]
+    fn xz_from_its_index() {
+        let data: Vec<u8> = (0..300_000u32).map(|i| (i % 7) as u8).collect();
+        let mut one = Vec::new();
+        lzma_rs::xz_compress(&mut &data[..], &mut one).expect("xz");
+        // Two streams, with stream padding between and after.
+        let mut two = one.clone();
+        two.extend_from_slice(&[0; 8]);
+        two.extend_from_slice(&one);
+        two.extend_from_slice(&[0; 4]);
+        let p = file("xz", &two);
+        assert_eq!(uncompressed_size(&p), Some(2 * data.len() as u64));
+        // Damaged: no size, rather than a wrong one.
+        let cut = file("xz-cut", &one[..one.len() - 5]);
+        assert_eq!(uncompressed_size(&cut), None);
+        let _ = std::fs::remove_file(p);
+        let _ = std::fs::remove_file(cut);
+    }
+
+    /// A zstd frame of raw blocks (`fcs`: whether the header records the
+    /// content size), with a content checksum.
+    fn zstd_frame(content: &[u8], fcs: bool) -> Vec<u8> {
+        let mut v = vec![0x28, 0xB5, 0x2F, 0xFD];
+        if fcs {
+            // 4-byte Frame_Content_Size, a window descriptor, checksum.
+            v.extend_from_slice(&[0x80 | 0x04, 0x50]);
+            v.extend_from_slice(&(content.len() as u32).to_le_bytes());
+        } else {
+            v.extend_from_slice(&[0x04, 0x50]);
+        }
+        let blocks: Vec<&[u8]> = content.chunks(1000).collect();
+        for (i, b) in blocks.iter().enumerate() {
+            let last = u32::from(i + 1 == blocks.len());
+            let h = last | (b.len() as u32) << 3;
+            v.extend_from_slice(&h.to_le_bytes()[..3]);
+            v.extend_from_slice(b);
+        }
+        v.extend_from_slice(&[1, 2, 3, 4]);
+        v
+    }
+
+    #[test]
+    fn zstd_from_frame_headers() {
+        let mut two = zstd_frame(&[5u8; 2500], true);
+        // A skippable frame between.
+        two.extend_from_slice(&[0x5A, 0x2A, 0x4D, 0x18, 3, 0, 0, 0, 9, 9, 9]);
+        two.extend_from_slice(&zstd_frame(&[6u8; 700], true));
+        let p = file("zst", &two);
+        assert_eq!(uncompressed_size(&p), Some(3200));
+        let mut unknown = zstd_frame(&[5u8; 2500], true);
+        unknown.extend_from_slice(&zstd_frame(&[6u8; 700], false));
+        let q = file("zst-unknown", &unknown);
+        assert_eq!(uncompressed_size(&q), None);
+        let _ = std::fs::remove_file(p);
+        let _ = std::fs::remove_file(q);
+    }
+}

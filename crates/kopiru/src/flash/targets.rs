@@ -1,0 +1,186 @@
+//! The targets, checked before anything is written: whole block devices
+//! (or regular files with `--file`), not mounted, not holding the root
+//! filesystem or the image, big enough; and their write size, from the
+//! device's topology.
+
+use super::source::raw_image;
+use super::{FlashOptions, HEAD, VERIFY_BLOCK};
+use crate::sys::{self, FileKind, Stat};
+use crate::{Error, Op, Refusal, Side};
+use std::os::fd::AsFd;
+use std::path::{Path, PathBuf};
+
+/// A target, checked and described, ready to be written.
+#[derive(Clone, Debug)]
+pub struct Target {
+    /// As given.
+    pub path: PathBuf,
+    /// A block device (else a regular file, with `--file`).
+    pub is_block: bool,
+    /// Bytes it holds (0 for a new file).
+    pub size: u64,
+    /// Vendor and model, or what backs a loop device.
+    pub model: String,
+    /// O_DIRECT alignment.
+    pub align: usize,
+    /// Bytes per write, from the device's topology.
+    pub chunk: usize,
+}
+
+/// A target refused before anything is written.
+fn refuse(dev: &Path, why: Refusal) -> Error {
+    Error::refused(Side::Destination, dev, Op::Flash, why)
+}
+
+/// An OS error checking a target.
+fn failed(dev: &Path, op: Op, e: std::io::Error) -> Error {
+    Error::io(Side::Destination, dev, op, e)
+}
+
+/// What every target is checked against.
+struct Context {
+    /// The image file's stat (`None`: standard input).
+    image: Option<Stat>,
+    /// The image's size, when known before writing.
+    image_size: Option<u64>,
+    /// The device of the root filesystem.
+    root_dev: Option<u64>,
+    /// Mounted devices and where.
+    mounts: Vec<(u64, String)>,
+}
+
+/// Checks each target: a whole block device (or, with `--file`, a regular
+/// file) that is not mounted, does not hold the root filesystem or the
+/// image, and is big enough for an image of `image_size` (when known).
+///
+/// # Errors
+/// The first target refused ([`Op::Flash`] and a [`Refusal`]) or that
+/// could not be examined (an OS error); or the image's stat failing
+/// ([`Side::Source`]).
+pub fn check_targets(
+    image: &Path,
+    devices: &[PathBuf],
+    opts: &FlashOptions,
+) -> Result<Vec<Target>, Error> {
+    let image_st = if image == Path::new("-") {
+        None
+    } else {
+        Some(sys::stat_path(image, true).map_err(|e| Error::io(Side::Source, image, Op::Stat, e))?)
+    };
+    // The size is known before writing only for a raw image file (or from
+    // a block map).
+    let image_size = opts
+        .bmap
+        .as_ref()
+        .map(|m| m.image_size)
+        .or_else(|| raw_image(image).map(|(_, size)| size));
+    let cx = Context {
+        image: image_st,
+        image_size,
+        root_dev: sys::stat_path(Path::new("/"), true).map(|s| s.dev).ok(),
+        mounts: sys::mounts(),
+    };
+    devices.iter().map(|d| check_one(d, &cx, opts)).collect()
+}
+
+/// Checks one target.
+fn check_one(dev: &Path, cx: &Context, opts: &FlashOptions) -> Result<Target, Error> {
+    let file = |size: u64, model: &str| Target {
+        path: dev.to_path_buf(),
+        is_block: false,
+        size,
+        model: model.into(),
+        align: sys::DIRECT_ALIGN,
+        chunk: 4 << 20,
+    };
+    let st = match sys::stat_path(dev, true) {
+        Ok(st) => st,
+        Err(e) if e.raw_os_error() == Some(libc::ENOENT) && opts.allow_file => {
+            if dev.starts_with("/dev") {
+                return Err(refuse(dev, Refusal::NoSuchDevice { under_dev: true }));
+            }
+            return Ok(file(0, "new file"));
+        }
+        Err(e) if e.raw_os_error() == Some(libc::ENOENT) => {
+            return Err(refuse(dev, Refusal::NoSuchDevice { under_dev: false }))
+        }
+        Err(e) => return Err(failed(dev, Op::Stat, e)),
+    };
+    match st.kind() {
+        FileKind::BlockDevice => {}
+        FileKind::File if opts.allow_file => {
+            if cx.image.is_some_and(|i| (i.dev, i.ino) == (st.dev, st.ino)) {
+                return Err(refuse(dev, Refusal::IsTheImage));
+            }
+            return Ok(file(st.size, "regular file"));
+        }
+        FileKind::File => return Err(refuse(dev, Refusal::NotABlockDevice { regular_file: true })),
+        _ => {
+            return Err(refuse(
+                dev,
+                Refusal::NotABlockDevice {
+                    regular_file: false,
+                },
+            ))
+        }
+    }
+    if !opts.force {
+        check_unused(dev, &st, cx)?;
+    }
+    let fd = sys::open_path(dev, libc::O_RDONLY).map_err(|e| failed(dev, Op::Open, e))?;
+    let info = sys::block_info(fd.as_fd(), st.rdev).map_err(|e| failed(dev, Op::Stat, e))?;
+    if let Some(n) = cx.image_size {
+        if n > info.size {
+            return Err(refuse(
+                dev,
+                Refusal::TooSmall {
+                    image: n,
+                    device: info.size,
+                },
+            ));
+        }
+    }
+    let align = (info.logical.max(512) as usize).max(sys::DIRECT_ALIGN);
+    let chunk = chunk_size(&info, align);
+    Ok(Target {
+        path: dev.to_path_buf(),
+        is_block: true,
+        size: info.size,
+        model: info.model,
+        align,
+        chunk,
+    })
+}
+
+/// Refuses (unless `--force`) a partition, and a device holding the root
+/// filesystem, the image, or anything mounted.
+fn check_unused(dev: &Path, st: &Stat, cx: &Context) -> Result<(), Error> {
+    let mut ours = vec![st.rdev];
+    ours.extend(sys::partitions(st.rdev));
+    if sys::is_partition(st.rdev) {
+        return Err(refuse(dev, Refusal::Partition));
+    }
+    if cx.root_dev.is_some_and(|r| ours.contains(&r)) {
+        return Err(refuse(dev, Refusal::HoldsRootFs));
+    }
+    if cx.image.is_some_and(|i| ours.contains(&i.dev)) {
+        return Err(refuse(dev, Refusal::HoldsImage));
+    }
+    if let Some((_, at)) = cx.mounts.iter().find(|(d, _)| ours.contains(d)) {
+        return Err(refuse(dev, Refusal::Mounted { at: at.clone() }));
+    }
+    Ok(())
+}
+
+/// Bytes per write: four of the largest requests the device takes, 1 to
+/// 4 MiB, in whole physical blocks; the optimal I/O size when it says one.
+fn chunk_size(info: &sys::BlockInfo, align: usize) -> usize {
+    let unit = (info.physical as usize).max(align).max(VERIFY_BLOCK);
+    let want = if info.optimal as usize >= HEAD {
+        info.optimal as usize
+    } else {
+        (info.max_request as usize).saturating_mul(4)
+    };
+    let chunk = want.clamp(HEAD, 4 << 20) / unit * unit;
+    chunk.max(unit)
+}
