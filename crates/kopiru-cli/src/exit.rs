@@ -65,10 +65,10 @@ pub fn for_dedupe(s: &DedupeSummary) -> u8 {
 }
 
 /// `kopiru flash`: 23 when some devices are good and others failed.
-// TODO(flash.rs, owned elsewhere): `flash::report` still works this out
-// itself; it should call this.
-#[allow(dead_code)]
 pub fn for_flash(s: &FlashSummary) -> u8 {
+    if s.cancelled {
+        return CANCELLED;
+    }
     let good = s
         .devices
         .iter()

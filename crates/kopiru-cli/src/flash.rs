@@ -55,7 +55,7 @@ pub fn run(args: FlashArgs) -> u8 {
         Some(p) => match Bmap::load(p) {
             Ok(m) => Some(m),
             Err(e) => {
-                eprintln!("kopiru: {}", text(&e));
+                errln!("kopiru: {}", text(&e));
                 return exit::USAGE;
             }
         },
@@ -68,12 +68,12 @@ pub fn run(args: FlashArgs) -> u8 {
         zeroed: args.zeroed,
         zero_first: args.zero_first,
         skip_identical: args.skip_identical,
-        cancel: kopiru::Cancel::new(),
+        cancel: crate::signals::install(crate::signals::OnSignal::Cancel, STOPPED),
     };
     let targets = match check_targets(&args.image, &args.devices, &opts) {
         Ok(t) => t,
         Err(e) => {
-            eprintln!("kopiru: {}", text(&e));
+            errln!("kopiru: {}", text(&e));
             return exit::USAGE;
         }
     };
@@ -84,11 +84,11 @@ pub fn run(args: FlashArgs) -> u8 {
         match confirm(&args.image, &targets) {
             Ok(true) => {}
             Ok(false) => {
-                eprintln!("kopiru: nothing written");
+                errln!("kopiru: nothing written");
                 return exit::FAILED;
             }
             Err(e) => {
-                eprintln!(
+                errln!(
                     "kopiru: no terminal to ask on (/dev/tty: {}); nothing written: \
                      give --yes to write without asking",
                     kopiru::reason(&e)
@@ -125,7 +125,7 @@ pub fn run(args: FlashArgs) -> u8 {
     let code = report(&s, args.json);
     // Where a bar was shown, one line says what it came to.
     if bar.0.is_some() && s.source_error.is_none() && !s.cancelled {
-        eprintln!("kopiru: {}", summary_line(&s, opts.verify));
+        errln!("kopiru: {}", summary_line(&s, opts.verify));
     }
     code
 }
@@ -222,35 +222,30 @@ fn confirm(image: &Path, targets: &[Target]) -> std::io::Result<bool> {
     Ok(matches!(answer.trim(), "y" | "Y" | "yes"))
 }
 
+/// What a cancelled flash says (after "kopiru: received SIGxxx: ").
+const STOPPED: &str =
+    "stopped; the devices were not completely written (their first MiB is not): flash them again";
+
 fn report(s: &FlashSummary, json: bool) -> u8 {
     if let Some(e) = &s.source_error {
-        eprintln!("kopiru: {}", text(e));
+        errln!("kopiru: {}", text(e));
     }
     if s.cancelled {
         // Stopped while writing: the first MiB (written last) is not there;
         // or while reading back.
-        eprintln!("kopiru: cancelled before the flash was complete and verified");
+        errln!("{}", crate::signals::stopped_line(STOPPED));
     }
-    let mut good = 0;
     for d in &s.devices {
         if let Some(e) = device_error(d) {
-            eprintln!("kopiru: {}: {e}", render::path(&d.path));
+            errln!("kopiru: {}: {e}", render::path(&d.path));
         } else if let Some(off) = d.mismatch_at {
-            eprintln!(
+            errln!(
                 "kopiru: {}: verify: the device differs from the image at offset {off}",
                 render::path(&d.path)
             );
-        } else {
-            good += 1;
         }
     }
-    let code = if s.ok() {
-        exit::OK
-    } else if good > 0 && s.source_error.is_none() && !s.cancelled {
-        exit::PARTIAL
-    } else {
-        exit::FAILED
-    };
+    let code = exit::for_flash(s);
     if json {
         let j = serde_json::json!({
             "format": s.format,
@@ -260,7 +255,7 @@ fn report(s: &FlashSummary, json: bool) -> u8 {
             "source_error": s.source_error.as_ref().map(text),
             "cancelled": s.cancelled,
             "devices": s.devices.iter().map(|d| serde_json::json!({
-                "path": d.path.to_string_lossy(),
+                "path": render::path(&d.path),
                 "direct": d.direct,
                 "verified": d.verified,
                 "mismatch_at": d.mismatch_at,
@@ -270,7 +265,7 @@ fn report(s: &FlashSummary, json: bool) -> u8 {
             })).collect::<Vec<_>>(),
             "exit_code": code,
         });
-        println!("{j}");
+        outln!("{j}");
     }
     code
 }

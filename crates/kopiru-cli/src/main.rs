@@ -29,16 +29,7 @@ fn main() -> ExitCode {
         args::Command::Probe(a) => probe::run(a),
         args::Command::Verify(a) => verify::run(a),
         args::Command::Dedupe(a) => dedupe::run(a),
-        args::Command::Flash(a) => {
-            // TODO: cancel through FlashOptions once the engine takes a
-            // Cancel there (and flash.rs passes it); until then a signal
-            // ends the run at once, as the default action did.
-            signals::install(
-                signals::OnSignal::Exit,
-                "stopped; a device that was being written is incomplete: flash it again",
-            );
-            flash::run(a)
-        }
+        args::Command::Flash(a) => flash::run(a),
         args::Command::Bench(args::BenchCommand::Sweep(a)) => bench::run(a),
         args::Command::Bench(args::BenchCommand::Fsync(a)) => bench_fsync::run(a),
         args::Command::Completions(a) => docs::completions(a),
