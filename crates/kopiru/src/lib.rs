@@ -87,8 +87,10 @@ fn verify_copy(
     let vopts = verify::VerifyOptions {
         jobs: opts.jobs,
         extra_is_difference: false,
+        cancel: opts.cancel.clone(),
     };
-    let report = verify::verify_copy(src, dst, vopts, hashes);
+    let report = verify::verify_copy(src, dst, &vopts, hashes);
+    summary.cancelled |= report.cancelled;
     summary.verified_files += report.files;
     for d in report.differences {
         let path = match d.path.as_os_str().is_empty() {
