@@ -34,9 +34,25 @@ pub(crate) struct StagedTree {
     pub(crate) parent: Arc<DirNode>,
     pub(crate) tmp: NameBuf,
     pub(crate) name: NameBuf,
+    /// The source directory's (device, inode), for [`crate::record`].
+    pub(crate) source: (u64, u64),
 }
 
 impl Shared<'_> {
+    /// Notes that the published tree `t` is a copy of its source, so that
+    /// the same command run again merges into it instead of nesting.
+    fn record_copy(&self, t: &StagedTree) {
+        let Some(file) = &self.opts.copies_record else {
+            return;
+        };
+        let made = sys::stat_at(t.parent.dst.as_fd(), &t.name, false)
+            .and_then(|st| crate::record::record(file, t.source, (st.dev, st.ino)));
+        if let Err(e) = made {
+            // The copy is fine; only a rerun could nest.
+            self.warn(Error::dst(file, Op::Write, &e));
+        }
+    }
+
     /// `--sync end`: flushes every destination filesystem every
     /// [`FLUSH_EVERY`] while the workers copy, so the device writes while
     /// kopiru copies and the flush at the end finds little left. (Starting
@@ -154,6 +170,7 @@ impl Shared<'_> {
             match outcome {
                 Ok(()) => {
                     renamed_on.push(dev);
+                    self.record_copy(&t);
                     if opts.sync == SyncMode::File {
                         if let Err(e) = sys::sync_file(parent) {
                             self.error(Error::dst(&t.parent.dst_path, Op::Sync, &e));

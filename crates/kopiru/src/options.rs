@@ -126,6 +126,11 @@ pub struct CopyOptions {
     /// half-written keeps a final name, a staged tree is kept for
     /// `--resume`, and the summary says `cancelled`.
     pub cancel: crate::Cancel,
+    /// A file where the copies this run makes as new trees are recorded,
+    /// and looked up: a source copied again to a destination recorded as its
+    /// copy merges into it instead of nesting (see the `record` module).
+    /// `None`: cp's rule only.
+    pub copies_record: Option<std::path::PathBuf>,
 }
 
 impl Default for CopyOptions {
@@ -142,6 +147,7 @@ impl Default for CopyOptions {
             no_target_directory: false,
             verify: false,
             cancel: crate::Cancel::new(),
+            copies_record: None,
         }
     }
 }

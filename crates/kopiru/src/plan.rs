@@ -95,6 +95,23 @@ fn split(path: &Path) -> std::io::Result<(PathBuf, std::ffi::OsString)> {
     Ok((parent, name))
 }
 
+/// Whether `dest` is a directory kopiru made earlier as the copy of the
+/// directory `src`, and holds no `dest/name` of its own: then the same
+/// command run again merges into it rather than nesting a second copy.
+fn is_recorded_copy(dest: &Path, src: &Path, src_st: &sys::Stat, opts: &CopyOptions) -> bool {
+    let Some(file) = &opts.copies_record else {
+        return false;
+    };
+    let Some(name) = src.file_name() else {
+        return false;
+    };
+    src_st.kind() == FileKind::Dir
+        && sys::stat_path(&dest.join(name), false).is_err()
+        && sys::stat_path(dest, true).is_ok_and(|d| {
+            crate::record::is_copy_of(file, (src_st.dev, src_st.ino), (d.dev, d.ino))
+        })
+}
+
 fn plan_one(src: &Path, dest: &Path, dest_is_dir: bool, opts: &CopyOptions) -> Result<Job, Error> {
     let follow = opts.follow != Follow::Never;
     let src_st = sys::stat_path(src, follow).map_err(|e| Error::src(src, Op::Stat, &e))?;
@@ -104,7 +121,9 @@ fn plan_one(src: &Path, dest: &Path, dest_is_dir: bool, opts: &CopyOptions) -> R
     // (no name of their own) merge into the directory itself.
     let named = ends_in_name(src);
     let dst_path = match (dest_is_dir, named) {
-        (true, true) => dest.join(src.file_name().expect("named")),
+        (true, true) if !is_recorded_copy(dest, src, &src_st, opts) => {
+            dest.join(src.file_name().expect("named"))
+        }
         _ => dest.to_path_buf(),
     };
     if dst_path.as_os_str().as_encoded_bytes().ends_with(b"/") && !dest_is_dir && !src_is_dir {
