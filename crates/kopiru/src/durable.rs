@@ -462,3 +462,28 @@ impl Worker<'_, '_, '_> {
         Some(dst_name.to_owned())
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn staged_and_file_names_are_stable_and_distinct() {
+        let a = staged_name(&sys::name("copy"));
+        assert_eq!(a, staged_name(&sys::name("copy")));
+        assert_ne!(a, staged_name(&sys::name("copy2")));
+        assert!(sys::name_bytes(&a).starts_with(b".kopiru-tmp.tree."));
+        let f = file_tmp_name(&sys::name("copy"));
+        assert!(sys::name_bytes(&f).starts_with(b".kopiru-tmp.file."));
+        assert_ne!(f, a);
+    }
+
+    #[test]
+    fn leftovers_name_their_process() {
+        assert_eq!(leftover_pid(&sys::name(".kopiru-tmp.1234.7")), Some(1234));
+        assert_eq!(leftover_pid(&sys::name(".kopiru-tmp.tree.00ff")), None);
+        assert_eq!(leftover_pid(&sys::name(".kopiru-tmp.file.00ff")), None);
+        assert_eq!(leftover_pid(&sys::name("other.1234.7")), None);
+        assert_eq!(leftover_pid(&sys::name(".kopiru-tmp.12x.7")), None);
+    }
+}

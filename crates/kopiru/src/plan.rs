@@ -274,3 +274,109 @@ fn is_at_or_below(dir: &Fd, id: (u64, u64)) -> bool {
     }
     false
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::error::Refusal;
+
+    /// A scratch directory with a file `f` and a directory `d`.
+    fn scratch(tag: &str) -> PathBuf {
+        let w = std::env::temp_dir().join(format!("kopiru-plan-{tag}-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&w);
+        std::fs::create_dir_all(w.join("d")).unwrap();
+        std::fs::write(w.join("f"), b"x").unwrap();
+        w
+    }
+
+    /// (destination parent, destination name) of each job.
+    fn targets(jobs: &[Job]) -> Vec<(PathBuf, String)> {
+        jobs.iter()
+            .map(|j| {
+                let name = j.dst_name.to_string_lossy().into_owned();
+                (j.dst_parent.clone(), name)
+            })
+            .collect()
+    }
+
+    #[test]
+    fn names_of_their_own() {
+        assert!(ends_in_name(Path::new("a/b")));
+        assert!(ends_in_name(Path::new("a/b/")));
+        assert!(!ends_in_name(Path::new("a/.")));
+        assert!(!ends_in_name(Path::new("a/..")));
+        assert!(!ends_in_name(Path::new("/")));
+        assert!(!ends_in_name(Path::new(".")));
+    }
+
+    #[test]
+    fn cp_destination_rules() {
+        let w = scratch("rules");
+        let opts = CopyOptions::default();
+        // A file to a new name; a file into an existing directory.
+        let (jobs, refused) = plan(&[w.join("f")], &w.join("g"), &opts).unwrap();
+        assert!(refused.is_empty());
+        assert_eq!(targets(&jobs), [(w.clone(), "g".into())]);
+        let (jobs, _) = plan(&[w.join("f")], &w.join("d"), &opts).unwrap();
+        assert_eq!(targets(&jobs), [(w.join("d"), "f".into())]);
+        // A directory's contents ("d/.") merge into the destination itself.
+        let (jobs, _) = plan(&[w.join("d/.")], &w.join("e"), &opts).unwrap();
+        assert_eq!(targets(&jobs), [(w.clone(), "e".into())]);
+        // -T: the existing directory is the copy itself.
+        let t = CopyOptions {
+            no_target_directory: true,
+            ..CopyOptions::default()
+        };
+        let (jobs, _) = plan(&[w.join("d")], &w.join("d2"), &t).unwrap();
+        assert_eq!(targets(&jobs), [(w.clone(), "d2".into())]);
+        std::fs::remove_dir_all(&w).unwrap();
+    }
+
+    #[test]
+    fn unusable_requests() {
+        let w = scratch("usage");
+        let opts = CopyOptions::default();
+        // Several sources need an existing directory.
+        assert!(plan(&[w.join("f"), w.join("d")], &w.join("new"), &opts).is_err());
+        assert!(plan(&[w.join("f"), w.join("d")], &w.join("f"), &opts).is_err());
+        let t = CopyOptions {
+            no_target_directory: true,
+            ..CopyOptions::default()
+        };
+        assert!(plan(&[w.join("f"), w.join("d")], &w.join("d"), &t).is_err());
+        assert!(plan(&[], &w.join("d"), &opts).is_err());
+        std::fs::remove_dir_all(&w).unwrap();
+    }
+
+    #[test]
+    fn refusals_before_anything_is_written() {
+        let w = scratch("refuse");
+        let opts = CopyOptions::default();
+        let refusal = |src: PathBuf, dst: PathBuf| {
+            let (jobs, refused) = plan(&[src], &dst, &opts).unwrap();
+            assert!(jobs.is_empty());
+            refused[0].refusal().cloned()
+        };
+        // A missing source is an OS error (stat: not found), not a refusal.
+        assert!(refusal(w.join("missing"), w.join("d")).is_none());
+        assert!(matches!(
+            refusal(w.join("f"), w.join("f")),
+            Some(Refusal::SameFile { .. })
+        ));
+        assert!(matches!(
+            refusal(w.join("d"), w.join("d/sub")),
+            Some(Refusal::IntoItself { .. })
+        ));
+        std::os::unix::fs::symlink("f", w.join("link")).unwrap();
+        assert!(matches!(
+            refusal(w.join("link"), w.join("f")),
+            Some(Refusal::SameFile { .. })
+        ));
+        std::fs::write(w.join("d/f"), b"y").unwrap();
+        assert!(matches!(
+            refusal(w.join("d"), w.join("f")),
+            Some(Refusal::DirOverNonDir { .. })
+        ));
+        std::fs::remove_dir_all(&w).unwrap();
+    }
+}
