@@ -104,7 +104,7 @@ fn time_tool(cmd: &[String], src: &Path, dst: &Path, runs: usize) -> Option<f64>
     let mut times = Vec::new();
     for _ in 0..runs.max(1) {
         let _ = std::fs::remove_dir_all(dst);
-        unsafe { libc::sync() };
+        sync_all();
         let src_arg = if cmd[0] == "rsync" {
             format!("{}/", src.display())
         } else {
@@ -208,6 +208,15 @@ pub fn parse_size(s: &str) -> Result<u64, String> {
         _ => return Err(format!("bad size unit in '{s}'")),
     };
     Ok(n * mult)
+}
+
+/// Writes every filesystem's dirty data out before a timed run (`sync`).
+/// Windows has no unprivileged equivalent: nothing there.
+fn sync_all() {
+    #[cfg(unix)]
+    unsafe {
+        libc::sync()
+    };
 }
 
 #[cfg(test)]

@@ -1,7 +1,9 @@
 //! Every exit code of every command, chosen here. As rsync's where they
 //! overlap (0, 1, 2, 20, 23); `verify` exits like `diff` (0, 1, 2).
 
+#[cfg(unix)]
 use kopiru::dedupe::DedupeSummary;
+#[cfg(unix)]
 use kopiru::flash::FlashSummary;
 use kopiru::verify::VerifyReport;
 use kopiru::Summary;
@@ -56,6 +58,7 @@ pub fn for_verify(r: &VerifyReport) -> u8 {
 
 /// `kopiru dedupe`: a run on filesystems that cannot share blocks (and
 /// nothing else) failed.
+#[cfg(unix)]
 pub fn for_dedupe(s: &DedupeSummary) -> u8 {
     if s.cancelled {
         return CANCELLED;
@@ -67,6 +70,7 @@ pub fn for_dedupe(s: &DedupeSummary) -> u8 {
 }
 
 /// `kopiru flash`: 23 when some devices are good and others failed.
+#[cfg(unix)]
 pub fn for_flash(s: &FlashSummary) -> u8 {
     if s.cancelled {
         return CANCELLED;

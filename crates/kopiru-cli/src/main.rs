@@ -6,11 +6,14 @@ mod out;
 
 mod args;
 mod bench;
+#[cfg(unix)]
 mod bench_fsync;
 mod copy;
+#[cfg(unix)]
 mod dedupe;
 mod docs;
 mod exit;
+#[cfg(unix)]
 mod flash;
 mod plot;
 mod probe;
@@ -28,12 +31,28 @@ fn main() -> ExitCode {
         args::Command::Copy(a) => copy::run(a),
         args::Command::Probe(a) => probe::run(a),
         args::Command::Verify(a) => verify::run(a),
+        #[cfg(unix)]
         args::Command::Dedupe(a) => dedupe::run(a),
+        #[cfg(unix)]
         args::Command::Flash(a) => flash::run(a),
         args::Command::Bench(args::BenchCommand::Sweep(a)) => bench::run(a),
+        #[cfg(unix)]
         args::Command::Bench(args::BenchCommand::Fsync(a)) => bench_fsync::run(a),
+        #[cfg(not(unix))]
+        args::Command::Dedupe(_) => not_here("dedupe"),
+        #[cfg(not(unix))]
+        args::Command::Flash(_) => not_here("flash"),
+        #[cfg(not(unix))]
+        args::Command::Bench(args::BenchCommand::Fsync(_)) => not_here("bench fsync"),
         args::Command::Completions(a) => docs::completions(a),
         args::Command::Man(a) => docs::man(a),
     };
     ExitCode::from(code)
+}
+
+/// A command this platform does not have yet: says so, exits 2.
+#[cfg(not(unix))]
+fn not_here(command: &str) -> u8 {
+    errln!("kopiru: {command} is not supported on Windows yet");
+    exit::USAGE
 }

@@ -348,7 +348,6 @@ fn tick(bar: &ProgressBar, c: &Counts, work: Work) {
 /// files of the sources, giving up quietly on errors: this is only an
 /// estimate for the ETA.
 fn spawn_counter(sources: Vec<PathBuf>, c: Arc<Counts>) {
-    use std::os::unix::fs::MetadataExt;
     std::thread::spawn(move || {
         let mut stack = sources;
         while let Some(p) = stack.pop() {
@@ -364,7 +363,10 @@ fn spawn_counter(sources: Vec<PathBuf>, c: Arc<Counts>) {
                 }
             } else if md.is_file() {
                 // A sparse file's holes are not copied as bytes.
-                let allocated = md.blocks().saturating_mul(512);
+                #[cfg(unix)]
+                let allocated = std::os::unix::fs::MetadataExt::blocks(&md).saturating_mul(512);
+                #[cfg(not(unix))]
+                let allocated = md.len();
                 let data = if allocated > 0 && allocated < md.len() {
                     allocated
                 } else {

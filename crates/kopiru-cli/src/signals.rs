@@ -5,12 +5,17 @@
 //! The handler does only async-signal-safe things: atomic loads and stores
 //! (the [`kopiru::Cancel`] flag is one `AtomicBool`), `write(2)` of bytes
 //! prepared before it was installed, and `_exit(2)`.
+//!
+//! On Windows the same flag is set from a console control handler
+//! (`SetConsoleCtrlHandler`: Ctrl-C, Ctrl-Break, the console closing),
+//! which Windows runs on a thread of its own.
 
 use crate::exit;
 use std::sync::atomic::{AtomicBool, AtomicI32, Ordering};
 use std::sync::OnceLock;
 
 /// The signals that stop a run.
+#[cfg(unix)]
 const SIGNALS: [libc::c_int; 3] = [libc::SIGINT, libc::SIGTERM, libc::SIGHUP];
 
 /// The flag the handler sets; made before the handler is installed, so the
@@ -44,6 +49,12 @@ pub fn install(on_first: OnSignal, exit_message: &str) -> kopiru::Cancel {
     let cancel = CANCEL.get_or_init(kopiru::Cancel::new).clone();
     let _ = EXIT_MESSAGE.set(format!(": {exit_message}\n").into_bytes());
     EXIT_AT_ONCE.store(on_first == OnSignal::Exit, Ordering::SeqCst);
+    install_handler();
+    cancel
+}
+
+#[cfg(unix)]
+fn install_handler() {
     // SAFETY: a zeroed sigaction is valid; the handler is an extern "C" fn
     // that only does async-signal-safe things.
     unsafe {
@@ -60,7 +71,18 @@ pub fn install(on_first: OnSignal, exit_message: &str) -> kopiru::Cancel {
             libc::sigaction(s, &sa, std::ptr::null_mut());
         }
     }
-    cancel
+}
+
+#[cfg(windows)]
+fn install_handler() {
+    use windows_sys::Win32::System::Console::SetConsoleCtrlHandler;
+    unsafe extern "system" fn ctrl(ctrl_type: u32) -> windows_sys::core::BOOL {
+        // Codes are stored plus one: 0 means "none received".
+        handle(ctrl_type as i32 + 1);
+        1
+    }
+    // SAFETY: the handler only touches atomics and stderr.
+    unsafe { SetConsoleCtrlHandler(Some(ctrl), 1) };
 }
 
 /// The first signal received, if any: `Some("SIGINT")`...
@@ -75,10 +97,46 @@ pub fn received() -> Option<&'static str> {
 pub fn stopped_line(what: &str) -> String {
     format!(
         "kopiru: received {}: {what}",
-        received().unwrap_or("SIGINT, SIGTERM or SIGHUP")
+        received().unwrap_or(ANY_SIGNAL)
     )
 }
 
+#[cfg(unix)]
+const ANY_SIGNAL: &str = "SIGINT, SIGTERM or SIGHUP";
+#[cfg(windows)]
+const ANY_SIGNAL: &str = "Ctrl-C, Ctrl-Break or close";
+
+#[cfg(windows)]
+fn name(code: i32) -> &'static str {
+    use windows_sys::Win32::System::Console as c;
+    match (code - 1) as u32 {
+        c::CTRL_C_EVENT => "Ctrl-C",
+        c::CTRL_BREAK_EVENT => "Ctrl-Break",
+        c::CTRL_CLOSE_EVENT => "close",
+        c::CTRL_LOGOFF_EVENT => "logoff",
+        c::CTRL_SHUTDOWN_EVENT => "shutdown",
+        _ => "a console event",
+    }
+}
+
+#[cfg(windows)]
+fn write_stderr(bytes: &[u8]) {
+    use std::io::Write;
+    let _ = std::io::stderr().write_all(bytes);
+}
+
+#[cfg(windows)]
+fn exit_now() -> ! {
+    std::process::exit(i32::from(exit::CANCELLED))
+}
+
+#[cfg(unix)]
+fn exit_now() -> ! {
+    // SAFETY: _exit is async-signal-safe; nothing is flushed or unwound.
+    unsafe { libc::_exit(libc::c_int::from(exit::CANCELLED)) }
+}
+
+#[cfg(unix)]
 fn name(sig: libc::c_int) -> &'static str {
     match sig {
         libc::SIGINT => "SIGINT",
@@ -89,6 +147,7 @@ fn name(sig: libc::c_int) -> &'static str {
 }
 
 /// Writes `bytes` to stderr, ignoring errors (async-signal-safe).
+#[cfg(unix)]
 fn write_stderr(bytes: &[u8]) {
     // SAFETY: write(2) on a valid buffer; errors are ignored on purpose.
     unsafe {
@@ -96,7 +155,12 @@ fn write_stderr(bytes: &[u8]) {
     }
 }
 
+#[cfg(unix)]
 extern "C" fn handler(sig: libc::c_int) {
+    handle(sig);
+}
+
+fn handle(sig: i32) {
     let first = RECEIVED
         .compare_exchange(0, sig, Ordering::SeqCst, Ordering::SeqCst)
         .is_ok();
@@ -115,6 +179,5 @@ extern "C" fn handler(sig: libc::c_int) {
     if let Some(m) = EXIT_MESSAGE.get() {
         write_stderr(m);
     }
-    // SAFETY: _exit is async-signal-safe; nothing is flushed or unwound.
-    unsafe { libc::_exit(libc::c_int::from(exit::CANCELLED)) }
+    exit_now()
 }

@@ -221,6 +221,7 @@ pub enum Refusal {
     },
     /// `kopiru flash`: a block map that cannot be used, or an image that
     /// does not match its block map.
+    #[cfg(unix)]
     Bmap(crate::flash::BmapError),
 }
 
@@ -337,6 +338,7 @@ impl fmt::Display for Refusal {
                 f,
                 "too small: the image is {image} bytes, the device {device} bytes"
             ),
+            #[cfg(unix)]
             Refusal::Bmap(e) => e.fmt(f),
         }
     }

@@ -10,10 +10,12 @@
 mod cancel;
 mod copy;
 mod data;
+#[cfg(unix)]
 pub mod dedupe;
 mod durable;
 mod error;
 mod events;
+#[cfg(unix)]
 pub mod flash;
 mod meta;
 mod options;
@@ -40,6 +42,7 @@ pub use copy::copy;
 ///
 /// # Errors
 /// The flush's error.
+#[cfg(unix)]
 pub fn sync_filesystem(fd: std::os::fd::BorrowedFd) -> std::io::Result<()> {
     sys::sync_fs(fd)
 }

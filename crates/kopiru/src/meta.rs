@@ -76,6 +76,17 @@ pub(crate) fn apply(
             }
         }
     }
+    // Windows attributes and creation time (nothing on Unix).
+    if let (Target::Fd(fd), true) = (&target, preserve.mode || preserve.times) {
+        if let Err(e) = sys::platform_meta(*fd, st, preserve.mode, preserve.times) {
+            let op = if preserve.mode {
+                Op::Chmod
+            } else {
+                Op::SetTimes
+            };
+            warnings.push((op, e));
+        }
+    }
     if preserve.times {
         let r = match target {
             Target::Fd(fd) => sys::futimens(fd, st.atime, st.mtime),

@@ -177,7 +177,7 @@ fn plan_one(src: &Path, dest: &Path, dest_is_dir: bool, opts: &CopyOptions) -> R
     let (dst_parent, dst_name) =
         split(&dst_path).map_err(|e| Error::dst(&dst_path, Op::Resolve, &e))?;
 
-    let dir_flags = libc::O_RDONLY | libc::O_DIRECTORY;
+    let dir_flags = sys::OPEN_DIR_FLAGS;
     let src_dir = sys::open_path(&src_parent, dir_flags)
         .map_err(|e| Error::src(&src_parent, Op::Open, &e))?;
     let dst_dir = sys::open_path(&dst_parent, dir_flags)
@@ -248,7 +248,7 @@ fn same_file(src: &Path, src_st: &sys::Stat, dst: &Path, dst_lst: &sys::Stat) ->
 /// itself. A directory that cannot be reached counts as "no": the copy's
 /// walk still refuses to enter its own destination.
 fn is_at_or_below(dir: &Fd, id: (u64, u64)) -> bool {
-    use std::os::fd::AsFd;
+    use crate::sys::AsFd;
     let mut up = String::from(".");
     let mut last = None;
     // PATH_MAX bounds the walk: 1,365 levels of "../".

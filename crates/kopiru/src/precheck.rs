@@ -5,10 +5,10 @@
 use crate::error::{Error, Op, Refusal, Side};
 use crate::options::{CopyOptions, MethodChoice, SparseMode};
 use crate::plan::Job;
+use crate::sys::AsFd;
 use crate::sys::{self, Fd, FileKind};
 use std::collections::HashSet;
 use std::ffi::{CStr, CString};
-use std::os::fd::AsFd;
 use std::path::PathBuf;
 use std::rc::Rc;
 

@@ -1,10 +1,10 @@
 //! `probe`: what a filesystem can do, found by trying on scratch files.
 
 use crate::error::{Error, Op};
+use crate::sys::AsFd;
 use crate::sys::{self, Fd, FdRef, FileKind};
 use std::ffi::{CStr, CString};
 use std::io;
-use std::os::fd::AsFd;
 use std::path::{Path, PathBuf};
 
 /// Whether a method worked, and if not, why.
@@ -32,7 +32,7 @@ pub struct Probe {
 /// directory above it as if it were the path's.
 fn dir_of(path: &Path) -> Result<(Fd, PathBuf), Error> {
     let st = sys::stat_path(path, true).map_err(|e| Error::src(path, Op::Stat, &e))?;
-    let flags = libc::O_RDONLY | libc::O_DIRECTORY;
+    let flags = sys::OPEN_DIR_FLAGS;
     let dir = match st.kind() {
         FileKind::Dir => path,
         _ => path

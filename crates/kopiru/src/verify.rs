@@ -8,11 +8,11 @@
 
 use crate::error::{Error, Mismatch, Op};
 use crate::par::{self, par_map};
+use crate::sys::AsFd;
 use crate::sys::{self, Aligned, Fd, FileKind, Stat};
 use std::collections::hash_map::{Entry, HashMap};
 use std::ffi::{CStr, CString};
 use std::io;
-use std::os::fd::AsFd;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 

@@ -9,7 +9,9 @@
 use std::ffi::{CStr, CString, OsStr};
 use std::io;
 
+#[cfg(unix)]
 mod unix;
+#[cfg(unix)]
 pub use unix::*;
 
 #[cfg(target_os = "linux")]
@@ -22,17 +24,28 @@ mod macos;
 #[cfg(target_os = "macos")]
 pub use macos::*;
 
-#[cfg(not(any(target_os = "linux", target_os = "macos")))]
-compile_error!("kopiru supports Linux and macOS for now");
+#[cfg(windows)]
+mod windows;
+#[cfg(windows)]
+pub use self::windows::*;
+
+#[cfg(not(any(target_os = "linux", target_os = "macos", windows)))]
+compile_error!("kopiru supports Linux, macOS and Windows for now");
 
 /// The error a platform returns for an operation it does not have.
+#[cfg(unix)]
 pub fn unsupported() -> io::Error {
     io::Error::from_raw_os_error(libc::EOPNOTSUPP)
 }
 
+/// Flags of `open_path` for a directory to read.
+#[cfg(unix)]
+pub const OPEN_DIR_FLAGS: libc::c_int = libc::O_RDONLY | libc::O_DIRECTORY;
+
 /// Whether an error from a clone or offload call means "this method does not
 /// work here" (fall back to the next one) rather than a real failure. The list
 /// is the union of GNU cp's `is_CLONENOTSUP` and Rust std's kernel_copy.
+#[cfg(unix)]
 pub fn is_not_supported(err: &io::Error) -> bool {
     matches!(
         err.raw_os_error(),
@@ -52,6 +65,7 @@ pub fn is_not_supported(err: &io::Error) -> bool {
 }
 
 /// A short name for an errno, for `--explain` ("EXDEV").
+#[cfg(unix)]
 pub fn errno_name(err: &io::Error) -> &'static str {
     match err.raw_os_error() {
         Some(libc::EXDEV) => "EXDEV",
@@ -69,54 +83,159 @@ pub fn errno_name(err: &io::Error) -> &'static str {
 }
 
 /// A path component or path as the C string the kernel wants.
+#[cfg(unix)]
 pub fn cstring(s: &OsStr) -> io::Result<CString> {
     use std::os::unix::ffi::OsStrExt;
     CString::new(s.as_bytes()).map_err(|_| io::Error::from_raw_os_error(libc::EINVAL))
 }
 
 /// A kernel name back as an `OsStr`, for messages and paths.
+#[cfg(unix)]
 pub fn os_str(name: &CStr) -> &OsStr {
     use std::os::unix::ffi::OsStrExt;
     OsStr::from_bytes(name.to_bytes())
 }
 
 /// A name within a directory, as the OS takes it (a NUL-terminated byte
-/// string on Unix). The tree code passes names only through these types.
-#[cfg(unix)]
+/// string on Unix; on Windows the NUL-terminated WTF-8 of the UTF-16 name,
+/// see `windows.rs`). The tree code passes names only through these types.
 pub type Name = CStr;
 /// An owned [`Name`].
-#[cfg(unix)]
 pub type NameBuf = CString;
 /// The tree code borrows descriptors through this trait.
 #[cfg(unix)]
 pub use std::os::fd::AsFd;
 
 /// The name of a directory itself.
-#[cfg(unix)]
 pub const DOT: &Name = c".";
 
 /// A name made by kopiru (temporary names: ASCII, no NUL).
-#[cfg(unix)]
 pub fn name(s: &str) -> NameBuf {
     CString::new(s).expect("kopiru's own names have no NUL")
 }
 
 /// A name's bytes, for hashing and prefix checks.
-#[cfg(unix)]
 pub fn name_bytes(n: &Name) -> &[u8] {
     n.to_bytes()
 }
 
 /// The error of a directory met again while following links (ELOOP).
+#[cfg(unix)]
 pub fn loop_error() -> io::Error {
     io::Error::from_raw_os_error(libc::ELOOP)
 }
 
 /// The raw code of a generic I/O error.
+#[cfg(unix)]
 pub const EIO: i32 = libc::EIO;
 
 /// Whether opening with "keep access times" was refused because we do not
 /// own the file (EPERM; EACCES means the file cannot be read at all).
+#[cfg(unix)]
 pub fn noatime_refused(e: &io::Error) -> bool {
     e.raw_os_error() == Some(libc::EPERM)
+}
+
+/// Nothing beyond the Unix metadata to keep on Unix (see `windows.rs`).
+#[cfg(unix)]
+pub fn platform_meta(_fd: FdRef, _st: &Stat, _attributes: bool, _times: bool) -> io::Result<()> {
+    Ok(())
+}
+
+/// Windows error codes kopiru tests (`raw_os_error` is a Win32 error there).
+#[cfg(windows)]
+mod winerr {
+    use windows_sys::Win32::Foundation as f;
+    pub const NOT_SUPPORTED: i32 = f::ERROR_NOT_SUPPORTED as i32;
+    pub const INVALID_FUNCTION: i32 = f::ERROR_INVALID_FUNCTION as i32;
+    pub const NOT_SAME_DEVICE: i32 = f::ERROR_NOT_SAME_DEVICE as i32;
+    pub const INVALID_PARAMETER: i32 = f::ERROR_INVALID_PARAMETER as i32;
+    pub const CALL_NOT_IMPLEMENTED: i32 = f::ERROR_CALL_NOT_IMPLEMENTED as i32;
+    pub const ACCESS_DENIED: i32 = f::ERROR_ACCESS_DENIED as i32;
+    pub const BLOCK_TOO_MANY_REFERENCES: i32 = f::ERROR_BLOCK_TOO_MANY_REFERENCES as i32;
+    pub const VIRUS_INFECTED: i32 = f::ERROR_VIRUS_INFECTED as i32;
+    pub const CANT_RESOLVE_FILENAME: i32 = f::ERROR_CANT_RESOLVE_FILENAME as i32;
+    pub const IO_DEVICE: i32 = f::ERROR_IO_DEVICE as i32;
+}
+
+/// The error a platform returns for an operation it does not have.
+#[cfg(windows)]
+pub fn unsupported() -> io::Error {
+    io::Error::from_raw_os_error(winerr::NOT_SUPPORTED)
+}
+
+/// Whether an error from a clone call means "this method does not work
+/// here": the errors block cloning gives on volumes, files or ranges it
+/// does not take (the same list as rsync's and reflink-copy's fallbacks).
+#[cfg(windows)]
+pub fn is_not_supported(err: &io::Error) -> bool {
+    use winerr::*;
+    matches!(
+        err.raw_os_error(),
+        Some(
+            NOT_SUPPORTED
+                | INVALID_FUNCTION
+                | NOT_SAME_DEVICE
+                | INVALID_PARAMETER
+                | CALL_NOT_IMPLEMENTED
+                | ACCESS_DENIED
+                | BLOCK_TOO_MANY_REFERENCES
+                | VIRUS_INFECTED
+        )
+    )
+}
+
+/// A short name for a Windows error, for `--explain`.
+#[cfg(windows)]
+pub fn errno_name(err: &io::Error) -> &'static str {
+    use winerr::*;
+    match err.raw_os_error() {
+        Some(NOT_SUPPORTED) => "ERROR_NOT_SUPPORTED",
+        Some(INVALID_FUNCTION) => "ERROR_INVALID_FUNCTION",
+        Some(NOT_SAME_DEVICE) => "ERROR_NOT_SAME_DEVICE",
+        Some(INVALID_PARAMETER) => "ERROR_INVALID_PARAMETER",
+        Some(CALL_NOT_IMPLEMENTED) => "ERROR_CALL_NOT_IMPLEMENTED",
+        Some(ACCESS_DENIED) => "ERROR_ACCESS_DENIED",
+        Some(BLOCK_TOO_MANY_REFERENCES) => "ERROR_BLOCK_TOO_MANY_REFERENCES",
+        Some(VIRUS_INFECTED) => "ERROR_VIRUS_INFECTED",
+        _ => "error",
+    }
+}
+
+/// A path component or path as a [`NameBuf`]: its WTF-8 bytes.
+#[cfg(windows)]
+pub fn cstring(s: &OsStr) -> io::Result<CString> {
+    CString::new(s.as_encoded_bytes())
+        .map_err(|_| io::Error::from_raw_os_error(winerr::INVALID_PARAMETER))
+}
+
+/// A [`Name`] back as an `OsStr`. Every `Name` kopiru holds on Windows was
+/// made by [`cstring`] from an `OsStr`, or from kopiru's own ASCII names, so
+/// its bytes are valid WTF-8.
+#[cfg(windows)]
+pub fn os_str(name: &CStr) -> &OsStr {
+    let b = name.to_bytes();
+    match std::str::from_utf8(b) {
+        Ok(s) => OsStr::new(s),
+        // SAFETY: the bytes came from `OsStr::as_encoded_bytes` (see above).
+        Err(_) => unsafe { OsStr::from_encoded_bytes_unchecked(b) },
+    }
+}
+
+/// The error of a directory met again while following links, or of a link
+/// met where none may be.
+#[cfg(windows)]
+pub fn loop_error() -> io::Error {
+    io::Error::from_raw_os_error(winerr::CANT_RESOLVE_FILENAME)
+}
+
+/// The raw code of a generic I/O error.
+#[cfg(windows)]
+pub const EIO: i32 = winerr::IO_DEVICE;
+
+/// Whether opening with "keep access times" was refused: no right to write
+/// the file's attributes.
+#[cfg(windows)]
+pub fn noatime_refused(e: &io::Error) -> bool {
+    e.raw_os_error() == Some(winerr::ACCESS_DENIED)
 }

@@ -1,0 +1,1168 @@
+//! Windows: the same operations as `unix.rs`, through `windows-sys`.
+//!
+//! Windows has no `*at` calls. An [`Fd`] here is an open handle together
+//! with the full path it was opened by (`\\?\`-prefixed, so paths longer
+//! than 260 characters work), and "relative to a directory handle" means
+//! "under that directory's path". The handle keeps the directory from being
+//! deleted while it is open (it is opened without FILE_SHARE_DELETE being
+//! refused to others, as on Unix a rename of an open directory works), but a
+//! rename of one of its parents between two calls is not noticed as it is by
+//! `openat`.
+//!
+//! Names are the NUL-terminated WTF-8 bytes of the `OsStr` (Rust's own
+//! lossless encoding of UTF-16, `OsStr::as_encoded_bytes`), so that the tree
+//! code keeps one `Name` type on every platform. Windows names cannot hold
+//! NUL.
+
+#![allow(clippy::upper_case_acronyms)]
+
+use std::ffi::{CStr, CString, OsString};
+use std::fs::File;
+use std::io;
+use std::os::windows::ffi::{OsStrExt, OsStringExt};
+use std::os::windows::io::{AsRawHandle, FromRawHandle, IntoRawHandle};
+use std::path::{Path, PathBuf};
+
+use windows_sys::Win32::Foundation::{
+    CloseHandle, GetLastError, ERROR_ACCESS_DENIED, ERROR_BROKEN_PIPE, ERROR_FILE_NOT_FOUND,
+    ERROR_HANDLE_EOF, ERROR_NO_MORE_FILES, FILETIME, GENERIC_READ, GENERIC_WRITE, HANDLE,
+    INVALID_HANDLE_VALUE, STILL_ACTIVE,
+};
+use windows_sys::Win32::Storage::FileSystem::{
+    CreateDirectoryW, CreateFileW, CreateHardLinkW, CreateSymbolicLinkW, DeleteFileW,
+    FileAttributeTagInfo, FileBasicInfo, FileEndOfFileInfo, FindClose, FindExInfoBasic,
+    FindExSearchNameMatch, FindFirstFileExW, FindNextFileW, FlushFileBuffers, GetFileAttributesW,
+    GetFileInformationByHandle, GetFileInformationByHandleEx, GetVolumeInformationByHandleW,
+    MoveFileExW, ReadFile, RemoveDirectoryW, SetFileAttributesW, SetFileInformationByHandle,
+    SetFileTime, WriteFile, BY_HANDLE_FILE_INFORMATION, CREATE_NEW, FILE_ATTRIBUTE_ARCHIVE,
+    FILE_ATTRIBUTE_DIRECTORY, FILE_ATTRIBUTE_HIDDEN, FILE_ATTRIBUTE_NORMAL,
+    FILE_ATTRIBUTE_NOT_CONTENT_INDEXED, FILE_ATTRIBUTE_READONLY, FILE_ATTRIBUTE_REPARSE_POINT,
+    FILE_ATTRIBUTE_SYSTEM, FILE_ATTRIBUTE_TAG_INFO, FILE_BASIC_INFO, FILE_END_OF_FILE_INFO,
+    FILE_FLAG_BACKUP_SEMANTICS, FILE_FLAG_NO_BUFFERING, FILE_FLAG_OPEN_REPARSE_POINT,
+    FILE_LIST_DIRECTORY, FILE_READ_ATTRIBUTES, FILE_SHARE_DELETE, FILE_SHARE_READ,
+    FILE_SHARE_WRITE, FILE_WRITE_ATTRIBUTES, FIND_FIRST_EX_LARGE_FETCH, INVALID_FILE_ATTRIBUTES,
+    MOVEFILE_REPLACE_EXISTING, MOVEFILE_WRITE_THROUGH, OPEN_EXISTING,
+    SYMBOLIC_LINK_FLAG_ALLOW_UNPRIVILEGED_CREATE, SYMBOLIC_LINK_FLAG_DIRECTORY, SYNCHRONIZE,
+    WIN32_FIND_DATAW,
+};
+use windows_sys::Win32::System::SystemServices::{
+    IO_REPARSE_TAG_MOUNT_POINT, IO_REPARSE_TAG_SYMLINK,
+};
+use windows_sys::Win32::System::Threading::{
+    GetExitCodeProcess, OpenProcess, PROCESS_QUERY_LIMITED_INFORMATION,
+};
+use windows_sys::Win32::System::IO::OVERLAPPED;
+
+/// An open handle and the full path it was opened by; closed on drop.
+#[derive(Debug)]
+pub struct Fd {
+    file: File,
+    path: PathBuf,
+}
+
+impl Fd {
+    /// A second handle to the same file (`DuplicateHandle`).
+    pub fn try_clone(&self) -> io::Result<Fd> {
+        Ok(Fd {
+            file: self.file.try_clone()?,
+            path: self.path.clone(),
+        })
+    }
+}
+
+/// A borrowed [`Fd`]: a handle and its path.
+#[derive(Clone, Copy, Debug)]
+pub struct FdRef<'a> {
+    file: &'a File,
+    path: &'a Path,
+}
+
+/// Borrowing a handle as an [`FdRef`], as `std::os::fd::AsFd` on Unix.
+pub trait AsFd {
+    /// The borrowed handle.
+    fn as_fd(&self) -> FdRef<'_>;
+}
+
+impl AsFd for Fd {
+    fn as_fd(&self) -> FdRef<'_> {
+        FdRef {
+            file: &self.file,
+            path: &self.path,
+        }
+    }
+}
+
+impl AsFd for FdRef<'_> {
+    fn as_fd(&self) -> FdRef<'_> {
+        *self
+    }
+}
+
+impl<T: AsFd + ?Sized> AsFd for &T {
+    fn as_fd(&self) -> FdRef<'_> {
+        (**self).as_fd()
+    }
+}
+
+impl<T: AsFd + ?Sized> AsFd for std::sync::Arc<T> {
+    fn as_fd(&self) -> FdRef<'_> {
+        (**self).as_fd()
+    }
+}
+
+impl<T: AsFd + ?Sized> AsFd for std::rc::Rc<T> {
+    fn as_fd(&self) -> FdRef<'_> {
+        (**self).as_fd()
+    }
+}
+
+impl<T: AsFd + ?Sized> AsFd for Box<T> {
+    fn as_fd(&self) -> FdRef<'_> {
+        (**self).as_fd()
+    }
+}
+
+impl FdRef<'_> {
+    fn handle(&self) -> io::Result<HANDLE> {
+        Ok(self.file.as_raw_handle() as HANDLE)
+    }
+}
+
+fn last_error() -> io::Error {
+    io::Error::last_os_error()
+}
+
+fn cvt(ok: windows_sys::core::BOOL) -> io::Result<()> {
+    if ok == 0 {
+        Err(last_error())
+    } else {
+        Ok(())
+    }
+}
+
+/// A path as the NUL-terminated UTF-16 Windows wants.
+fn wide(p: &Path) -> Vec<u16> {
+    p.as_os_str().encode_wide().chain(Some(0)).collect()
+}
+
+/// An absolute path with the `\\?\` prefix, so that no length limit and no
+/// reinterpretation of names (trailing dots and spaces) applies.
+fn verbatim(p: &Path) -> io::Result<PathBuf> {
+    let s = p.as_os_str().to_string_lossy();
+    if s.starts_with(r"\\?\") {
+        return Ok(p.to_path_buf());
+    }
+    let abs = std::path::absolute(p)?;
+    let a = abs.as_os_str().to_string_lossy();
+    if a.starts_with(r"\\?\") || a.starts_with(r"\\.\") {
+        return Ok(abs);
+    }
+    let mut out = OsString::new();
+    match a.strip_prefix(r"\\") {
+        Some(_) => {
+            out.push(r"\\?\UNC\");
+            out.push(&abs.as_os_str().to_string_lossy()[2..]);
+            if abs.to_str().is_none() {
+                // A non-Unicode UNC path: keep it as it is.
+                return Ok(abs);
+            }
+        }
+        None => {
+            out.push(r"\\?\");
+            out.push(abs.as_os_str());
+        }
+    }
+    Ok(PathBuf::from(out))
+}
+
+/// The full path of `name` under `dir` ("." is the directory itself).
+fn full(dir: FdRef, name: &CStr) -> io::Result<PathBuf> {
+    let n = super::os_str(name);
+    if n == "." {
+        return Ok(dir.path.to_path_buf());
+    }
+    if n == ".." {
+        return Ok(dir.path.parent().unwrap_or(dir.path).to_path_buf());
+    }
+    Ok(dir.path.join(n))
+}
+
+const SHARE_ALL: u32 = FILE_SHARE_READ | FILE_SHARE_WRITE | FILE_SHARE_DELETE;
+
+/// `CreateFileW` into an [`Fd`].
+fn create_file(path: PathBuf, access: u32, disposition: u32, flags: u32) -> io::Result<Fd> {
+    let w = wide(&path);
+    let h = unsafe {
+        CreateFileW(
+            w.as_ptr(),
+            access,
+            SHARE_ALL,
+            std::ptr::null(),
+            disposition,
+            flags,
+            std::ptr::null_mut(),
+        )
+    };
+    if h == INVALID_HANDLE_VALUE {
+        return Err(last_error());
+    }
+    let file = unsafe { File::from_raw_handle(h as _) };
+    Ok(Fd { file, path })
+}
+
+/// A point in time with nanoseconds (Windows keeps 100 ns).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
+pub struct Timespec {
+    /// Seconds since the Unix epoch.
+    pub sec: i64,
+    /// Nanoseconds within the second.
+    pub nsec: i64,
+}
+
+/// Seconds from 1601-01-01 (FILETIME's epoch) to 1970-01-01.
+const EPOCH_DIFF: i64 = 11_644_473_600;
+const TICKS: i64 = 10_000_000;
+
+impl Timespec {
+    fn from_ticks(t: i64) -> Timespec {
+        Timespec {
+            sec: t.div_euclid(TICKS) - EPOCH_DIFF,
+            nsec: t.rem_euclid(TICKS) * 100,
+        }
+    }
+
+    fn from_filetime(ft: FILETIME) -> Timespec {
+        Timespec::from_ticks(((ft.dwHighDateTime as i64) << 32) | ft.dwLowDateTime as i64)
+    }
+
+    /// 100 ns ticks since 1601; times before then become 1601 (0 means
+    /// "leave unchanged" to Windows, so the earliest kept is one tick).
+    fn ticks(self) -> i64 {
+        let t = (self.sec + EPOCH_DIFF)
+            .saturating_mul(TICKS)
+            .saturating_add(self.nsec / 100);
+        t.max(1)
+    }
+
+    fn filetime(self) -> FILETIME {
+        let t = self.ticks() as u64;
+        FILETIME {
+            dwLowDateTime: t as u32,
+            dwHighDateTime: (t >> 32) as u32,
+        }
+    }
+}
+
+/// What kind of thing a directory entry is.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum FileKind {
+    /// A regular file.
+    File,
+    /// A directory.
+    Dir,
+    /// A symbolic link or a junction.
+    Symlink,
+    /// A named pipe (never found on Windows filesystems).
+    Fifo,
+    /// A character device (never found on Windows filesystems).
+    CharDevice,
+    /// A block device (never found on Windows filesystems).
+    BlockDevice,
+    /// A Unix socket (an AF_UNIX reparse point; copied as unsupported).
+    Socket,
+}
+
+const S_IFMT: u32 = 0o170_000;
+const S_IFDIR: u32 = 0o040_000;
+const S_IFREG: u32 = 0o100_000;
+const S_IFLNK: u32 = 0o120_000;
+
+impl FileKind {
+    /// The kind encoded in a Unix-style `st_mode`.
+    pub fn from_mode(mode: u32) -> FileKind {
+        match mode & S_IFMT {
+            S_IFDIR => FileKind::Dir,
+            S_IFLNK => FileKind::Symlink,
+            0o010_000 => FileKind::Fifo,
+            0o020_000 => FileKind::CharDevice,
+            0o060_000 => FileKind::BlockDevice,
+            0o140_000 => FileKind::Socket,
+            _ => FileKind::File,
+        }
+    }
+
+    fn from_attributes(attrs: u32, reparse_tag: u32) -> FileKind {
+        if attrs & FILE_ATTRIBUTE_REPARSE_POINT != 0
+            && (reparse_tag == IO_REPARSE_TAG_SYMLINK || reparse_tag == IO_REPARSE_TAG_MOUNT_POINT)
+        {
+            FileKind::Symlink
+        } else if attrs & FILE_ATTRIBUTE_DIRECTORY != 0 {
+            FileKind::Dir
+        } else {
+            FileKind::File
+        }
+    }
+}
+
+/// One entry of a directory listing.
+pub struct DirEntry {
+    /// The entry's name.
+    pub name: CString,
+    /// Its kind, from the attributes the listing returns with each name.
+    pub kind: Option<FileKind>,
+    /// Always 0: the listing does not return file ids.
+    pub ino: u64,
+}
+
+/// The fields of a file's information kopiru uses, in Unix terms, plus the
+/// Windows attributes and creation time.
+#[derive(Clone, Copy, Debug)]
+pub struct Stat {
+    /// Volume serial number.
+    pub dev: u64,
+    /// File index (the NTFS file id).
+    pub ino: u64,
+    /// Type and permission bits, made from the attributes: 0o644 for a
+    /// file, 0o444 if read-only; 0o755 for a directory; 0o777 for a link.
+    pub mode: u32,
+    /// Number of hard links.
+    pub nlink: u64,
+    /// Always 0: owners are security descriptors, not kept yet.
+    pub uid: u32,
+    /// Always 0.
+    pub gid: u32,
+    /// Always 0.
+    pub rdev: u64,
+    /// Size in bytes.
+    pub size: u64,
+    /// Last access.
+    pub atime: Timespec,
+    /// Last write.
+    pub mtime: Timespec,
+    /// Creation.
+    pub btime: Timespec,
+    /// `FILE_ATTRIBUTE_*` bits.
+    pub attributes: u32,
+}
+
+impl Stat {
+    /// The kind of file.
+    pub fn kind(&self) -> FileKind {
+        FileKind::from_mode(self.mode)
+    }
+
+    /// Type and permission bits.
+    pub fn type_and_perm(&self) -> u32 {
+        self.mode & (S_IFMT | 0o777)
+    }
+
+    /// Permission bits.
+    pub fn perm(&self) -> u32 {
+        self.mode & 0o7777
+    }
+
+    /// Never: holes are not looked for on Windows yet.
+    pub fn looks_sparse(&self) -> bool {
+        false
+    }
+}
+
+fn mode_of(kind: FileKind, attrs: u32) -> u32 {
+    match kind {
+        FileKind::Dir => S_IFDIR | 0o755,
+        FileKind::Symlink => S_IFLNK | 0o777,
+        _ if attrs & FILE_ATTRIBUTE_READONLY != 0 => S_IFREG | 0o444,
+        _ => S_IFREG | 0o644,
+    }
+}
+
+fn reparse_tag(h: HANDLE, attrs: u32) -> u32 {
+    if attrs & FILE_ATTRIBUTE_REPARSE_POINT == 0 {
+        return 0;
+    }
+    let mut info: FILE_ATTRIBUTE_TAG_INFO = unsafe { std::mem::zeroed() };
+    let ok = unsafe {
+        GetFileInformationByHandleEx(
+            h,
+            FileAttributeTagInfo,
+            (&mut info as *mut FILE_ATTRIBUTE_TAG_INFO).cast(),
+            std::mem::size_of::<FILE_ATTRIBUTE_TAG_INFO>() as u32,
+        )
+    };
+    if ok == 0 {
+        // Without the tag, a reparse point is taken for a link.
+        IO_REPARSE_TAG_SYMLINK
+    } else {
+        info.ReparseTag
+    }
+}
+
+/// Information on an open handle (`GetFileInformationByHandle`).
+pub fn fstat(fd: FdRef) -> io::Result<Stat> {
+    let h = fd.handle()?;
+    let mut i: BY_HANDLE_FILE_INFORMATION = unsafe { std::mem::zeroed() };
+    cvt(unsafe { GetFileInformationByHandle(h, &mut i) })?;
+    let attrs = i.dwFileAttributes;
+    let kind = FileKind::from_attributes(attrs, reparse_tag(h, attrs));
+    let size = ((i.nFileSizeHigh as u64) << 32) | i.nFileSizeLow as u64;
+    Ok(Stat {
+        dev: i.dwVolumeSerialNumber as u64,
+        ino: ((i.nFileIndexHigh as u64) << 32) | i.nFileIndexLow as u64,
+        mode: mode_of(kind, attrs),
+        nlink: i.nNumberOfLinks as u64,
+        uid: 0,
+        gid: 0,
+        rdev: 0,
+        size,
+        atime: Timespec::from_filetime(i.ftLastAccessTime),
+        mtime: Timespec::from_filetime(i.ftLastWriteTime),
+        btime: Timespec::from_filetime(i.ftCreationTime),
+        attributes: attrs,
+    })
+}
+
+fn open_flags(follow: bool) -> u32 {
+    let mut flags = FILE_FLAG_BACKUP_SEMANTICS;
+    if !follow {
+        flags |= FILE_FLAG_OPEN_REPARSE_POINT;
+    }
+    flags
+}
+
+/// Information on `name` under `dir`, not following a final link unless
+/// `follow` (opens the file for its attributes only).
+pub fn stat_at(dir: FdRef, name: &CStr, follow: bool) -> io::Result<Stat> {
+    let fd = create_file(
+        full(dir, name)?,
+        FILE_READ_ATTRIBUTES,
+        OPEN_EXISTING,
+        open_flags(follow),
+    )?;
+    fstat(fd.as_fd())
+}
+
+/// Information on a command-line path.
+pub fn stat_path(path: &Path, follow: bool) -> io::Result<Stat> {
+    let fd = create_file(
+        verbatim(path)?,
+        FILE_READ_ATTRIBUTES,
+        OPEN_EXISTING,
+        open_flags(follow),
+    )?;
+    fstat(fd.as_fd())
+}
+
+/// The flag of [`open_path`] that asks for a directory.
+pub const O_DIRECTORY: i32 = 0x1_0000;
+/// Flags of [`open_path`] for a directory to read.
+pub const OPEN_DIR_FLAGS: i32 = O_DIRECTORY;
+
+/// Opens a command-line path for reading (a directory with [`O_DIRECTORY`]).
+pub fn open_path(path: &Path, flags: i32) -> io::Result<Fd> {
+    let fd = create_file(
+        verbatim(path)?,
+        GENERIC_READ,
+        OPEN_EXISTING,
+        FILE_FLAG_BACKUP_SEMANTICS,
+    )?;
+    if flags & O_DIRECTORY != 0 && fstat(fd.as_fd())?.kind() != FileKind::Dir {
+        return Err(not_a_directory());
+    }
+    Ok(fd)
+}
+
+fn not_a_directory() -> io::Error {
+    io::Error::from_raw_os_error(windows_sys::Win32::Foundation::ERROR_DIRECTORY as i32)
+}
+
+/// Opens a source file or directory for reading, never through a final link
+/// unless `follow` (a link met gives [`super::loop_error`], as O_NOFOLLOW).
+/// With `noatime`, asks that reading through this handle leave the access
+/// time alone (`SetFileTime` with -1); that needs the right to write
+/// attributes, and [`super::noatime_refused`] tells the caller to retry
+/// without.
+pub fn open_source(
+    dir: FdRef,
+    name: &CStr,
+    is_dir: bool,
+    follow: bool,
+    noatime: bool,
+) -> io::Result<Fd> {
+    let mut access = GENERIC_READ;
+    if noatime {
+        access |= FILE_WRITE_ATTRIBUTES;
+    }
+    let fd = create_file(full(dir, name)?, access, OPEN_EXISTING, open_flags(follow))?;
+    let st = fstat(fd.as_fd())?;
+    if !follow && st.kind() == FileKind::Symlink {
+        return Err(super::loop_error());
+    }
+    if is_dir && st.kind() != FileKind::Dir {
+        return Err(not_a_directory());
+    }
+    if noatime {
+        keep_atime(&fd)?;
+    }
+    Ok(fd)
+}
+
+fn keep_atime(fd: &Fd) -> io::Result<()> {
+    let keep = FILETIME {
+        dwLowDateTime: u32::MAX,
+        dwHighDateTime: u32::MAX,
+    };
+    let h = fd.as_fd().handle()?;
+    cvt(unsafe { SetFileTime(h, std::ptr::null(), &keep, std::ptr::null()) })
+}
+
+/// Creates a new file for writing; fails with AlreadyExists if the name is
+/// taken. The read-only attribute (`mode` without write bits) is set later,
+/// by [`fchmod`].
+pub fn create_new(dir: FdRef, name: &CStr, _mode: u32) -> io::Result<Fd> {
+    create_file(
+        full(dir, name)?,
+        GENERIC_READ | GENERIC_WRITE,
+        CREATE_NEW,
+        FILE_ATTRIBUTE_NORMAL | FILE_FLAG_OPEN_REPARSE_POINT,
+    )
+}
+
+/// Opens an existing directory (not through a link), with the right to set
+/// its times and attributes where that is granted.
+pub fn open_dir(dir: FdRef, name: &CStr) -> io::Result<Fd> {
+    let path = full(dir, name)?;
+    let read = FILE_LIST_DIRECTORY | FILE_READ_ATTRIBUTES | SYNCHRONIZE;
+    let flags = open_flags(false);
+    let fd = match create_file(
+        path.clone(),
+        read | FILE_WRITE_ATTRIBUTES,
+        OPEN_EXISTING,
+        flags,
+    ) {
+        Err(e) if e.raw_os_error() == Some(ERROR_ACCESS_DENIED as i32) => {
+            create_file(path, read, OPEN_EXISTING, flags)?
+        }
+        r => r?,
+    };
+    match fstat(fd.as_fd())?.kind() {
+        FileKind::Dir => Ok(fd),
+        FileKind::Symlink => Err(super::loop_error()),
+        _ => Err(not_a_directory()),
+    }
+}
+
+/// Opens a file for reading around the cache (`FILE_FLAG_NO_BUFFERING`:
+/// reads need [`DIRECT_ALIGN`]-aligned buffers, offsets and lengths), or
+/// normally where that is refused.
+pub fn open_uncached(dir: FdRef, name: &CStr) -> io::Result<Fd> {
+    let path = full(dir, name)?;
+    let flags = FILE_FLAG_OPEN_REPARSE_POINT | FILE_FLAG_BACKUP_SEMANTICS;
+    let access = GENERIC_READ | FILE_WRITE_ATTRIBUTES;
+    let fd = match create_file(
+        path.clone(),
+        access,
+        OPEN_EXISTING,
+        flags | FILE_FLAG_NO_BUFFERING,
+    ) {
+        Ok(fd) => fd,
+        Err(_) => create_file(path, GENERIC_READ, OPEN_EXISTING, flags)?,
+    };
+    let _ = keep_atime(&fd);
+    Ok(fd)
+}
+
+/// Opens the parent directory of a command-line path and returns it with the
+/// path's last name; a root, "." and ".." give the directory itself and ".".
+pub fn open_parent(path: &Path) -> io::Result<(Fd, CString)> {
+    match (path.parent(), path.file_name()) {
+        (Some(parent), Some(name)) => {
+            let parent = match parent.as_os_str().is_empty() {
+                true => Path::new("."),
+                false => parent,
+            };
+            Ok((open_path(parent, O_DIRECTORY)?, super::cstring(name)?))
+        }
+        _ => Ok((open_path(path, O_DIRECTORY)?, CString::from(c"."))),
+    }
+}
+
+/// `CreateDirectoryW` (the mode is not used: directories have no read-only
+/// attribute that means what it does on Unix).
+pub fn mkdir_at(dir: FdRef, name: &CStr, _mode: u32) -> io::Result<()> {
+    let w = wide(&full(dir, name)?);
+    cvt(unsafe { CreateDirectoryW(w.as_ptr(), std::ptr::null()) })
+}
+
+/// The target of a symbolic link or junction, as stored.
+pub fn read_link_at(dir: FdRef, name: &CStr) -> io::Result<CString> {
+    let target = std::fs::read_link(full(dir, name)?)?;
+    super::cstring(target.as_os_str())
+}
+
+/// `CreateSymbolicLinkW`: a directory link when the target (resolved from
+/// the link's directory) is a directory now. Needs Developer Mode or the
+/// symbolic-link privilege.
+pub fn symlink_at(target: &CStr, dir: FdRef, name: &CStr) -> io::Result<()> {
+    let link = full(dir, name)?;
+    let t = Path::new(super::os_str(target));
+    let resolved = match link.parent() {
+        Some(p) if t.is_relative() => p.join(t),
+        _ => t.to_path_buf(),
+    };
+    let mut flags = SYMBOLIC_LINK_FLAG_ALLOW_UNPRIVILEGED_CREATE;
+    if resolved.is_dir() {
+        flags |= SYMBOLIC_LINK_FLAG_DIRECTORY;
+    }
+    let (wl, wt) = (wide(&link), wide(t));
+    if unsafe { CreateSymbolicLinkW(wl.as_ptr(), wt.as_ptr(), flags) } {
+        Ok(())
+    } else {
+        Err(last_error())
+    }
+}
+
+/// `CreateHardLinkW`.
+pub fn link_at(old_dir: FdRef, old: &CStr, new_dir: FdRef, new: &CStr) -> io::Result<()> {
+    let (o, n) = (wide(&full(old_dir, old)?), wide(&full(new_dir, new)?));
+    cvt(unsafe { CreateHardLinkW(n.as_ptr(), o.as_ptr(), std::ptr::null()) })
+}
+
+fn move_file(old: PathBuf, new: PathBuf, flags: u32) -> io::Result<()> {
+    let (o, n) = (wide(&old), wide(&new));
+    cvt(unsafe { MoveFileExW(o.as_ptr(), n.as_ptr(), flags | MOVEFILE_WRITE_THROUGH) })
+}
+
+/// `MoveFileExW(MOVEFILE_REPLACE_EXISTING | MOVEFILE_WRITE_THROUGH)`.
+pub fn rename_at(old_dir: FdRef, old: &CStr, new_dir: FdRef, new: &CStr) -> io::Result<()> {
+    move_file(
+        full(old_dir, old)?,
+        full(new_dir, new)?,
+        MOVEFILE_REPLACE_EXISTING,
+    )
+}
+
+/// `MoveFileExW(MOVEFILE_WRITE_THROUGH)`: fails with AlreadyExists instead
+/// of replacing.
+pub fn rename_noreplace(old_dir: FdRef, old: &CStr, new_dir: FdRef, new: &CStr) -> io::Result<()> {
+    move_file(full(old_dir, old)?, full(new_dir, new)?, 0)
+}
+
+/// Removes a file (or an empty directory with `is_dir`). As on Unix, the
+/// read-only attribute does not stop it; a link to a directory is removed
+/// as a directory.
+pub fn unlink_at(dir: FdRef, name: &CStr, is_dir: bool) -> io::Result<()> {
+    let path = full(dir, name)?;
+    let w = wide(&path);
+    let remove = |dir: bool| {
+        cvt(unsafe {
+            if dir {
+                RemoveDirectoryW(w.as_ptr())
+            } else {
+                DeleteFileW(w.as_ptr())
+            }
+        })
+    };
+    match remove(is_dir) {
+        Err(e) if e.raw_os_error() == Some(ERROR_ACCESS_DENIED as i32) => {
+            let attrs = unsafe { GetFileAttributesW(w.as_ptr()) };
+            if attrs == INVALID_FILE_ATTRIBUTES {
+                return Err(e);
+            }
+            if !is_dir && attrs & FILE_ATTRIBUTE_DIRECTORY != 0 {
+                return remove(true);
+            }
+            if attrs & FILE_ATTRIBUTE_READONLY != 0 {
+                cvt(unsafe { SetFileAttributesW(w.as_ptr(), attrs & !FILE_ATTRIBUTE_READONLY) })?;
+                return remove(is_dir);
+            }
+            Err(e)
+        }
+        r => r,
+    }
+}
+
+/// No FIFOs or device nodes on Windows filesystems.
+pub fn mknod_at(_dir: FdRef, _name: &CStr, _mode: u32, _rdev: u64) -> io::Result<()> {
+    Err(super::unsupported())
+}
+
+fn basic_info(h: HANDLE) -> io::Result<FILE_BASIC_INFO> {
+    let mut info: FILE_BASIC_INFO = unsafe { std::mem::zeroed() };
+    cvt(unsafe {
+        GetFileInformationByHandleEx(
+            h,
+            FileBasicInfo,
+            (&mut info as *mut FILE_BASIC_INFO).cast(),
+            std::mem::size_of::<FILE_BASIC_INFO>() as u32,
+        )
+    })?;
+    Ok(info)
+}
+
+/// Sets attributes (and the creation time, when not 0) through the handle;
+/// the other times are left as they are.
+fn set_basic(h: HANDLE, attrs: u32, creation: i64) -> io::Result<()> {
+    let info = FILE_BASIC_INFO {
+        CreationTime: creation,
+        LastAccessTime: 0,
+        LastWriteTime: 0,
+        ChangeTime: 0,
+        FileAttributes: if attrs == 0 {
+            FILE_ATTRIBUTE_NORMAL
+        } else {
+            attrs
+        },
+    };
+    cvt(unsafe {
+        SetFileInformationByHandle(
+            h,
+            FileBasicInfo,
+            (&info as *const FILE_BASIC_INFO).cast(),
+            std::mem::size_of::<FILE_BASIC_INFO>() as u32,
+        )
+    })
+}
+
+fn with_readonly(attrs: u32, mode: u32) -> u32 {
+    if mode & 0o222 == 0 {
+        attrs | FILE_ATTRIBUTE_READONLY
+    } else {
+        attrs & !FILE_ATTRIBUTE_READONLY
+    }
+}
+
+/// The permission bits that Windows has: a file without write bits gets the
+/// read-only attribute, one with them loses it. Directories are left alone.
+pub fn fchmod(fd: FdRef, mode: u32) -> io::Result<()> {
+    let h = fd.handle()?;
+    let info = basic_info(h)?;
+    let attrs = info.FileAttributes;
+    if attrs & FILE_ATTRIBUTE_DIRECTORY != 0 {
+        return Ok(());
+    }
+    let want = with_readonly(attrs, mode) & !FILE_ATTRIBUTE_NORMAL;
+    if want == attrs {
+        return Ok(());
+    }
+    set_basic(h, want, 0)
+}
+
+/// [`fchmod`] by name.
+pub fn chmod_at(dir: FdRef, name: &CStr, mode: u32) -> io::Result<()> {
+    let w = wide(&full(dir, name)?);
+    let attrs = unsafe { GetFileAttributesW(w.as_ptr()) };
+    if attrs == INVALID_FILE_ATTRIBUTES {
+        return Err(last_error());
+    }
+    if attrs & FILE_ATTRIBUTE_DIRECTORY != 0 {
+        return Ok(());
+    }
+    cvt(unsafe { SetFileAttributesW(w.as_ptr(), with_readonly(attrs, mode)) })
+}
+
+/// Nothing: owners are security descriptors on Windows, not copied yet, and
+/// every [`Stat`] has owner 0.
+pub fn fchown(_fd: FdRef, _uid: u32, _gid: u32) -> io::Result<()> {
+    Ok(())
+}
+
+/// Nothing, as [`fchown`].
+pub fn chown_at(_dir: FdRef, _name: &CStr, _uid: u32, _gid: u32) -> io::Result<()> {
+    Ok(())
+}
+
+/// The attributes kopiru keeps from a source.
+const KEPT_ATTRIBUTES: u32 = FILE_ATTRIBUTE_READONLY
+    | FILE_ATTRIBUTE_HIDDEN
+    | FILE_ATTRIBUTE_SYSTEM
+    | FILE_ATTRIBUTE_ARCHIVE
+    | FILE_ATTRIBUTE_NOT_CONTENT_INDEXED;
+
+/// What Windows keeps beyond the Unix metadata: the hidden, system, archive
+/// and not-indexed attributes (with `attributes`) and the creation time
+/// (with `times`), through an open handle.
+pub fn platform_meta(fd: FdRef, st: &Stat, attributes: bool, times: bool) -> io::Result<()> {
+    let h = fd.handle()?;
+    let now = basic_info(h)?.FileAttributes & !FILE_ATTRIBUTE_NORMAL;
+    let mut attrs = now;
+    if attributes {
+        // Read-only is the mode's business (fchmod); directories keep theirs.
+        let keep = KEPT_ATTRIBUTES & !FILE_ATTRIBUTE_READONLY;
+        attrs = (now & !keep) | (st.attributes & keep);
+    }
+    let creation = if times { st.btime.ticks() } else { 0 };
+    if attrs == now && creation == 0 {
+        return Ok(());
+    }
+    set_basic(h, attrs, creation)
+}
+
+/// Access and write times to 100 ns (`SetFileTime`).
+pub fn futimens(fd: FdRef, atime: Timespec, mtime: Timespec) -> io::Result<()> {
+    let h = fd.handle()?;
+    let (a, m) = (atime.filetime(), mtime.filetime());
+    cvt(unsafe { SetFileTime(h, std::ptr::null(), &a, &m) })
+}
+
+/// [`futimens`] by name, on a link itself rather than its target.
+pub fn utimens_at(dir: FdRef, name: &CStr, atime: Timespec, mtime: Timespec) -> io::Result<()> {
+    let fd = create_file(
+        full(dir, name)?,
+        FILE_WRITE_ATTRIBUTES,
+        OPEN_EXISTING,
+        open_flags(false),
+    )?;
+    futimens(fd.as_fd(), atime, mtime)
+}
+
+fn overlapped(offset: u64) -> OVERLAPPED {
+    let mut ov: OVERLAPPED = unsafe { std::mem::zeroed() };
+    ov.Anonymous.Anonymous.Offset = offset as u32;
+    ov.Anonymous.Anonymous.OffsetHigh = (offset >> 32) as u32;
+    ov
+}
+
+fn read_at(fd: FdRef, buf: &mut [u8], offset: Option<u64>) -> io::Result<usize> {
+    let h = fd.handle()?;
+    let len = buf.len().min(1 << 30) as u32;
+    let mut got = 0u32;
+    let mut ov = offset.map(overlapped);
+    let ovp = ov
+        .as_mut()
+        .map_or(std::ptr::null_mut(), |o| o as *mut OVERLAPPED);
+    let ok = unsafe { ReadFile(h, buf.as_mut_ptr(), len, &mut got, ovp) };
+    if ok == 0 {
+        let e = unsafe { GetLastError() };
+        if e == ERROR_HANDLE_EOF || e == ERROR_BROKEN_PIPE {
+            return Ok(0);
+        }
+        return Err(io::Error::from_raw_os_error(e as i32));
+    }
+    Ok(got as usize)
+}
+
+/// Reads from the file position.
+pub fn read(fd: FdRef, buf: &mut [u8]) -> io::Result<usize> {
+    read_at(fd, buf, None)
+}
+
+/// Reads at `offset`.
+pub fn pread(fd: FdRef, buf: &mut [u8], offset: u64) -> io::Result<usize> {
+    read_at(fd, buf, Some(offset))
+}
+
+/// Writes all of `buf` at `offset`.
+pub fn pwrite_all(fd: FdRef, mut buf: &[u8], mut offset: u64) -> io::Result<()> {
+    let h = fd.handle()?;
+    while !buf.is_empty() {
+        let len = buf.len().min(1 << 30) as u32;
+        let mut put = 0u32;
+        let mut ov = overlapped(offset);
+        cvt(unsafe { WriteFile(h, buf.as_ptr(), len, &mut put, &mut ov) })?;
+        if put == 0 {
+            return Err(io::Error::from(io::ErrorKind::WriteZero));
+        }
+        buf = &buf[put as usize..];
+        offset += put as u64;
+    }
+    Ok(())
+}
+
+/// Sets the file's size (`FileEndOfFileInfo`).
+pub fn ftruncate(fd: FdRef, len: u64) -> io::Result<()> {
+    let h = fd.handle()?;
+    let info = FILE_END_OF_FILE_INFO {
+        EndOfFile: len as i64,
+    };
+    cvt(unsafe {
+        SetFileInformationByHandle(
+            h,
+            FileEndOfFileInfo,
+            (&info as *const FILE_END_OF_FILE_INFO).cast(),
+            std::mem::size_of::<FILE_END_OF_FILE_INFO>() as u32,
+        )
+    })
+}
+
+/// Not yet (`FSCTL_QUERY_ALLOCATED_RANGES` would do it): files are copied
+/// whole.
+pub fn seek_data(_fd: FdRef, _offset: u64, _hole: bool) -> io::Result<Option<u64>> {
+    Err(super::unsupported())
+}
+
+/// No umask on Windows.
+pub fn umask() -> u32 {
+    0
+}
+
+/// Whether a process with this id is running.
+pub fn process_alive(pid: u32) -> bool {
+    let h = unsafe { OpenProcess(PROCESS_QUERY_LIMITED_INFORMATION, 0, pid) };
+    if h.is_null() {
+        // Access denied means it exists; an invalid id means it does not.
+        return unsafe { GetLastError() } == ERROR_ACCESS_DENIED;
+    }
+    let mut code = 0u32;
+    let ok = unsafe { GetExitCodeProcess(h, &mut code) };
+    unsafe { CloseHandle(h) };
+    ok == 0 || code == STILL_ACTIVE as u32
+}
+
+/// Owners are not kept on Windows: kopiru acts as if it may set them (and
+/// [`fchown`] does nothing).
+pub fn euid() -> u32 {
+    0
+}
+
+/// Nothing: Windows has no per-process limit on handles to raise.
+pub fn raise_fd_limit() {}
+
+/// No extended attributes are read on Windows (alternate data streams are
+/// not copied yet): an empty list.
+pub fn xattr_list(_fd: FdRef) -> io::Result<Vec<CString>> {
+    Ok(Vec::new())
+}
+
+/// Not on Windows.
+pub fn xattr_get(_fd: FdRef, _name: &CStr) -> io::Result<Vec<u8>> {
+    Err(super::unsupported())
+}
+
+/// Not on Windows.
+pub fn xattr_set(_fd: FdRef, _name: &CStr, _value: &[u8]) -> io::Result<()> {
+    Err(super::unsupported())
+}
+
+/// Closes a handle and reports the error `CloseHandle` returns.
+pub fn close(fd: Fd) -> io::Result<()> {
+    let h = fd.file.into_raw_handle();
+    cvt(unsafe { CloseHandle(h as HANDLE) })
+}
+
+/// Alignment of buffers, offsets and lengths for uncached reads.
+pub const DIRECT_ALIGN: usize = 4096;
+
+/// A buffer aligned to [`DIRECT_ALIGN`], allocated once and reused.
+pub struct Aligned {
+    raw: Vec<u8>,
+    off: usize,
+    /// Usable length.
+    pub len: usize,
+}
+
+impl Aligned {
+    /// A zeroed buffer of `len` usable bytes.
+    pub fn new(len: usize) -> Aligned {
+        let raw = vec![0u8; len + DIRECT_ALIGN];
+        let off = raw.as_ptr().align_offset(DIRECT_ALIGN);
+        Aligned { raw, off, len }
+    }
+
+    /// The aligned bytes, to fill.
+    pub fn buf(&mut self) -> &mut [u8] {
+        &mut self.raw[self.off..self.off + self.len]
+    }
+}
+
+/// Reads every entry of an open directory, except `.` and `..`, with one
+/// `FindFirstFileExW(FindExInfoBasic, FIND_FIRST_EX_LARGE_FETCH)` pass: each
+/// name comes with its attributes, so no entry is opened to learn its kind.
+pub fn read_dir(dir: FdRef) -> io::Result<Vec<DirEntry>> {
+    let pattern = wide(&dir.path.join("*"));
+    let mut data: WIN32_FIND_DATAW = unsafe { std::mem::zeroed() };
+    let h = unsafe {
+        FindFirstFileExW(
+            pattern.as_ptr(),
+            FindExInfoBasic,
+            (&mut data as *mut WIN32_FIND_DATAW).cast(),
+            FindExSearchNameMatch,
+            std::ptr::null(),
+            FIND_FIRST_EX_LARGE_FETCH,
+        )
+    };
+    let mut out = Vec::new();
+    if h == INVALID_HANDLE_VALUE {
+        let e = unsafe { GetLastError() };
+        if e == ERROR_FILE_NOT_FOUND {
+            return Ok(out);
+        }
+        return Err(io::Error::from_raw_os_error(e as i32));
+    }
+    loop {
+        let len = data
+            .cFileName
+            .iter()
+            .position(|&c| c == 0)
+            .unwrap_or(data.cFileName.len());
+        let name = OsString::from_wide(&data.cFileName[..len]);
+        if name != "." && name != ".." {
+            let tag = if data.dwFileAttributes & FILE_ATTRIBUTE_REPARSE_POINT != 0 {
+                data.dwReserved0
+            } else {
+                0
+            };
+            out.push(DirEntry {
+                name: super::cstring(&name)?,
+                kind: Some(FileKind::from_attributes(data.dwFileAttributes, tag)),
+                ino: 0,
+            });
+        }
+        if unsafe { FindNextFileW(h, &mut data) } == 0 {
+            let e = unsafe { GetLastError() };
+            unsafe { FindClose(h) };
+            if e == ERROR_NO_MORE_FILES {
+                return Ok(out);
+            }
+            return Err(io::Error::from_raw_os_error(e as i32));
+        }
+    }
+}
+
+/// Whether cloning creates the destination itself.
+pub const CLONE_CREATES_FILE: bool = false;
+
+/// Makes `dst` share all of `src`'s clusters (`FSCTL_DUPLICATE_EXTENTS_TO_FILE`,
+/// ReFS and Dev Drive only): see [`refs_clone`]. Compile-checked only.
+pub fn clone_fd(src: FdRef, dst: FdRef) -> io::Result<()> {
+    refs_clone(src, dst)
+}
+
+/// Not on Windows: see [`CLONE_CREATES_FILE`].
+pub fn clone_new(_src: FdRef, _dir: FdRef, _name: &CStr) -> io::Result<()> {
+    Err(super::unsupported())
+}
+
+/// Whether a whole directory tree can be cloned in one call.
+pub const CLONES_TREES: bool = false;
+
+/// Not on Windows.
+pub fn clone_tree(_src_dir: FdRef, _src: &CStr, _dst_dir: FdRef, _dst: &CStr) -> io::Result<()> {
+    Err(super::unsupported())
+}
+
+/// Whether the platform has an in-kernel copy call at all (CopyFile2 is not
+/// used yet).
+pub const HAS_OFFLOAD: bool = false;
+
+/// Not yet (CopyFile2 works on names, not on open handles).
+pub fn copy_range(_src: FdRef, _so: u64, _dst: FdRef, _do: u64, _len: usize) -> io::Result<usize> {
+    Err(super::unsupported())
+}
+
+/// ReFS block cloning of a whole file: the destination is extended to the
+/// source's size, then cluster-aligned ranges under 4 GiB are duplicated.
+/// Fails with ERROR_NOT_SUPPORTED where the volume lacks
+/// FILE_SUPPORTS_BLOCK_REFCOUNTING (NTFS, FAT, Wine), so the caller steps
+/// down to the read/write loop.
+fn refs_clone(src: FdRef, dst: FdRef) -> io::Result<()> {
+    use windows_sys::Win32::System::Ioctl::{
+        DUPLICATE_EXTENTS_DATA, FSCTL_DUPLICATE_EXTENTS_TO_FILE,
+    };
+    use windows_sys::Win32::System::SystemServices::FILE_SUPPORTS_BLOCK_REFCOUNTING;
+    use windows_sys::Win32::System::IO::DeviceIoControl;
+    let (sh, dh) = (src.handle()?, dst.handle()?);
+    let mut fs_flags = 0u32;
+    cvt(unsafe {
+        GetVolumeInformationByHandleW(
+            dh,
+            std::ptr::null_mut(),
+            0,
+            std::ptr::null_mut(),
+            std::ptr::null_mut(),
+            &mut fs_flags,
+            std::ptr::null_mut(),
+            0,
+        )
+    })?;
+    if fs_flags & FILE_SUPPORTS_BLOCK_REFCOUNTING == 0 {
+        return Err(super::unsupported());
+    }
+    let size = fstat(src)?.size;
+    // A ReFS bug can give a clone of zeros of a source just written by
+    // other threads: write the source's data out first.
+    let _ = unsafe { FlushFileBuffers(sh) };
+    ftruncate(dst, size)?;
+    // The cluster size is at most 64 KiB: rounding the last range up to it
+    // stays within what the filesystem accepts for the final cluster.
+    const CLUSTER: u64 = 64 * 1024;
+    const MAX: u64 = (4 << 30) - CLUSTER;
+    let end = size.div_ceil(CLUSTER) * CLUSTER;
+    let mut off = 0u64;
+    while off < end {
+        let len = (end - off).min(MAX);
+        let req = DUPLICATE_EXTENTS_DATA {
+            FileHandle: sh,
+            SourceFileOffset: off as i64,
+            TargetFileOffset: off as i64,
+            ByteCount: len as i64,
+        };
+        let mut ret = 0u32;
+        cvt(unsafe {
+            DeviceIoControl(
+                dh,
+                FSCTL_DUPLICATE_EXTENTS_TO_FILE,
+                (&req as *const DUPLICATE_EXTENTS_DATA).cast(),
+                std::mem::size_of::<DUPLICATE_EXTENTS_DATA>() as u32,
+                std::ptr::null_mut(),
+                0,
+                &mut ret,
+                std::ptr::null_mut(),
+            )
+        })?;
+        off += len;
+    }
+    Ok(())
+}
+
+/// The name of the filesystem an open file lives on ("ntfs", "refs", ...).
+pub fn fs_type(fd: FdRef) -> io::Result<String> {
+    let h = fd.handle()?;
+    let mut name = [0u16; 64];
+    cvt(unsafe {
+        GetVolumeInformationByHandleW(
+            h,
+            std::ptr::null_mut(),
+            0,
+            std::ptr::null_mut(),
+            std::ptr::null_mut(),
+            std::ptr::null_mut(),
+            name.as_mut_ptr(),
+            name.len() as u32,
+        )
+    })?;
+    let len = name.iter().position(|&c| c == 0).unwrap_or(name.len());
+    Ok(String::from_utf16_lossy(&name[..len]).to_lowercase())
+}
+
+/// Whether [`sync_fs`] writes every file's dirty data: no, Windows has no
+/// `syncfs` for unprivileged processes.
+pub const FS_SYNC_WRITES_FILES: bool = false;
+
+/// `FlushFileBuffers` on each file before the end-of-run flush, which does
+/// nothing more on Windows ([`sync_fs`]).
+pub fn before_fs_sync(fd: FdRef) -> io::Result<()> {
+    sync_file(fd)
+}
+
+/// Makes one file durable (`FlushFileBuffers`: data, size and metadata, and
+/// the drive's cache). A directory opened without write access cannot be
+/// flushed: its entries are made durable by NTFS's journal and by renames
+/// with MOVEFILE_WRITE_THROUGH, so that refusal is not an error.
+pub fn sync_file(fd: FdRef) -> io::Result<()> {
+    let h = fd.handle()?;
+    match cvt(unsafe { FlushFileBuffers(h) }) {
+        Err(e) if e.raw_os_error() == Some(ERROR_ACCESS_DENIED as i32) => {
+            match fstat(fd).map(|st| st.kind()) {
+                Ok(FileKind::Dir) => Ok(()),
+                _ => Err(e),
+            }
+        }
+        r => r,
+    }
+}
+
+/// Nothing: flushing a whole volume needs administrator rights on Windows.
+/// Each file was flushed by [`before_fs_sync`].
+pub fn sync_fs(_fd: FdRef) -> io::Result<()> {
+    Ok(())
+}
