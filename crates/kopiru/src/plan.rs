@@ -75,7 +75,9 @@ pub(crate) fn plan(
 /// copies the contents of "dir/." into the destination itself.)
 fn ends_in_name(path: &Path) -> bool {
     let bytes = path.as_os_str().as_encoded_bytes();
-    matches!(path.components().next_back(), Some(Component::Normal(_))) && !bytes.ends_with(b"/.")
+    matches!(path.components().next_back(), Some(Component::Normal(_)))
+        && !bytes.ends_with(b"/.")
+        && !(cfg!(windows) && bytes.ends_with(b"\\."))
 }
 
 fn split(path: &Path) -> std::io::Result<(PathBuf, std::ffi::OsString)> {
@@ -126,7 +128,9 @@ fn plan_one(src: &Path, dest: &Path, dest_is_dir: bool, opts: &CopyOptions) -> R
         }
         _ => dest.to_path_buf(),
     };
-    if dst_path.as_os_str().as_encoded_bytes().ends_with(b"/") && !dest_is_dir && !src_is_dir {
+    let dst_bytes = dst_path.as_os_str().as_encoded_bytes();
+    let trailing_sep = dst_bytes.ends_with(b"/") || (cfg!(windows) && dst_bytes.ends_with(b"\\"));
+    if trailing_sep && !dest_is_dir && !src_is_dir {
         return Err(Error::refused(
             Side::Destination,
             &dst_path,

@@ -516,14 +516,18 @@ fn keep_atime(fd: &Fd) -> io::Result<()> {
 }
 
 /// Creates a new file for writing; fails with AlreadyExists if the name is
-/// taken. The read-only attribute (`mode` without write bits) is set later,
-/// by [`fchmod`].
-pub fn create_new(dir: FdRef, name: &CStr, _mode: u32) -> io::Result<Fd> {
+/// taken. A `mode` without write bits makes it read-only, as `open(O_CREAT)`
+/// with such a mode does on Unix: the returned handle can still write.
+pub fn create_new(dir: FdRef, name: &CStr, mode: u32) -> io::Result<Fd> {
+    let attrs = match mode & 0o222 {
+        0 => FILE_ATTRIBUTE_READONLY,
+        _ => FILE_ATTRIBUTE_NORMAL,
+    };
     create_file(
         full(dir, name)?,
         GENERIC_READ | GENERIC_WRITE,
         CREATE_NEW,
-        FILE_ATTRIBUTE_NORMAL | FILE_FLAG_OPEN_REPARSE_POINT,
+        attrs | FILE_FLAG_OPEN_REPARSE_POINT,
     )
 }
 
@@ -632,13 +636,26 @@ fn move_file(old: PathBuf, new: PathBuf, flags: u32) -> io::Result<()> {
     cvt(unsafe { MoveFileExW(o.as_ptr(), n.as_ptr(), flags | MOVEFILE_WRITE_THROUGH) })
 }
 
-/// `MoveFileExW(MOVEFILE_REPLACE_EXISTING | MOVEFILE_WRITE_THROUGH)`.
+/// `MoveFileExW(MOVEFILE_REPLACE_EXISTING | MOVEFILE_WRITE_THROUGH)`. As a
+/// Unix rename, it replaces a read-only file too (Windows refuses that until
+/// the attribute is cleared).
 pub fn rename_at(old_dir: FdRef, old: &CStr, new_dir: FdRef, new: &CStr) -> io::Result<()> {
-    move_file(
-        full(old_dir, old)?,
-        full(new_dir, new)?,
-        MOVEFILE_REPLACE_EXISTING,
-    )
+    let (from, to) = (full(old_dir, old)?, full(new_dir, new)?);
+    match move_file(from.clone(), to.clone(), MOVEFILE_REPLACE_EXISTING) {
+        Err(e) if e.raw_os_error() == Some(ERROR_ACCESS_DENIED as i32) => {
+            let w = wide(&to);
+            let attrs = unsafe { GetFileAttributesW(w.as_ptr()) };
+            let readonly_file = attrs != INVALID_FILE_ATTRIBUTES
+                && attrs & FILE_ATTRIBUTE_READONLY != 0
+                && attrs & FILE_ATTRIBUTE_DIRECTORY == 0;
+            if !readonly_file {
+                return Err(e);
+            }
+            cvt(unsafe { SetFileAttributesW(w.as_ptr(), attrs & !FILE_ATTRIBUTE_READONLY) })?;
+            move_file(from, to, MOVEFILE_REPLACE_EXISTING)
+        }
+        r => r,
+    }
 }
 
 /// `MoveFileExW(MOVEFILE_WRITE_THROUGH)`: fails with AlreadyExists instead
