@@ -33,7 +33,7 @@ finish() {
 
 # The checks below, by name: all skipped when Wine cannot be had.
 ALL_CHECKS=(starts tree long-path attributes times same-file into-itself
-    one-failure resume verify rerun not-supported)
+    one-failure resume verify hard-links rerun not-supported)
 
 WINE=/usr/lib/wine/wine64
 CC=x86_64-w64-mingw32-gcc
@@ -325,6 +325,20 @@ else
     show
 fi
 
+# hard-links: two names of one file stay one file (CreateHardLinkW).
+H=$T/hard
+mkdir -p "$H/src"
+echo one >"$H/src/a"
+ln "$H/src/a" "$H/src/b"
+k copy "$H/src" "$H/dst"
+if [ $RC -eq 0 ] && [ "$(stat -c %i "$H/dst/a")" = "$(stat -c %i "$H/dst/b")" ] &&
+    cmp -s "$H/src/a" "$H/dst/a"; then
+    pass "hard-links: two names of one file copied as one file with two names"
+else
+    fail "hard-links"
+    show
+fi
+
 # rerun: the same command run again merges into its copy, never nests.
 N=$T/rerun
 mkdir -p "$N/src"
@@ -353,7 +367,7 @@ else
     fail "not-supported:$bad"
 fi
 
-skip "symlinks and junctions: Wine 8 shows Unix symlinks as their targets and cannot create reparse points"
+skip "symlinks and junctions: Wine 8 shows Unix symlinks as their targets, and its CreateSymbolicLinkW reports success without making a link"
 skip "Ctrl-C: Wine cannot send a console control event to a process started from a script"
 skip "CopyFile2 progress and cancel: kopiru does not use CopyFile2 yet"
 skip "ReFS block cloning (FSCTL_DUPLICATE_EXTENTS_TO_FILE): Wine has no ReFS; compile-checked only"

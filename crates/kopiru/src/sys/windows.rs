@@ -1094,19 +1094,21 @@ fn refs_clone(src: FdRef, dst: FdRef) -> io::Result<()> {
     if fs_flags & FILE_SUPPORTS_BLOCK_REFCOUNTING == 0 {
         return Err(super::unsupported());
     }
-    let size = fstat(src)?.size;
     // A ReFS bug can give a clone of zeros of a source just written by
-    // other threads: write the source's data out first.
-    let _ = unsafe { FlushFileBuffers(sh) };
+    // other threads at once (microsoft/CopyOnWrite#12). kopiru clones only
+    // sources it did not write in this run, and its read-only handle could
+    // not flush them anyway.
+    let size = fstat(src)?.size;
     ftruncate(dst, size)?;
-    // The cluster size is at most 64 KiB: rounding the last range up to it
-    // stays within what the filesystem accepts for the final cluster.
-    const CLUSTER: u64 = 64 * 1024;
-    const MAX: u64 = (4 << 30) - CLUSTER;
-    let end = size.div_ceil(CLUSTER) * CLUSTER;
+    // Ranges are whole clusters (4 or 64 KiB on ReFS): the last one is
+    // rounded up past the end of file, which ReFS accepts; each call stays
+    // under 4 GiB.
+    let cluster = cluster_size(dst)?;
+    let max = (4u64 << 30) - cluster;
+    let end = size.div_ceil(cluster) * cluster;
     let mut off = 0u64;
     while off < end {
-        let len = (end - off).min(MAX);
+        let len = (end - off).min(max);
         let req = DUPLICATE_EXTENTS_DATA {
             FileHandle: sh,
             SourceFileOffset: off as i64,
@@ -1129,6 +1131,25 @@ fn refs_clone(src: FdRef, dst: FdRef) -> io::Result<()> {
         off += len;
     }
     Ok(())
+}
+
+/// The cluster size of the volume that holds `fd`.
+fn cluster_size(fd: FdRef) -> io::Result<u64> {
+    use windows_sys::Win32::Storage::FileSystem::{GetDiskFreeSpaceW, GetVolumePathNameW};
+    let path = wide(fd.path);
+    let mut root = vec![0u16; path.len() + 1];
+    cvt(unsafe { GetVolumePathNameW(path.as_ptr(), root.as_mut_ptr(), root.len() as u32) })?;
+    let (mut per_cluster, mut bytes, mut free, mut total) = (0u32, 0u32, 0u32, 0u32);
+    cvt(unsafe {
+        GetDiskFreeSpaceW(
+            root.as_ptr(),
+            &mut per_cluster,
+            &mut bytes,
+            &mut free,
+            &mut total,
+        )
+    })?;
+    Ok((per_cluster as u64 * bytes as u64).max(512))
 }
 
 /// The name of the filesystem an open file lives on ("ntfs", "refs", ...).
