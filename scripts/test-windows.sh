@@ -33,7 +33,7 @@ finish() {
 
 # The checks below, by name: all skipped when Wine cannot be had.
 ALL_CHECKS=(starts tree long-path attributes times same-file into-itself
-    one-failure resume verify hard-links rerun not-supported)
+    one-failure resume verify hard-links rerun not-supported unit-tests)
 
 WINE=/usr/lib/wine/wine64
 CC=x86_64-w64-mingw32-gcc
@@ -365,6 +365,26 @@ if [ -z "$bad" ]; then
     pass "not-supported: flash, dedupe and bench fsync exit 2 saying so"
 else
     fail "not-supported:$bad"
+fi
+
+# unit-tests: the engine's library tests (planning, temporary names, the
+# record of copies), built for Windows and run under Wine.
+if cargo test -q -p kopiru --lib --target x86_64-pc-windows-gnu --no-run \
+    --message-format=json >"$WORK/build.json" 2>"$WORK/build.err"; then
+    unit=$(grep -o '"executable":"[^"]*"' "$WORK/build.json" | tail -1 | cut -d'"' -f4)
+    cp "$unit" "$BIN/kopiru-unit.exe"
+    timeout 120 "$WINE" "$BIN/kopiru-unit.exe" --test-threads 2 >"$OUT" 2>"$ERR" </dev/null
+    RC=$?
+    summary=$(grep '^test result' "$OUT")
+    if [ $RC -eq 0 ] && [[ $summary == *" 0 failed"* ]]; then
+        pass "unit-tests: ${summary#test result: }"
+    else
+        fail "unit-tests (exit $RC; 124 is the 120 s timeout)"
+        tail -20 "$OUT" "$ERR"
+    fi
+else
+    fail "unit-tests: building them for Windows"
+    tail -20 "$WORK/build.err"
 fi
 
 skip "symlinks and junctions: Wine 8 shows Unix symlinks as their targets, and its CreateSymbolicLinkW reports success without making a link"

@@ -45,17 +45,15 @@ pub fn escape(s: &OsStr) -> String {
     Escaped(s).to_string()
 }
 
-#[cfg(test)]
+#[cfg(all(test, unix))]
 mod tests {
     use super::*;
 
-    #[cfg(unix)]
     fn os(b: &[u8]) -> &OsStr {
         use std::os::unix::ffi::OsStrExt;
         OsStr::from_bytes(b)
     }
 
-    #[cfg(unix)]
     #[test]
     fn escapes_only_what_it_must() {
         assert_eq!(escape(os(b"plain/na\xc3\xafve.txt")), "plain/naïve.txt");

@@ -316,23 +316,27 @@ mod tests {
     #[test]
     fn cp_destination_rules() {
         let w = scratch("rules");
-        let opts = CopyOptions::default();
-        // A file to a new name; a file into an existing directory.
-        let (jobs, refused) = plan(&[w.join("f")], &w.join("g"), &opts).unwrap();
-        assert!(refused.is_empty());
-        assert_eq!(targets(&jobs), [(w.clone(), "g".into())]);
-        let (jobs, _) = plan(&[w.join("f")], &w.join("d"), &opts).unwrap();
-        assert_eq!(targets(&jobs), [(w.join("d"), "f".into())]);
-        // A directory's contents ("d/.") merge into the destination itself.
-        let (jobs, _) = plan(&[w.join("d/.")], &w.join("e"), &opts).unwrap();
-        assert_eq!(targets(&jobs), [(w.clone(), "e".into())]);
-        // -T: the existing directory is the copy itself.
-        let t = CopyOptions {
-            no_target_directory: true,
-            ..CopyOptions::default()
-        };
-        let (jobs, _) = plan(&[w.join("d")], &w.join("d2"), &t).unwrap();
-        assert_eq!(targets(&jobs), [(w.clone(), "d2".into())]);
+        // The jobs hold the directories open: Windows removes an open
+        // directory only once it is closed.
+        {
+            let opts = CopyOptions::default();
+            // A file to a new name; a file into an existing directory.
+            let (jobs, refused) = plan(&[w.join("f")], &w.join("g"), &opts).unwrap();
+            assert!(refused.is_empty());
+            assert_eq!(targets(&jobs), [(w.clone(), "g".into())]);
+            let (jobs, _) = plan(&[w.join("f")], &w.join("d"), &opts).unwrap();
+            assert_eq!(targets(&jobs), [(w.join("d"), "f".into())]);
+            // A directory's contents ("d/.") merge into the destination itself.
+            let (jobs, _) = plan(&[w.join("d/.")], &w.join("e"), &opts).unwrap();
+            assert_eq!(targets(&jobs), [(w.clone(), "e".into())]);
+            // -T: the existing directory is the copy itself.
+            let t = CopyOptions {
+                no_target_directory: true,
+                ..CopyOptions::default()
+            };
+            let (jobs, _) = plan(&[w.join("d")], &w.join("d2"), &t).unwrap();
+            assert_eq!(targets(&jobs), [(w.clone(), "d2".into())]);
+        }
         std::fs::remove_dir_all(&w).unwrap();
     }
 
@@ -371,11 +375,14 @@ mod tests {
             refusal(w.join("d"), w.join("d/sub")),
             Some(Refusal::IntoItself { .. })
         ));
-        std::os::unix::fs::symlink("f", w.join("link")).unwrap();
-        assert!(matches!(
-            refusal(w.join("link"), w.join("f")),
-            Some(Refusal::SameFile { .. })
-        ));
+        #[cfg(unix)]
+        {
+            std::os::unix::fs::symlink("f", w.join("link")).unwrap();
+            assert!(matches!(
+                refusal(w.join("link"), w.join("f")),
+                Some(Refusal::SameFile { .. })
+            ));
+        }
         std::fs::write(w.join("d/f"), b"y").unwrap();
         assert!(matches!(
             refusal(w.join("d"), w.join("f")),
