@@ -33,7 +33,8 @@ finish() {
 
 # The checks below, by name: all skipped when Wine cannot be had.
 ALL_CHECKS=(starts tree long-path attributes times same-file into-itself
-    one-failure resume verify hard-links rerun not-supported unit-tests)
+    one-failure resume verify hard-links rerun not-supported method-clone
+    unit-tests)
 
 WINE=/usr/lib/wine/wine64
 CC=x86_64-w64-mingw32-gcc
@@ -365,6 +366,26 @@ if [ -z "$bad" ]; then
     pass "not-supported: flash, dedupe and bench fsync exit 2 saying so"
 else
     fail "not-supported:$bad"
+fi
+
+# method-clone: --method clone where the volume cannot clone (Wine, like
+# NTFS, lacks FILE_SUPPORTS_BLOCK_REFCOUNTING) fails that file, saying why,
+# and leaves nothing; the default ladder streams it instead.
+C=$T/clone
+mkdir -p "$C/dst"
+echo c >"$C/f"
+k copy --method clone "$C/f" "$C/dst/f"
+rc1=$RC
+grep -q "ERROR_NOT_SUPPORTED" "$ERR"
+g1=$?
+left=$(find "$C/dst" -mindepth 1 | wc -l)
+k copy --explain "$C/f" "$C/dst/f"
+if [ $rc1 -eq 1 ] && [ $g1 -eq 0 ] && [ "$left" -eq 0 ] && [ $RC -eq 0 ] &&
+    grep -q '^stream' "$OUT" && cmp -s "$C/f" "$C/dst/f"; then
+    pass "method-clone: --method clone refused (ERROR_NOT_SUPPORTED, exit 1, nothing left); the ladder streams"
+else
+    fail "method-clone: exit $rc1, reason given: $([ $g1 -eq 0 ] && echo yes || echo no), left $left"
+    show
 fi
 
 # unit-tests: the engine's library tests (planning, temporary names, the
