@@ -34,7 +34,7 @@ finish() {
 # The checks below, by name: all skipped when Wine cannot be had.
 ALL_CHECKS=(starts tree long-path attributes times same-file into-itself
     one-failure resume verify hard-links rerun not-supported method-clone
-    unit-tests)
+    bench-sweep unit-tests)
 
 WINE=/usr/lib/wine/wine64
 CC=x86_64-w64-mingw32-gcc
@@ -385,6 +385,16 @@ if [ $rc1 -eq 1 ] && [ $g1 -eq 0 ] && [ "$left" -eq 0 ] && [ $RC -eq 0 ] &&
     pass "method-clone: --method clone refused (ERROR_NOT_SUPPORTED, exit 1, nothing left); the ladder streams"
 else
     fail "method-clone: exit $rc1, reason given: $([ $g1 -eq 0 ] && echo yes || echo no), left $left"
+    show
+fi
+
+# bench-sweep: seed 002's file-count experiment runs (small here).
+mkdir -p "$T/bench"
+k bench sweep --dir "$T/bench" --total 1M --counts 1,16,256 --runs 1
+if [ $RC -eq 0 ] && grep -Eq '^256 +4\.0 KiB +[0-9.]+s' "$OUT"; then
+    pass "bench-sweep: 1 MiB as 1, 16 and 256 files timed"
+else
+    fail "bench-sweep"
     show
 fi
 
