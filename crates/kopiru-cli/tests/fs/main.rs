@@ -1204,7 +1204,6 @@ fn main() {
         ext4.clone().or_else(|| Fs::Xfs.unavailable()),
         Box::new(edges::clone_impossible),
     );
-    // Fails until tree.rs's stage() is fixed: see edges::readonly_dest.
     add(
         "edges_readonly_dest::ext4".into(),
         ext4.clone(),

@@ -12,6 +12,11 @@ use std::io;
 mod unix;
 pub use unix::*;
 
+#[cfg(unix)]
+mod process;
+#[cfg(unix)]
+pub use process::*;
+
 #[cfg(target_os = "linux")]
 mod linux;
 #[cfg(target_os = "linux")]

@@ -461,59 +461,6 @@ pub fn seek_data(fd: FdRef, offset: u64, hole: bool) -> io::Result<Option<u64>> 
     Ok(Some(r as u64))
 }
 
-/// The process umask, read once (it can only be read by setting it).
-pub fn umask() -> u32 {
-    let old = unsafe { libc::umask(0o022) };
-    unsafe { libc::umask(old) };
-    old as u32
-}
-
-/// The effective user id.
-/// Whether a process with this id is running on this machine.
-pub fn process_alive(pid: u32) -> bool {
-    // SAFETY: signal 0 only checks that the process exists.
-    let r = unsafe { libc::kill(pid as libc::pid_t, 0) };
-    r == 0 || io::Error::last_os_error().raw_os_error() != Some(libc::ESRCH)
-}
-
-pub fn euid() -> u32 {
-    unsafe { libc::geteuid() }
-}
-
-/// Raises the soft limit on open files to the hard limit: the parallel walk
-/// keeps two descriptors per directory in progress.
-pub fn raise_fd_limit() {
-    unsafe {
-        let mut lim = std::mem::zeroed::<libc::rlimit>();
-        if libc::getrlimit(libc::RLIMIT_NOFILE, &mut lim) != 0 {
-            return;
-        }
-        if lim.rlim_cur < lim.rlim_max {
-            lim.rlim_cur = lim.rlim_max.min(1 << 20);
-            libc::setrlimit(libc::RLIMIT_NOFILE, &lim);
-        }
-        // Grow the descriptor table now, while it is cheap. Linux grows it
-        // by doubling as descriptors are opened, and in a process with
-        // several threads each growth waits for an RCU grace period
-        // (milliseconds): on a node_modules tree the workers slept ~20 ms
-        // in `expand_files` while directories were queued. A descriptor
-        // at a high number makes the kernel size the table for it once
-        // (F_DUPFD takes the first free number from there: nothing open is
-        // replaced).
-        let top = (lim.rlim_cur.min(FD_TABLE_RESERVE) as libc::c_int) - 1;
-        if top > 2 {
-            let fd = libc::fcntl(2, libc::F_DUPFD_CLOEXEC, top);
-            if fd >= 0 {
-                libc::close(fd);
-            }
-        }
-    }
-}
-
-/// Descriptor-table size reserved at start: each queued directory holds
-/// two descriptors, so this covers a few thousand queued directories.
-const FD_TABLE_RESERVE: libc::rlim_t = 16384;
-
 /// Lists extended attribute names of an open file.
 pub fn xattr_list(fd: FdRef) -> io::Result<Vec<CString>> {
     let mut buf = vec![0u8; 1024];

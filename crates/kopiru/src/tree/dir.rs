@@ -54,13 +54,14 @@ impl<'scope, 'env, 'a> Worker<'scope, 'env, 'a> {
         };
         // What the directory is made as: its final name, or the staged one.
         let target = staged_tmp.as_deref().unwrap_or(dst_name);
-        let stage_it = |w: &Self| {
+        let stage_it = |w: &Self, lock: Option<Fd>| {
             if let Some(tmp) = &staged_tmp {
                 w.sh.staged.lock().expect("staged lock").push(StagedTree {
                     parent: parent.clone(),
                     tmp: tmp.clone(),
                     name: dst_name.to_owned(),
                     source: (st.dev, st.ino),
+                    _lock: lock,
                 });
             }
         };
@@ -68,7 +69,7 @@ impl<'scope, 'env, 'a> Worker<'scope, 'env, 'a> {
             && self.whole_clone_allowed()
             && self.clone_whole_dir(parent, &src, name, target)
         {
-            return stage_it(self);
+            return stage_it(self, None);
         }
         let Some(made) = self.make_dir(parent, &st, target, dst_name) else {
             return;
@@ -80,6 +81,13 @@ impl<'scope, 'env, 'a> Worker<'scope, 'env, 'a> {
             dst_dev,
         } = made;
         let dst_path = join(&parent.dst_path, sys::os_str(dst_name));
+        let lock = match staged_tmp {
+            Some(_) => match self.lock_staged(&dst, &dst_path) {
+                Some(fd) => Some(fd),
+                None => return,
+            },
+            None => None,
+        };
         if dst_dev != parent.dst_dev {
             self.sh.add_filesystem(dst_dev, &dst, &dst_path);
         }
@@ -96,7 +104,7 @@ impl<'scope, 'env, 'a> Worker<'scope, 'env, 'a> {
         node.staged = parent.staged || staged_tmp.is_some();
         node.fresh = fresh;
         let node = Arc::new(node);
-        stage_it(self);
+        stage_it(self, lock);
         parent.pending.fetch_add(1, Ordering::SeqCst);
         self.sh.counters.dirs.fetch_add(1, Ordering::Relaxed);
         if !fresh {

@@ -202,7 +202,11 @@ impl<'scope, 'env, 'a> Worker<'scope, 'env, 'a> {
             if cur.pending.fetch_sub(1, Ordering::AcqRel) != 1 {
                 return;
             }
-            if let Some(st) = &cur.stat {
+            // A cancelled run leaves a directory as it was made (writable
+            // by us), so that --resume can finish filling it; its final
+            // mode and times come when that run completes it.
+            let cancelled = self.sh.opts.cancel.is_cancelled();
+            if let (Some(st), false) = (&cur.stat, cancelled) {
                 let opts = self.sh.opts;
                 let owner_now = match (&cur.parent, cur.fresh) {
                     (Some(p), true) => p.new_owner.get().copied().flatten(),
