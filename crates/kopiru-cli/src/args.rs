@@ -342,6 +342,9 @@ pub struct CopyArgs {
     pub jobs: Option<usize>,
 
     #[command(flatten)]
+    pub select: crate::select::SelectArgs,
+
+    #[command(flatten)]
     pub bar: ProgressArgs,
 
     /// Print, per file, the method used and why a faster one was not.
@@ -547,7 +550,7 @@ impl CopyArgs {
             preserve.times = true;
             preserve.owner = true;
         }
-        Ok(CopyOptions {
+        let mut opts = CopyOptions {
             method: match (self.reflink, self.method) {
                 (Some(ReflinkArg::Auto), _) => MethodChoice::Auto,
                 (Some(ReflinkArg::Always), _) => MethodChoice::Clone,
@@ -580,7 +583,9 @@ impl CopyArgs {
             no_clobber: self.no_clobber,
             no_target_directory: self.no_target_directory,
             verify: self.verify,
-            cancel: kopiru::Cancel::new(),
-        })
+            ..CopyOptions::default()
+        };
+        self.select.apply(&mut opts)?;
+        Ok(opts)
     }
 }

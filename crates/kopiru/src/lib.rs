@@ -12,6 +12,7 @@ pub mod dedupe;
 mod durable;
 mod error;
 mod events;
+mod filter;
 pub mod flash;
 mod meta;
 mod options;
@@ -27,6 +28,7 @@ pub mod verify;
 pub use cancel::Cancel;
 pub use error::{reason, Cause, Error, Mismatch, Op, Refusal, Side};
 pub use events::{FileDone, Method, NoopReporter, Phase, Reporter, Summary};
+pub use filter::{Filter, PatternError, Rule, RuleKind};
 pub use options::{CopyOptions, Follow, MethodChoice, Preserve, SparseMode, SyncMode};
 pub use plan::PlanError;
 
@@ -88,7 +90,7 @@ fn verify_copy(
         jobs: opts.jobs,
         extra_is_difference: false,
     };
-    let report = verify::verify_copy(src, dst, vopts, hashes);
+    let report = verify::verify_copy(src, dst, vopts, hashes, &opts.filter);
     summary.verified_files += report.files;
     for d in report.differences {
         let path = match d.path.as_os_str().is_empty() {

@@ -121,6 +121,9 @@ pub struct CopyOptions {
     /// After copying (and flushing), compare every file with its source,
     /// reading the destination from the device (BLAKE3 of both).
     pub verify: bool,
+    /// `--exclude`/`--include`: entries inside the copied directories that
+    /// are left out (an excluded directory is not descended into).
+    pub filter: crate::Filter,
     /// Stops the copy when cancelled: checked between entries and between
     /// chunks of a large file. Files in flight are removed, nothing
     /// half-written keeps a final name, a staged tree is kept for
@@ -141,6 +144,7 @@ impl Default for CopyOptions {
             no_clobber: false,
             no_target_directory: false,
             verify: false,
+            filter: crate::Filter::new(),
             cancel: crate::Cancel::new(),
         }
     }

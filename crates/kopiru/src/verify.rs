@@ -7,6 +7,7 @@
 //! that were read for it.
 
 use crate::error::{Error, Mismatch, Op};
+use crate::filter::Filter;
 use crate::par::{self, par_map};
 use crate::sys::{self, Aligned, Fd, FileKind, Stat};
 use std::collections::hash_map::{Entry, HashMap};
@@ -96,6 +97,8 @@ struct FilePair {
 struct Walk<'k> {
     opts: VerifyOptions,
     known: &'k SourceHashes,
+    /// `--exclude`/`--include` of the copy: what it left out is not missing.
+    filter: &'k Filter,
     /// The compared roots, for the paths in error messages.
     src_root: &'k Path,
     dst_root: &'k Path,
@@ -109,7 +112,7 @@ struct Walk<'k> {
 
 /// Compares the tree (or file) `dst` with `src`.
 pub fn verify(src: &Path, dst: &Path, opts: VerifyOptions) -> VerifyReport {
-    verify_copy(src, dst, opts, &SourceHashes::default())
+    verify_copy(src, dst, opts, &SourceHashes::default(), &Filter::new())
 }
 
 /// Compares `dst` with `src`; source files with a hash in `known` (taken
@@ -119,10 +122,12 @@ pub(crate) fn verify_copy(
     dst: &Path,
     opts: VerifyOptions,
     known: &SourceHashes,
+    filter: &Filter,
 ) -> VerifyReport {
     let mut walk = Walk {
         opts,
         known,
+        filter,
         src_root: src,
         dst_root: dst,
         files: Vec::new(),
@@ -274,6 +279,11 @@ impl Walk<'_> {
         };
         for name in &snames {
             let sub = rel.join(sys::os_str(name));
+            let is_dir =
+                || sys::stat_at(s.as_fd(), name, false).is_ok_and(|st| st.kind() == FileKind::Dir);
+            if !self.filter.is_empty() && self.filter.excludes(&sub, is_dir) {
+                continue;
+            }
             self.entry(&s, name, &d, name, &sub);
         }
         if self.opts.extra_is_difference {

@@ -90,6 +90,9 @@ impl<'scope, 'env, 'a> Worker<'scope, 'env, 'a> {
             dst_dev,
             Some(parent.clone()),
         );
+        if !top_level {
+            node.rel = parent.rel.join(sys::os_str(name));
+        }
         node.stat = Some(st);
         node.created_perm = created_perm;
         node.staged = parent.staged || staged_tmp.is_some();
@@ -195,6 +198,7 @@ impl<'scope, 'env, 'a> Worker<'scope, 'env, 'a> {
         matches!(o.method, MethodChoice::Auto | MethodChoice::Clone)
             && o.sparse != SparseMode::Never
             && o.follow == Follow::Never
+            && o.filter.is_empty()
             && (!o.preserve.owner || sys::euid() == 0)
     }
 

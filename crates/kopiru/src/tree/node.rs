@@ -16,6 +16,9 @@ pub(crate) struct DirNode {
     pub(crate) src_path: PathBuf,
     pub(crate) dst_path: PathBuf,
     pub(crate) dst_dev: u64,
+    /// Its path relative to the copied source directory ("" for that
+    /// directory itself), which `--exclude` patterns are matched against.
+    pub(crate) rel: PathBuf,
     /// The source directory's stat; `None` for the parent directory of a
     /// command-line source, whose metadata is not ours to change.
     pub(crate) stat: Option<Stat>,
@@ -54,6 +57,7 @@ impl DirNode {
             src_path,
             dst_path,
             dst_dev,
+            rel: PathBuf::new(),
             stat: None,
             created_perm: 0,
             pending: AtomicUsize::new(1),

@@ -1,0 +1,142 @@
+//! The options of `kopiru copy` that choose what is copied or replaced, and
+//! how changes are shown (rsync's and cp's): --exclude, --include,
+//! --exclude-from and the others, kept out of args.rs.
+
+use clap::{ArgMatches, Args};
+use kopiru::{CopyOptions, Filter, Rule, RuleKind};
+use std::io::Read;
+use std::path::PathBuf;
+
+#[derive(Args, Default)]
+pub struct SelectArgs {
+    /// Leave out entries matching PATTERN (rsync's rules, repeatable):
+    /// matched against the path inside the copied directory; a pattern
+    /// starting with / is anchored there; one with another / matches the
+    /// path's tail; one without matches the name; a trailing / matches
+    /// directories only; * and ? stop at /, ** does not. The first matching
+    /// --exclude/--include wins; an excluded directory is not entered.
+    /// Unlike rsync, sources named on the command line are always copied.
+    #[arg(long, value_name = "PATTERN")]
+    pub exclude: Vec<String>,
+
+    /// Copy entries matching PATTERN even if a later --exclude matches
+    /// (e.g. --include '*.rs' --include '*/' --exclude '*').
+    #[arg(long, value_name = "PATTERN")]
+    pub include: Vec<String>,
+
+    /// Read --exclude patterns from FILE (- for standard input), one per
+    /// line; blank lines and lines starting with # or ; are ignored; a line
+    /// starting with "+ " is an --include, "- " an --exclude.
+    #[arg(long, value_name = "FILE")]
+    pub exclude_from: Vec<PathBuf>,
+
+    /// The rules in command-line order, filled by [`SelectArgs::order`].
+    #[arg(skip)]
+    pub order: Vec<(RuleKind, Source)>,
+}
+
+/// Where a rule came from.
+#[derive(Clone)]
+pub enum Source {
+    Pattern(String),
+    File(PathBuf),
+}
+
+impl SelectArgs {
+    /// Records the order in which the filter options were given (clap
+    /// keeps each option's values apart; rsync's first match needs their
+    /// order across options).
+    pub fn order(&mut self, m: &ArgMatches) {
+        let mut all: Vec<(usize, RuleKind, Source)> = Vec::new();
+        for (id, kind) in [
+            ("exclude", RuleKind::Exclude),
+            ("include", RuleKind::Include),
+        ] {
+            if let (Some(at), Some(vals)) = (m.indices_of(id), m.get_many::<String>(id)) {
+                all.extend(
+                    at.zip(vals)
+                        .map(|(i, v)| (i, kind, Source::Pattern(v.clone()))),
+                );
+            }
+        }
+        if let (Some(at), Some(vals)) = (
+            m.indices_of("exclude_from"),
+            m.get_many::<PathBuf>("exclude_from"),
+        ) {
+            all.extend(
+                at.zip(vals)
+                    .map(|(i, v)| (i, RuleKind::Exclude, Source::File(v.clone()))),
+            );
+        }
+        all.sort_by_key(|r| r.0);
+        self.order = all.into_iter().map(|(_, k, s)| (k, s)).collect();
+    }
+
+    /// Adds these options to the engine's, or a usage error.
+    pub fn apply(&self, opts: &mut CopyOptions) -> Result<(), String> {
+        opts.filter = self.filter()?;
+        Ok(())
+    }
+
+    fn filter(&self) -> Result<Filter, String> {
+        let mut f = Filter::new();
+        let fallback: Vec<(RuleKind, Source)>;
+        let order = match self.order.is_empty() {
+            false => &self.order,
+            true => {
+                // Not parsed through `order` (a caller building the args
+                // by hand): excludes first, as listed.
+                let ex = self
+                    .exclude
+                    .iter()
+                    .map(|p| (RuleKind::Exclude, Source::Pattern(p.clone())));
+                let inc = self
+                    .include
+                    .iter()
+                    .map(|p| (RuleKind::Include, Source::Pattern(p.clone())));
+                let files = self
+                    .exclude_from
+                    .iter()
+                    .map(|p| (RuleKind::Exclude, Source::File(p.clone())));
+                fallback = ex.chain(inc).chain(files).collect();
+                &fallback
+            }
+        };
+        for (kind, source) in order {
+            match source {
+                Source::Pattern(p) => f.push(rule(*kind, p)?),
+                Source::File(path) => {
+                    for line in read_lines(path)? {
+                        let line = line.trim_end_matches('\r');
+                        if line.trim().is_empty() || line.starts_with(['#', ';']) {
+                            continue;
+                        }
+                        f.push(rule(*kind, line)?);
+                    }
+                }
+            }
+        }
+        Ok(f)
+    }
+}
+
+/// One rule; "+ " and "- " in front make it an include or an exclude
+/// whatever option it came from (as in rsync).
+fn rule(kind: RuleKind, pattern: &str) -> Result<Rule, String> {
+    let (kind, pattern) = match pattern.split_at_checked(2) {
+        Some(("+ ", rest)) => (RuleKind::Include, rest),
+        Some(("- ", rest)) => (RuleKind::Exclude, rest),
+        _ => (kind, pattern),
+    };
+    Rule::new(kind, pattern).map_err(|e| e.to_string())
+}
+
+fn read_lines(path: &PathBuf) -> Result<Vec<String>, String> {
+    let mut text = String::new();
+    let read = match path.as_os_str() == "-" {
+        true => std::io::stdin().read_to_string(&mut text),
+        false => std::fs::File::open(path).and_then(|mut f| f.read_to_string(&mut text)),
+    };
+    read.map_err(|e| format!("--exclude-from {}: {e}", crate::render::path(path)))?;
+    Ok(text.lines().map(str::to_string).collect())
+}

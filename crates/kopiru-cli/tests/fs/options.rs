@@ -1,0 +1,142 @@
+//! The options cp and rsync users reach for (issue 14): --exclude and
+//! --include, --dry-run, -u, -x, --itemize-changes, -c, --delete.
+
+use super::*;
+use std::fs;
+use std::path::PathBuf;
+
+/// `kopiru copy` with `args`, then `paths` (sources and destination).
+fn copy(args: &[&str], paths: &[&Path]) -> Output {
+    let mut all: Vec<&OsStr> = vec![OsStr::new("copy")];
+    all.extend(args.iter().map(OsStr::new));
+    all.extend(paths.iter().map(|p| p.as_os_str()));
+    kopiru(all)
+}
+
+/// Makes `root` with every path in `files` (a trailing / makes a
+/// directory; a file's content is its own path).
+fn make(root: &Path, files: &[&str]) -> R {
+    fs::create_dir_all(root)?;
+    for f in files {
+        let p = root.join(f.trim_end_matches('/'));
+        match f.ends_with('/') {
+            true => fs::create_dir_all(&p)?,
+            false => {
+                fs::create_dir_all(p.parent().unwrap())?;
+                fs::write(&p, f.as_bytes())?;
+            }
+        }
+    }
+    Ok(())
+}
+
+/// `dst` holds exactly the entries `keep` of `src` (and its root), each
+/// as in the source (content, mode, times): nothing missing, nothing more.
+fn holds_exactly(src: &Path, dst: &Path, keep: &[&str]) -> R {
+    let mut want = manifest(src)?;
+    want.retain(|p, _| p.is_empty() || keep.contains(&String::from_utf8_lossy(p).as_ref()));
+    ensure!(
+        want.len() == keep.len() + 1,
+        "test bug: {keep:?} not all in the source"
+    );
+    let diffs = compare(&want, &manifest(dst)?, manifest::DEFAULT);
+    ensure!(diffs.is_empty(), "{diffs:#?}");
+    Ok(())
+}
+
+/// The source tree of the filter test, and the exclude file it reads.
+fn filter_source(w: &Path) -> Result<(PathBuf, PathBuf), Failed> {
+    let src = w.join("src");
+    make(
+        &src,
+        &[
+            "a.rs",
+            "b.o",
+            "keep.o",
+            "README",
+            "build/x.rs",
+            "src/build/y.rs",
+            "src/m.rs",
+            "src/n.o",
+            "doc/t.tmp",
+            "doc/sub/u.tmp",
+            "x/doc/v.tmp",
+            "cache",
+            "deep/cache/w.rs",
+            "skip/a.keep",
+            "empty/",
+        ],
+    )?;
+    let from = w.join("excludes");
+    fs::write(
+        &from,
+        "# comment\n\n; another\ndoc/*.tmp\ncache/\n+ empty/\n- e*\n",
+    )?;
+    Ok((src, from))
+}
+
+/// `--exclude`, `--include` and `--exclude-from` with rsync's rules, in
+/// command-line order; `--verify` does not count what was left out.
+pub fn exclude_include(fs: Fs) -> R {
+    let w = fixture::workdir(fs, "exclude_include")?;
+    let (src, from) = filter_source(&w)?;
+    let dst = w.join("dst");
+    let from = from.to_str().unwrap();
+    let args = [
+        "--include",
+        "keep.o",
+        "--exclude",
+        "*.o",
+        "--exclude",
+        "/build",
+        "--exclude-from",
+        from,
+        "--exclude",
+        "skip/",
+        "--include",
+        "*.keep",
+        "--verify",
+    ];
+    let o = copy(&args, &[&src, &dst]);
+    ensure!(code(&o) == 0 && o.stderr.is_empty(), "{}", show(&o));
+    holds_exactly(
+        &src,
+        &dst,
+        &[
+            "a.rs",
+            "keep.o",
+            "README",
+            "src",
+            "src/build",
+            "src/build/y.rs",
+            "src/m.rs",
+            "doc",
+            "doc/sub",
+            "doc/sub/u.tmp",
+            "x",
+            "x/doc",
+            "cache",
+            "deep",
+            "empty",
+        ],
+    )?;
+    // A pattern that is not a glob is a usage error, before any copy.
+    let o = copy(&["--exclude", "[ab"], &[&src, &w.join("dst2")]);
+    fails_with(&o, 2, "bad pattern '[ab'")?;
+    ensure!(!w.join("dst2").exists(), "copied despite a bad pattern");
+    Ok(())
+}
+
+type Add<'a> = &'a mut dyn FnMut(String, Option<String>, Box<dyn FnOnce() -> R + Send>);
+
+/// Registers this module's trials.
+pub fn trials(add: Add) {
+    for fs in Fs::ALL {
+        let (n, why) = (fs.name(), fs.unavailable());
+        add(
+            format!("options_exclude_include::{n}"),
+            why.clone(),
+            Box::new(move || exclude_include(fs)),
+        );
+    }
+}
