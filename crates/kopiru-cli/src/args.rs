@@ -160,8 +160,8 @@ FICLONE on Linux, clonefile on macOS), offload (copy_file_range: the kernel
 copies), stream (read/write through one reused buffer). What failed is
 remembered per pair of devices.
 
-Where cp and rsync differ, kopiru follows cp: -n is --no-clobber (not
-rsync's --dry-run); SOURCE/ is the same as SOURCE, the directory itself
+Where cp and rsync differ, kopiru follows cp: -n is --no-clobber (rsync's
+-n is --dry-run, long form only here); SOURCE/ is the same as SOURCE, the directory itself
 (write SOURCE/. for its contents, which rsync spells SOURCE/); -u (update) is
 not offered: use --resume to finish an interrupted copy. cp's spellings work
 too: -t DIR, -p, -v, --reflink[=auto|always|never].

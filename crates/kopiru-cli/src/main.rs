@@ -7,6 +7,7 @@ mod out;
 mod args;
 mod bench;
 mod bench_fsync;
+mod changes;
 mod copy;
 mod dedupe;
 mod docs;

@@ -30,6 +30,13 @@ pub struct SelectArgs {
     #[arg(long, value_name = "FILE")]
     pub exclude_from: Vec<PathBuf>,
 
+    /// Change nothing: print what would be created or replaced, one line
+    /// per entry (as rsync --dry-run -v: "dir/", "file", "link -> target",
+    /// "name => first name" for a hard link), and exit 0. No -n: that is
+    /// --no-clobber, as in cp.
+    #[arg(long)]
+    pub dry_run: bool,
+
     /// The rules in command-line order, filled by [`SelectArgs::order`].
     #[arg(skip)]
     pub order: Vec<(RuleKind, Source)>,
@@ -75,6 +82,7 @@ impl SelectArgs {
     /// Adds these options to the engine's, or a usage error.
     pub fn apply(&self, opts: &mut CopyOptions) -> Result<(), String> {
         opts.filter = self.filter()?;
+        opts.dry_run = self.dry_run;
         Ok(())
     }
 

@@ -20,6 +20,7 @@ mod par;
 pub mod paths;
 mod plan;
 mod precheck;
+mod preview;
 pub mod probe;
 pub(crate) mod sys;
 mod tree;
@@ -27,7 +28,9 @@ pub mod verify;
 
 pub use cancel::Cancel;
 pub use error::{reason, Cause, Error, Mismatch, Op, Refusal, Side};
-pub use events::{FileDone, Method, NoopReporter, Phase, Reporter, Summary};
+pub use events::{
+    Change, ChangeKind, EntryKind, FileDone, Method, NoopReporter, Phase, Reporter, Summary,
+};
 pub use filter::{Filter, PatternError, Rule, RuleKind};
 pub use options::{CopyOptions, Follow, MethodChoice, Preserve, SparseMode, SyncMode};
 pub use plan::PlanError;
@@ -51,6 +54,11 @@ pub fn copy(
 ) -> Result<Summary, PlanError> {
     let start = Instant::now();
     let (mut jobs, mut refused) = plan::plan(sources, dest, opts)?;
+    if opts.dry_run {
+        let mut summary = preview::run(jobs, opts, reporter, refused);
+        summary.elapsed = start.elapsed();
+        return Ok(summary);
+    }
     if let Some(e) = precheck::clone_possible(&jobs, opts) {
         // One refusal for the whole request, before anything is created.
         refused.push(e);

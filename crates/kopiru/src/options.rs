@@ -124,6 +124,9 @@ pub struct CopyOptions {
     /// `--exclude`/`--include`: entries inside the copied directories that
     /// are left out (an excluded directory is not descended into).
     pub filter: crate::Filter,
+    /// Write nothing: report through [`crate::Reporter::change`] what a
+    /// copy would create or replace, and count it in the summary.
+    pub dry_run: bool,
     /// Stops the copy when cancelled: checked between entries and between
     /// chunks of a large file. Files in flight are removed, nothing
     /// half-written keeps a final name, a staged tree is kept for
@@ -145,6 +148,7 @@ impl Default for CopyOptions {
             no_target_directory: false,
             verify: false,
             filter: crate::Filter::new(),
+            dry_run: false,
             cancel: crate::Cancel::new(),
         }
     }

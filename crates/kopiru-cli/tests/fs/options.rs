@@ -127,6 +127,79 @@ pub fn exclude_include(fs: Fs) -> R {
     Ok(())
 }
 
+/// The lines of `o`'s stdout, sorted.
+fn lines(o: &Output) -> Vec<String> {
+    let mut v: Vec<String> = String::from_utf8_lossy(&o.stdout)
+        .lines()
+        .map(str::to_string)
+        .collect();
+    v.sort();
+    v
+}
+
+/// `--dry-run` lists what would be created or replaced, one line each, and
+/// writes nothing; kept entries (-n) and excluded ones are not listed.
+pub fn dry_run(fs: Fs) -> R {
+    let w = fixture::workdir(fs, "dry_run")?;
+    let src = w.join("src");
+    make(&src, &["a/f", "a/b/g", "same", "new", "skip.o", "e/"])?;
+    std::os::unix::fs::symlink("f", src.join("a/l"))?;
+    fs::hard_link(src.join("a/f"), src.join("a/h"))?;
+    let dst = w.join("dst");
+    make(&dst, &["a/f", "other"])?;
+    fs::write(dst.join("a/f"), "old")?;
+    let o = copy(
+        &["--no-progress", "-T", "-a", "--sync", "none"],
+        &[&src.join("same"), &dst.join("same")],
+    );
+    ensure!(code(&o) == 0, "{}", show(&o));
+    let before = manifest(&dst)?;
+    let d = dst.display();
+    let o = copy(&["--dry-run", "-T", "--exclude", "*.o"], &[&src, &dst]);
+    ensure!(code(&o) == 0 && o.stderr.is_empty(), "{}", show(&o));
+    let mut want: Vec<String> = [
+        "a/b/",
+        "a/b/g",
+        "a/f",
+        "a/h => DST/a/f",
+        "a/l -> f",
+        "e/",
+        "new",
+        "same",
+    ]
+    .iter()
+    .map(|l| format!("{d}/{}", l.replace("DST", &d.to_string())))
+    .collect();
+    want.sort();
+    ensure!(lines(&o) == want, "want {want:#?}, {}", show(&o));
+    let diffs = compare(&before, &manifest(&dst)?, manifest::ALL);
+    ensure!(
+        diffs.is_empty(),
+        "dry run changed the destination: {diffs:#?}"
+    );
+    // With -n, what exists is kept, so it is not listed.
+    let o = copy(
+        &["--dry-run", "-n", "-T", "--exclude", "*.o"],
+        &[&src, &dst],
+    );
+    want.retain(|l| *l != format!("{d}/a/f") && *l != format!("{d}/same"));
+    ensure!(
+        code(&o) == 0 && lines(&o) == want,
+        "want {want:#?}, {}",
+        show(&o)
+    );
+    // The copy itself then makes what was listed, and only that.
+    let o = copy(&["-T", "--exclude", "*.o"], &[&src, &dst]);
+    ensure!(code(&o) == 0, "{}", show(&o));
+    let mut copied = manifest(&dst)?;
+    copied.remove(b"other".as_slice());
+    let mut want = manifest(&src)?;
+    want.remove(b"skip.o".as_slice());
+    let diffs = compare(&want, &copied, manifest::DEFAULT);
+    ensure!(diffs.is_empty(), "{diffs:#?}");
+    Ok(())
+}
+
 type Add<'a> = &'a mut dyn FnMut(String, Option<String>, Box<dyn FnOnce() -> R + Send>);
 
 /// Registers this module's trials.
@@ -137,6 +210,11 @@ pub fn trials(add: Add) {
             format!("options_exclude_include::{n}"),
             why.clone(),
             Box::new(move || exclude_include(fs)),
+        );
+        add(
+            format!("options_dry_run::{n}"),
+            why.clone(),
+            Box::new(move || dry_run(fs)),
         );
     }
 }

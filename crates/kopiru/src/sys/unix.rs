@@ -38,7 +38,7 @@ pub(crate) fn retry<T>(mut f: impl FnMut() -> io::Result<T>) -> io::Result<T> {
 }
 
 /// A point in time with nanoseconds, as the kernel keeps it.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Default)]
 pub struct Timespec {
     /// Seconds since the epoch.
     pub sec: i64,

@@ -6,6 +6,7 @@ use super::worker::Worker;
 use super::*;
 use crate::error::{Op, Refusal};
 use crate::meta::{self, Target};
+use crate::options::CopyOptions;
 use crate::sys::AsFd;
 use crate::sys::Name;
 use crate::sys::{self, Fd, FileKind, Stat};
@@ -60,35 +61,11 @@ impl<'scope, 'env, 'a> Worker<'scope, 'env, 'a> {
             self.dst_refusal(dir, dst_name, same);
             return Existing::Refused;
         }
-        let opts = self.sh.opts;
-        let complete = || self.complete(&d, src, dir.staged);
-        if opts.no_clobber || (opts.resume && resume_keeps && complete()) {
+        if keeps(self.sh.opts, &d, src, dir.staged, resume_keeps) {
             self.sh.counters.skipped.fetch_add(1, Ordering::Relaxed);
             return Existing::Keep;
         }
         Existing::Replace
-    }
-
-    /// Whether a destination entry is a finished copy of `src`. Outside a
-    /// staged tree, files are renamed to their final names only when whole,
-    /// so what was in flight is a leftover temporary. Inside one, files are
-    /// written in place with their times set last: a file cut short keeps
-    /// the time of its last write, not the source's. So a regular file must
-    /// match in size and modification time; when times are not kept, files
-    /// in a resumed staged tree are copied again.
-    pub(crate) fn complete(&self, d: &Stat, src: &Stat, staged: bool) -> bool {
-        match src.kind() {
-            FileKind::File => {
-                d.kind() == FileKind::File
-                    && d.size == src.size
-                    && if self.sh.opts.preserve.times {
-                        d.mtime == src.mtime
-                    } else {
-                        !staged
-                    }
-            }
-            k => d.kind() == k,
-        }
     }
 
     /// Opens a source entry and stats it on the descriptor (one lookup);
@@ -311,5 +288,41 @@ impl<'scope, 'env, 'a> Worker<'scope, 'env, 'a> {
             self.warnings(&join(&dir.dst_path, sys::os_str(dst_name)), w);
         }
         true
+    }
+}
+
+/// Whether the existing destination entry `d` stays in place of a copy of
+/// `src`: always with `--no-clobber`; with `--resume` when it is already a
+/// complete copy (`resume_keeps` false for a hard link, which is kept only
+/// if it is that link). `staged`: it is inside a staged tree.
+pub(crate) fn keeps(
+    opts: &CopyOptions,
+    d: &Stat,
+    src: &Stat,
+    staged: bool,
+    resume_keeps: bool,
+) -> bool {
+    opts.no_clobber || (opts.resume && resume_keeps && complete(opts, d, src, staged))
+}
+
+/// Whether a destination entry is a finished copy of `src`. Outside a
+/// staged tree, files are renamed to their final names only when whole,
+/// so what was in flight is a leftover temporary. Inside one, files are
+/// written in place with their times set last: a file cut short keeps
+/// the time of its last write, not the source's. So a regular file must
+/// match in size and modification time; when times are not kept, files
+/// in a resumed staged tree are copied again.
+fn complete(opts: &CopyOptions, d: &Stat, src: &Stat, staged: bool) -> bool {
+    match src.kind() {
+        FileKind::File => {
+            d.kind() == FileKind::File
+                && d.size == src.size
+                && if opts.preserve.times {
+                    d.mtime == src.mtime
+                } else {
+                    !staged
+                }
+        }
+        k => d.kind() == k,
     }
 }
