@@ -37,6 +37,12 @@ pub struct SelectArgs {
     #[arg(long)]
     pub dry_run: bool,
 
+    /// Replace an existing destination file only when the source is newer
+    /// (modification time), as cp -u; missing ones are copied. Unlike
+    /// rsync -u, one with the same time is kept even if its size differs.
+    #[arg(short = 'u', long)]
+    pub update: bool,
+
     /// The rules in command-line order, filled by [`SelectArgs::order`].
     #[arg(skip)]
     pub order: Vec<(RuleKind, Source)>,
@@ -83,6 +89,7 @@ impl SelectArgs {
     pub fn apply(&self, opts: &mut CopyOptions) -> Result<(), String> {
         opts.filter = self.filter()?;
         opts.dry_run = self.dry_run;
+        opts.update = self.update;
         Ok(())
     }
 

@@ -127,6 +127,9 @@ pub struct CopyOptions {
     /// Write nothing: report through [`crate::Reporter::change`] what a
     /// copy would create or replace, and count it in the summary.
     pub dry_run: bool,
+    /// Replace an existing destination entry only when the source is newer
+    /// (by modification time), as `cp -u`.
+    pub update: bool,
     /// Stops the copy when cancelled: checked between entries and between
     /// chunks of a large file. Files in flight are removed, nothing
     /// half-written keeps a final name, a staged tree is kept for
@@ -149,6 +152,7 @@ impl Default for CopyOptions {
             verify: false,
             filter: crate::Filter::new(),
             dry_run: false,
+            update: false,
             cancel: crate::Cancel::new(),
         }
     }

@@ -200,6 +200,69 @@ pub fn dry_run(fs: Fs) -> R {
     Ok(())
 }
 
+/// Sets the modification time of `p` to `secs` after the epoch.
+fn set_mtime(p: &Path, secs: u64) -> R {
+    let t = std::time::UNIX_EPOCH + std::time::Duration::from_secs(secs);
+    fs::File::options().write(true).open(p)?.set_modified(t)?;
+    Ok(())
+}
+
+/// The names in `dir` and their contents, sorted.
+fn contents(dir: &Path) -> Result<Vec<(String, String)>, Failed> {
+    let mut v = Vec::new();
+    for e in fs::read_dir(dir)? {
+        let e = e?;
+        let text = fs::read_to_string(e.path())?;
+        v.push((e.file_name().to_string_lossy().into_owned(), text));
+    }
+    v.sort();
+    Ok(v)
+}
+
+/// `-u`: a destination file is replaced only when the source is newer;
+/// missing ones are copied; --dry-run -u lists just those.
+pub fn update(fs: Fs) -> R {
+    let w = fixture::workdir(fs, "update")?;
+    let (src, dst) = (w.join("src"), w.join("dst"));
+    make(&src, &["older", "newer", "same_time", "missing"])?;
+    make(&dst, &["older", "newer", "same_time"])?;
+    for (name, s, d) in [
+        ("older", 2000, 1000),
+        ("newer", 1000, 2000),
+        ("same_time", 1500, 1500),
+    ] {
+        fs::write(
+            dst.join(name),
+            format!("mine {name}, longer than the source"),
+        )?;
+        set_mtime(&src.join(name), s)?;
+        set_mtime(&dst.join(name), d)?;
+    }
+    let o = copy(&["--dry-run", "-u", "-T"], &[&src, &dst]);
+    let d = dst.display();
+    let want = vec![format!("{d}/missing"), format!("{d}/older")];
+    ensure!(code(&o) == 0 && lines(&o) == want, "{}", show(&o));
+    let o = copy(&["-u", "-T"], &[&src, &dst]);
+    ensure!(code(&o) == 0 && o.stderr.is_empty(), "{}", show(&o));
+    let mine = |n: &str| format!("mine {n}, longer than the source");
+    let want: Vec<(String, String)> = [
+        ("missing", "missing".to_string()),
+        ("newer", mine("newer")),
+        ("older", "older".to_string()),
+        ("same_time", mine("same_time")),
+    ]
+    .into_iter()
+    .map(|(a, b)| (a.to_string(), b))
+    .collect();
+    ensure!(contents(&dst)? == want, "{:#?}", contents(&dst)?);
+    ensure!(
+        fs::metadata(dst.join("older"))?.modified()?
+            == fs::metadata(src.join("older"))?.modified()?,
+        "replaced file without the source's time"
+    );
+    Ok(())
+}
+
 type Add<'a> = &'a mut dyn FnMut(String, Option<String>, Box<dyn FnOnce() -> R + Send>);
 
 /// Registers this module's trials.
@@ -215,6 +278,11 @@ pub fn trials(add: Add) {
             format!("options_dry_run::{n}"),
             why.clone(),
             Box::new(move || dry_run(fs)),
+        );
+        add(
+            format!("options_update::{n}"),
+            why.clone(),
+            Box::new(move || update(fs)),
         );
     }
 }

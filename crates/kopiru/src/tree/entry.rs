@@ -292,9 +292,10 @@ impl<'scope, 'env, 'a> Worker<'scope, 'env, 'a> {
 }
 
 /// Whether the existing destination entry `d` stays in place of a copy of
-/// `src`: always with `--no-clobber`; with `--resume` when it is already a
-/// complete copy (`resume_keeps` false for a hard link, which is kept only
-/// if it is that link). `staged`: it is inside a staged tree.
+/// `src`: always with `--no-clobber`; with `--update` unless the source is
+/// newer; with `--resume` when it is already a complete copy
+/// (`resume_keeps` false for a hard link, which is kept only if it is that
+/// link). `staged`: it is inside a staged tree.
 pub(crate) fn keeps(
     opts: &CopyOptions,
     d: &Stat,
@@ -302,7 +303,9 @@ pub(crate) fn keeps(
     staged: bool,
     resume_keeps: bool,
 ) -> bool {
-    opts.no_clobber || (opts.resume && resume_keeps && complete(opts, d, src, staged))
+    opts.no_clobber
+        || (opts.update && d.mtime >= src.mtime)
+        || (opts.resume && resume_keeps && complete(opts, d, src, staged))
 }
 
 /// Whether a destination entry is a finished copy of `src`. Outside a
