@@ -43,6 +43,12 @@ pub struct SelectArgs {
     #[arg(short = 'u', long)]
     pub update: bool,
 
+    /// Do not enter directories on other filesystems than their source
+    /// directory: each mount point is made, empty, with its own metadata
+    /// (as cp -x and rsync -x; kopiru has no -xx).
+    #[arg(short = 'x', long)]
+    pub one_file_system: bool,
+
     /// The rules in command-line order, filled by [`SelectArgs::order`].
     #[arg(skip)]
     pub order: Vec<(RuleKind, Source)>,
@@ -90,6 +96,7 @@ impl SelectArgs {
         opts.filter = self.filter()?;
         opts.dry_run = self.dry_run;
         opts.update = self.update;
+        opts.one_file_system = self.one_file_system;
         Ok(())
     }
 

@@ -98,7 +98,7 @@ fn verify_copy(
         jobs: opts.jobs,
         extra_is_difference: false,
     };
-    let report = verify::verify_copy(src, dst, vopts, hashes, &opts.filter);
+    let report = verify::verify_copy(src, dst, vopts, hashes, opts);
     summary.verified_files += report.files;
     for d in report.differences {
         let path = match d.path.as_os_str().is_empty() {

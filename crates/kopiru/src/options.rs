@@ -130,6 +130,9 @@ pub struct CopyOptions {
     /// Replace an existing destination entry only when the source is newer
     /// (by modification time), as `cp -u`.
     pub update: bool,
+    /// Do not enter directories on another filesystem than the copied
+    /// source directory; they are made, empty (`cp -x`).
+    pub one_file_system: bool,
     /// Stops the copy when cancelled: checked between entries and between
     /// chunks of a large file. Files in flight are removed, nothing
     /// half-written keeps a final name, a staged tree is kept for
@@ -153,6 +156,7 @@ impl Default for CopyOptions {
             filter: crate::Filter::new(),
             dry_run: false,
             update: false,
+            one_file_system: false,
             cancel: crate::Cancel::new(),
         }
     }

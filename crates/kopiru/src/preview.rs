@@ -191,6 +191,11 @@ impl Preview<'_> {
             true => self.summary.dirs_merged += 1,
             false => self.report(&dst_path, EntryKind::Dir, ChangeKind::Created, None),
         }
+        // -x: a directory on another filesystem than its source root is
+        // made, not entered.
+        if self.opts.one_file_system && at.dev.is_some_and(|dev| dev != st.dev) {
+            return;
+        }
         let open = |keep_atime| sys::open_source(at.src.as_fd(), name, true, follow, keep_atime);
         let src = match open(true).or_else(|_| open(false)) {
             Ok(fd) => fd,

@@ -4,6 +4,7 @@
 use super::*;
 use std::fs;
 use std::path::PathBuf;
+use std::process::Command;
 
 /// `kopiru copy` with `args`, then `paths` (sources and destination).
 fn copy(args: &[&str], paths: &[&Path]) -> Output {
@@ -203,7 +204,7 @@ pub fn dry_run(fs: Fs) -> R {
 /// Sets the modification time of `p` to `secs` after the epoch.
 fn set_mtime(p: &Path, secs: u64) -> R {
     let t = std::time::UNIX_EPOCH + std::time::Duration::from_secs(secs);
-    fs::File::options().write(true).open(p)?.set_modified(t)?;
+    fs::File::open(p)?.set_modified(t)?;
     Ok(())
 }
 
@@ -263,6 +264,53 @@ pub fn update(fs: Fs) -> R {
     Ok(())
 }
 
+/// Unmounts a mount point when dropped.
+struct Mounted(PathBuf);
+
+impl Drop for Mounted {
+    fn drop(&mut self) {
+        let _ = Command::new("umount").arg(&self.0).status();
+    }
+}
+
+/// `-x`: a directory on another filesystem (a tmpfs mounted in the source)
+/// is made, empty, with the mounted root's metadata; the rest is copied,
+/// and `--verify` does not count the mount's contents as missing.
+pub fn one_file_system(fs: Fs) -> R {
+    let w = fixture::workdir(fs, "one_file_system")?;
+    let (src, dst) = (w.join("src"), w.join("dst"));
+    make(&src, &["a/f", "mnt/", "z/g"])?;
+    fixture::sh(
+        Command::new("mount")
+            .args(["-t", "tmpfs", "-o", "mode=750,size=1m", "none"])
+            .arg(src.join("mnt")),
+    )?;
+    let _mounted = Mounted(src.join("mnt"));
+    make(&src, &["mnt/inside/deep", "mnt/top"])?;
+    set_mtime(&src.join("mnt"), 1234)?;
+    let o = copy(&["--dry-run", "-x"], &[&src, &dst]);
+    let d = dst.display();
+    let want: Vec<String> = ["/", "/a/", "/a/f", "/mnt/", "/z/", "/z/g"]
+        .iter()
+        .map(|l| format!("{d}{l}").replacen("//", "/", 1))
+        .collect();
+    ensure!(
+        code(&o) == 0 && lines(&o) == want,
+        "want {want:#?}, {}",
+        show(&o)
+    );
+    let o = copy(&["-x", "--verify"], &[&src, &dst]);
+    ensure!(code(&o) == 0 && o.stderr.is_empty(), "{}", show(&o));
+    let mut want = manifest(&src)?;
+    want.retain(|p, _| !p.starts_with(b"mnt/"));
+    let diffs = compare(&want, &manifest(&dst)?, manifest::DEFAULT);
+    ensure!(diffs.is_empty(), "{diffs:#?}");
+    // Without -x the mount's contents are copied.
+    let o = copy(&["-T"], &[&src, &w.join("all")]);
+    ensure!(code(&o) == 0, "{}", show(&o));
+    same_tree(&src, &w.join("all"), manifest::DEFAULT)
+}
+
 type Add<'a> = &'a mut dyn FnMut(String, Option<String>, Box<dyn FnOnce() -> R + Send>);
 
 /// Registers this module's trials.
@@ -283,6 +331,11 @@ pub fn trials(add: Add) {
             format!("options_update::{n}"),
             why.clone(),
             Box::new(move || update(fs)),
+        );
+        add(
+            format!("options_one_file_system::{n}"),
+            why.clone(),
+            Box::new(move || one_file_system(fs)),
         );
     }
 }

@@ -90,9 +90,13 @@ impl<'scope, 'env, 'a> Worker<'scope, 'env, 'a> {
             dst_dev,
             Some(parent.clone()),
         );
+        node.root_dev = st.dev;
         if !top_level {
             node.rel = parent.rel.join(sys::os_str(name));
+            node.root_dev = parent.root_dev;
         }
+        // -x: a directory on another filesystem is made, not entered.
+        let enter = !self.sh.opts.one_file_system || st.dev == node.root_dev;
         node.stat = Some(st);
         node.created_perm = created_perm;
         node.staged = parent.staged || staged_tmp.is_some();
@@ -104,7 +108,10 @@ impl<'scope, 'env, 'a> Worker<'scope, 'env, 'a> {
         if !fresh {
             self.sh.counters.dirs_merged.fetch_add(1, Ordering::Relaxed);
         }
-        self.push(Task::List(node));
+        match enter {
+            true => self.push(Task::List(node)),
+            false => self.release(node),
+        }
     }
 
     /// Makes the destination directory `target` in `parent` (or finds it
@@ -199,6 +206,7 @@ impl<'scope, 'env, 'a> Worker<'scope, 'env, 'a> {
             && o.sparse != SparseMode::Never
             && o.follow == Follow::Never
             && o.filter.is_empty()
+            && !o.one_file_system
             && (!o.preserve.owner || sys::euid() == 0)
     }
 

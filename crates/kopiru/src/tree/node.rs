@@ -19,6 +19,8 @@ pub(crate) struct DirNode {
     /// Its path relative to the copied source directory ("" for that
     /// directory itself), which `--exclude` patterns are matched against.
     pub(crate) rel: PathBuf,
+    /// The device of the copied source directory (`-x`).
+    pub(crate) root_dev: u64,
     /// The source directory's stat; `None` for the parent directory of a
     /// command-line source, whose metadata is not ours to change.
     pub(crate) stat: Option<Stat>,
@@ -58,6 +60,7 @@ impl DirNode {
             dst_path,
             dst_dev,
             rel: PathBuf::new(),
+            root_dev: 0,
             stat: None,
             created_perm: 0,
             pending: AtomicUsize::new(1),
