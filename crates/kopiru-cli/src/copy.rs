@@ -116,10 +116,14 @@ pub fn run(args: CopyArgs) -> u8 {
     let mut reporter = CliReporter {
         explain: args.explain,
         verbose: args.verbose,
-        changes: args.select.dry_run.then_some(changes::Style::Plain),
+        changes: match (args.select.itemize_changes, args.select.dry_run) {
+            (true, _) => Some(changes::Style::Itemize),
+            (false, true) => Some(changes::Style::Plain),
+            (false, false) => None,
+        },
         progress: args
             .bar
-            .wanted(!args.explain && !args.select.dry_run)
+            .wanted(!args.explain && !args.select.dry_run && !args.select.itemize_changes)
             .then(|| Progress::start(Work::Copy, sources, args.bar.progress)),
     };
     // The one-line summary at the end goes where the bar would be: on a

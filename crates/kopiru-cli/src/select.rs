@@ -49,6 +49,15 @@ pub struct SelectArgs {
     #[arg(short = 'x', long)]
     pub one_file_system: bool,
 
+    /// Print a line per entry created or replaced, as rsync -i: ">f+++++++
+    /// path" a new file, ">f.st.... path" a replaced one whose size and time
+    /// differed, "cd+++++++ dir/", "cL+++++++ link -> target", "cD+++++++"
+    /// a device or special file, "hf+++++++ name => first name". Only the s
+    /// and t columns are filled; paths are destination paths. No -i: that is
+    /// cp's --interactive.
+    #[arg(long)]
+    pub itemize_changes: bool,
+
     /// The rules in command-line order, filled by [`SelectArgs::order`].
     #[arg(skip)]
     pub order: Vec<(RuleKind, Source)>,
@@ -97,6 +106,7 @@ impl SelectArgs {
         opts.dry_run = self.dry_run;
         opts.update = self.update;
         opts.one_file_system = self.one_file_system;
+        opts.report_changes = self.itemize_changes;
         Ok(())
     }
 

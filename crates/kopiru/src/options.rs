@@ -133,6 +133,10 @@ pub struct CopyOptions {
     /// Do not enter directories on another filesystem than the copied
     /// source directory; they are made, empty (`cp -x`).
     pub one_file_system: bool,
+    /// Report every entry created or replaced through
+    /// [`crate::Reporter::change`] (`--itemize-changes`); off by default, as
+    /// it costs a path per entry.
+    pub report_changes: bool,
     /// Stops the copy when cancelled: checked between entries and between
     /// chunks of a large file. Files in flight are removed, nothing
     /// half-written keeps a final name, a staged tree is kept for
@@ -157,6 +161,7 @@ impl Default for CopyOptions {
             dry_run: false,
             update: false,
             one_file_system: false,
+            report_changes: false,
             cancel: crate::Cancel::new(),
         }
     }

@@ -7,7 +7,7 @@ use super::worker::Worker;
 use super::*;
 use crate::durable::*;
 use crate::error::{Error, Op, Refusal, Side};
-use crate::events::Method;
+use crate::events::{EntryKind, Method};
 use crate::options::{Follow, SyncMode};
 use crate::sys::AsFd;
 use crate::sys::Name;
@@ -78,6 +78,9 @@ impl<'scope, 'env, 'a> Worker<'scope, 'env, 'a> {
             fresh,
             dst_dev,
         } = made;
+        if fresh {
+            self.changed(parent, dst_name, EntryKind::Dir, None, &st, None);
+        }
         let dst_path = join(&parent.dst_path, sys::os_str(dst_name));
         if dst_dev != parent.dst_dev {
             self.sh.add_filesystem(dst_dev, &dst, &dst_path);
@@ -207,6 +210,7 @@ impl<'scope, 'env, 'a> Worker<'scope, 'env, 'a> {
             && o.follow == Follow::Never
             && o.filter.is_empty()
             && !o.one_file_system
+            && !o.report_changes
             && (!o.preserve.owner || sys::euid() == 0)
     }
 

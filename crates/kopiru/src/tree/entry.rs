@@ -5,12 +5,14 @@ use super::node::*;
 use super::worker::Worker;
 use super::*;
 use crate::error::{Op, Refusal};
+use crate::events::{Change, ChangeKind, EntryKind};
 use crate::meta::{self, Target};
 use crate::options::CopyOptions;
 use crate::sys::AsFd;
 use crate::sys::Name;
 use crate::sys::{self, Fd, FileKind, Stat};
 use std::io;
+use std::path::Path;
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
 
@@ -65,7 +67,7 @@ impl<'scope, 'env, 'a> Worker<'scope, 'env, 'a> {
             self.sh.counters.skipped.fetch_add(1, Ordering::Relaxed);
             return Existing::Keep;
         }
-        Existing::Replace
+        Existing::Replace(d)
     }
 
     /// Opens a source entry and stats it on the descriptor (one lookup);
@@ -136,6 +138,7 @@ impl<'scope, 'env, 'a> Worker<'scope, 'env, 'a> {
             self.copy_file(f, None).map(|name| LinkTarget {
                 dir: dir.clone(),
                 name,
+                dst_name: f.dst_name.to_owned(),
             })
         });
         if copied_here {
@@ -168,12 +171,14 @@ impl<'scope, 'env, 'a> Worker<'scope, 'env, 'a> {
                 }
             }
         }
+        let first = || join(&target.dir.dst_path, sys::os_str(&target.dst_name));
         if self.defers(dir) {
             // A visible name may only appear once the data is durable.
-            match self.existing(dir, dst_name, st, false) {
+            let old = match self.existing(dir, dst_name, st, false) {
                 Existing::Keep | Existing::Refused => return,
-                Existing::Absent | Existing::Replace => {}
-            }
+                Existing::Absent => None,
+                Existing::Replace(d) => Some(d),
+            };
             let tmp = self.tmp_name();
             match make(&tmp) {
                 Ok(()) => {
@@ -182,14 +187,32 @@ impl<'scope, 'env, 'a> Worker<'scope, 'env, 'a> {
                         .expect("deferred lock")
                         .push((tmp, dst_name.to_owned()));
                     self.sh.counters.hardlinks.fetch_add(1, Ordering::Relaxed);
+                    let first = self.sh.opts.report_changes.then(first);
+                    self.changed(
+                        dir,
+                        dst_name,
+                        EntryKind::HardLink,
+                        old,
+                        st,
+                        first.as_deref(),
+                    );
                 }
                 Err(e) => self.dst_error(dir, dst_name, Op::Link, &e),
             }
             return;
         }
         match self.make_or_replace(dir, dst_name, st, false, make) {
-            Some(Ok(())) => {
+            Some(Ok(old)) => {
                 self.sh.counters.hardlinks.fetch_add(1, Ordering::Relaxed);
+                let first = self.sh.opts.report_changes.then(first);
+                self.changed(
+                    dir,
+                    dst_name,
+                    EntryKind::HardLink,
+                    old,
+                    st,
+                    first.as_deref(),
+                );
             }
             Some(Err(e)) => self.dst_error(dir, dst_name, Op::Link, &e),
             None => {}
@@ -207,23 +230,27 @@ impl<'scope, 'env, 'a> Worker<'scope, 'env, 'a> {
         st: &Stat,
         resume_keeps: bool,
         make: impl Fn(&Name) -> io::Result<()>,
-    ) -> Option<io::Result<()>> {
+    ) -> Option<io::Result<Option<Stat>>> {
         match make(dst_name) {
             Err(e) if e.kind() == io::ErrorKind::AlreadyExists => {
-                match self.existing(dir, dst_name, st, resume_keeps) {
+                let old = match self.existing(dir, dst_name, st, resume_keeps) {
                     Existing::Keep | Existing::Refused => return None,
-                    Existing::Absent | Existing::Replace => {}
-                }
+                    Existing::Absent => None,
+                    Existing::Replace(d) => Some(d),
+                };
                 let tmp = self.tmp_name();
-                Some(make(&tmp).and_then(|()| {
-                    sys::rename_at(dir.dst.as_fd(), &tmp, dir.dst.as_fd(), dst_name).inspect_err(
-                        |_| {
-                            let _ = sys::unlink_at(dir.dst.as_fd(), &tmp, false);
-                        },
-                    )
-                }))
+                Some(
+                    make(&tmp)
+                        .and_then(|()| {
+                            sys::rename_at(dir.dst.as_fd(), &tmp, dir.dst.as_fd(), dst_name)
+                                .inspect_err(|_| {
+                                    let _ = sys::unlink_at(dir.dst.as_fd(), &tmp, false);
+                                })
+                        })
+                        .map(|()| old),
+                )
             }
-            r => Some(r),
+            r => Some(r.map(|()| None)),
         }
     }
 
@@ -237,7 +264,8 @@ impl<'scope, 'env, 'a> Worker<'scope, 'env, 'a> {
             Err(e) => return self.src_error(dir, name, Op::Readlink, &e),
         };
         let make = |n: &Name| sys::symlink_at(&target, dir.dst.as_fd(), n);
-        if self.create_or_replace(dir, dst_name, &st, Op::Symlink, make) {
+        let shown = (EntryKind::Symlink, Some(Path::new(sys::os_str(&target))));
+        if self.create_or_replace(dir, dst_name, &st, (Op::Symlink, shown), make) {
             self.sh.counters.symlinks.fetch_add(1, Ordering::Relaxed);
         }
     }
@@ -249,28 +277,31 @@ impl<'scope, 'env, 'a> Worker<'scope, 'env, 'a> {
         };
         let mode = st.type_and_perm();
         let make = |n: &Name| sys::mknod_at(dir.dst.as_fd(), n, mode, st.rdev);
-        if self.create_or_replace(dir, dst_name, &st, Op::Mknod, make) {
+        let shown = (EntryKind::Special, None);
+        if self.create_or_replace(dir, dst_name, &st, (Op::Mknod, shown), make) {
             self.sh.counters.specials.fetch_add(1, Ordering::Relaxed);
         }
     }
 
     /// Creates a symlink or special file with `make` (replacing an existing
-    /// entry atomically), then applies its metadata by name.
+    /// entry atomically), then applies its metadata by name. `how`: the
+    /// operation named in errors, and the kind and target reported.
     pub(crate) fn create_or_replace(
         &mut self,
         dir: &DirNode,
         dst_name: &Name,
         st: &Stat,
-        op: Op,
+        how: (Op, (EntryKind, Option<&Path>)),
         make: impl Fn(&Name) -> io::Result<()>,
     ) -> bool {
+        let (op, (kind, shown)) = how;
         match self.make_or_replace(dir, dst_name, st, true, make) {
             None => return false,
             Some(Err(e)) => {
                 self.dst_error(dir, dst_name, op, &e);
                 return false;
             }
-            Some(Ok(())) => {}
+            Some(Ok(old)) => self.changed(dir, dst_name, kind, old, st, shown),
         }
         let created_perm = st.perm() & 0o777 & !self.sh.umask;
         let owner_now = self.new_owner(dir, || sys::stat_at(dir.dst.as_fd(), dst_name, false));
@@ -288,6 +319,37 @@ impl<'scope, 'env, 'a> Worker<'scope, 'env, 'a> {
             self.warnings(&join(&dir.dst_path, sys::os_str(dst_name)), w);
         }
         true
+    }
+}
+
+impl Worker<'_, '_, '_> {
+    /// Reports (with `report_changes`) that `name` in `dir` was created, or
+    /// replaced `old`, as a copy of `new`.
+    pub(crate) fn changed(
+        &self,
+        dir: &DirNode,
+        name: &Name,
+        kind: EntryKind,
+        old: Option<Stat>,
+        new: &Stat,
+        target: Option<&Path>,
+    ) {
+        if !self.sh.opts.report_changes {
+            return;
+        }
+        let change = match old {
+            None => ChangeKind::Created,
+            Some(d) => ChangeKind::Replaced {
+                size: kind == EntryKind::File && d.size != new.size,
+                time: d.mtime != new.mtime,
+            },
+        };
+        self.sh.reporter.change(&Change {
+            path: &join(&dir.dst_path, sys::os_str(name)),
+            kind,
+            change,
+            target,
+        });
     }
 }
 

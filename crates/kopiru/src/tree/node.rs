@@ -80,7 +80,8 @@ pub(crate) enum Existing {
     Keep,
     /// Refused, already reported.
     Refused,
-    Replace,
+    /// To be replaced; what is there now.
+    Replace(Stat),
 }
 
 /// One entry to copy.
@@ -118,6 +119,8 @@ pub(crate) struct Shard {
 pub(crate) struct LinkTarget {
     pub(crate) dir: Arc<DirNode>,
     pub(crate) name: NameBuf,
+    /// Its final name (`name` may be a temporary one until the end).
+    pub(crate) dst_name: NameBuf,
 }
 
 pub(crate) type LinkCell = Arc<OnceLock<Option<LinkTarget>>>;
