@@ -58,6 +58,14 @@ pub struct SelectArgs {
     #[arg(long)]
     pub itemize_changes: bool,
 
+    /// Keep an existing destination file only when its content is the
+    /// source's (compared byte for byte, where rsync -c compares checksums),
+    /// and replace it otherwise: in a merge (without -c every file is
+    /// replaced) and with --resume (instead of its size and time test). A
+    /// kept file keeps its own times and mode.
+    #[arg(short = 'c', long)]
+    pub checksum: bool,
+
     /// The rules in command-line order, filled by [`SelectArgs::order`].
     #[arg(skip)]
     pub order: Vec<(RuleKind, Source)>,
@@ -107,6 +115,7 @@ impl SelectArgs {
         opts.update = self.update;
         opts.one_file_system = self.one_file_system;
         opts.report_changes = self.itemize_changes;
+        opts.checksum = self.checksum;
         Ok(())
     }
 

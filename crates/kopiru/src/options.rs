@@ -133,6 +133,11 @@ pub struct CopyOptions {
     /// Do not enter directories on another filesystem than the copied
     /// source directory; they are made, empty (`cp -x`).
     pub one_file_system: bool,
+    /// An existing destination file is kept when its content is the
+    /// source's (compared byte for byte), and replaced otherwise, instead
+    /// of the size and time test of `resume` (and the replacement of every
+    /// file of a merge).
+    pub checksum: bool,
     /// Report every entry created or replaced through
     /// [`crate::Reporter::change`] (`--itemize-changes`); off by default, as
     /// it costs a path per entry.
@@ -161,6 +166,7 @@ impl Default for CopyOptions {
             dry_run: false,
             update: false,
             one_file_system: false,
+            checksum: false,
             report_changes: false,
             cancel: crate::Cancel::new(),
         }

@@ -105,7 +105,7 @@ impl Preview<'_> {
             }
             (FileKind::Dir, _) => self.dir(at, name, dst_name, &st, d.is_some(), follow),
             (_, true) => self.error(refuse(Refusal::NonDirOverDir { source: None })),
-            (kind, false) => self.other(at, name, &dst_path, &st, d, kind),
+            (kind, false) => self.other(at, (name, dst_name), &dst_path, &st, d, kind),
         }
     }
 
@@ -113,7 +113,7 @@ impl Preview<'_> {
     fn other(
         &mut self,
         at: &At,
-        name: &Name,
+        (name, dst_name): (&Name, &Name),
         dst_path: &Path,
         st: &Stat,
         d: Option<Stat>,
@@ -135,9 +135,22 @@ impl Preview<'_> {
             }
             self.links.insert((st.dev, st.ino), dst_path.to_path_buf());
         }
+        // --checksum: the two files' contents (a regular file is opened
+        // the same with or without following).
+        let same = || {
+            let src = sys::open_source(at.src.as_fd(), name, false, true, false);
+            let dst = at
+                .dst
+                .as_ref()
+                .map(|d| sys::open_source(d.as_fd(), dst_name, false, false, false));
+            match (src, dst) {
+                (Ok(a), Some(Ok(b))) => sys::same_data(a.as_fd(), b.as_fd(), st.size),
+                _ => false,
+            }
+        };
         let change = match d {
             None => ChangeKind::Created,
-            Some(d) if keeps(self.opts, &d, st, false, true) => {
+            Some(d) if keeps(self.opts, &d, st, false, true, same) => {
                 s.skipped += 1;
                 return;
             }

@@ -361,6 +361,62 @@ pub fn itemize(fs: Fs) -> R {
     same_tree(&src, &dst, manifest::DEFAULT)
 }
 
+/// `-c`: an existing destination file is kept only when its content is
+/// the source's, whatever its time says; with --resume too, where a file
+/// of the same size and time but other content is replaced.
+pub fn checksum(fs: Fs) -> R {
+    use std::os::unix::fs::MetadataExt;
+    let w = fixture::workdir(fs, "checksum")?;
+    let (src, dst) = (w.join("src"), w.join("dst"));
+    make(&src, &["same", "same_size", "other_size", "new"])?;
+    make(&dst, &["same", "same_size", "other_size"])?;
+    fs::write(dst.join("same_size"), "SAME_SIZE")?;
+    fs::write(dst.join("other_size"), "longer than the source")?;
+    for (name, t) in [("same", 1000), ("same_size", 2000), ("other_size", 2000)] {
+        set_mtime(&src.join(name), 2000)?;
+        set_mtime(&dst.join(name), t)?;
+    }
+    let kept = fs::metadata(dst.join("same"))?;
+    let d = dst.display();
+    for args in [&["-c", "-T"][..], &["-c", "--resume", "-T"][..]] {
+        let mut dry = vec!["--dry-run", "--itemize-changes"];
+        dry.extend(args);
+        let o = copy(&dry, &[&src, &dst]);
+        let mut want = vec![
+            format!(">f+++++++ {d}/new"),
+            format!(">f.s..... {d}/other_size"),
+            format!(">f....... {d}/same_size"),
+        ];
+        want.sort();
+        ensure!(code(&o) == 0 && lines(&o) == want, "{args:?}: {}", show(&o));
+    }
+    let o = copy(&["-c", "-T"], &[&src, &dst]);
+    ensure!(code(&o) == 0 && o.stderr.is_empty(), "{}", show(&o));
+    let want: Vec<(String, String)> = ["new", "other_size", "same", "same_size"]
+        .iter()
+        .map(|n| (n.to_string(), n.to_string()))
+        .collect();
+    ensure!(contents(&dst)? == want, "{:#?}", contents(&dst)?);
+    let now = fs::metadata(dst.join("same"))?;
+    ensure!(
+        now.ino() == kept.ino() && now.mtime() == kept.mtime(),
+        "the identical file was rewritten"
+    );
+    // --resume alone keeps a file of the same size and time; -c does not.
+    fs::write(dst.join("same_size"), "SAME_SIZE")?;
+    set_mtime(&dst.join("same_size"), 2000)?;
+    let o = copy(&["--resume", "-T"], &[&src, &dst]);
+    ensure!(code(&o) == 0, "{}", show(&o));
+    ensure!(
+        fs::read(dst.join("same_size"))? == b"SAME_SIZE",
+        "--resume alone replaced it"
+    );
+    let o = copy(&["--resume", "-c", "-T"], &[&src, &dst]);
+    ensure!(code(&o) == 0, "{}", show(&o));
+    ensure!(contents(&dst)? == want, "{:#?}", contents(&dst)?);
+    Ok(())
+}
+
 type Add<'a> = &'a mut dyn FnMut(String, Option<String>, Box<dyn FnOnce() -> R + Send>);
 
 /// Registers this module's trials.
@@ -391,6 +447,11 @@ pub fn trials(add: Add) {
             format!("options_itemize::{n}"),
             why.clone(),
             Box::new(move || itemize(fs)),
+        );
+        add(
+            format!("options_checksum::{n}"),
+            why.clone(),
+            Box::new(move || checksum(fs)),
         );
     }
 }

@@ -40,12 +40,13 @@ impl<'scope, 'env, 'a> Worker<'scope, 'env, 'a> {
     /// `--no-clobber` anything is kept; with `--resume` an entry that is
     /// already a complete copy is kept.
     /// A hard link passes `resume_keeps` false: a whole file under its name
-    /// is kept only if it already is that link.
+    /// is kept only if it already is that link. `src_fd`: the open source
+    /// of a regular file, for `--checksum`.
     pub(crate) fn existing(
         &self,
         dir: &DirNode,
         dst_name: &Name,
-        src: &Stat,
+        (src, src_fd): (&Stat, Option<&Fd>),
         resume_keeps: bool,
     ) -> Existing {
         let Ok(d) = sys::stat_at(dir.dst.as_fd(), dst_name, false) else {
@@ -63,7 +64,14 @@ impl<'scope, 'env, 'a> Worker<'scope, 'env, 'a> {
             self.dst_refusal(dir, dst_name, same);
             return Existing::Refused;
         }
-        if keeps(self.sh.opts, &d, src, dir.staged, resume_keeps) {
+        let same = || {
+            let open = || sys::open_source(dir.dst.as_fd(), dst_name, false, false, false);
+            match (src_fd, open()) {
+                (Some(s), Ok(dfd)) => sys::same_data(s.as_fd(), dfd.as_fd(), src.size),
+                _ => false,
+            }
+        };
+        if keeps(self.sh.opts, &d, src, dir.staged, resume_keeps, same) {
             self.sh.counters.skipped.fetch_add(1, Ordering::Relaxed);
             return Existing::Keep;
         }
@@ -174,7 +182,7 @@ impl<'scope, 'env, 'a> Worker<'scope, 'env, 'a> {
         let first = || join(&target.dir.dst_path, sys::os_str(&target.dst_name));
         if self.defers(dir) {
             // A visible name may only appear once the data is durable.
-            let old = match self.existing(dir, dst_name, st, false) {
+            let old = match self.existing(dir, dst_name, (st, None), false) {
                 Existing::Keep | Existing::Refused => return,
                 Existing::Absent => None,
                 Existing::Replace(d) => Some(d),
@@ -233,7 +241,7 @@ impl<'scope, 'env, 'a> Worker<'scope, 'env, 'a> {
     ) -> Option<io::Result<Option<Stat>>> {
         match make(dst_name) {
             Err(e) if e.kind() == io::ErrorKind::AlreadyExists => {
-                let old = match self.existing(dir, dst_name, st, resume_keeps) {
+                let old = match self.existing(dir, dst_name, (st, None), resume_keeps) {
                     Existing::Keep | Existing::Refused => return None,
                     Existing::Absent => None,
                     Existing::Replace(d) => Some(d),
@@ -355,19 +363,25 @@ impl Worker<'_, '_, '_> {
 
 /// Whether the existing destination entry `d` stays in place of a copy of
 /// `src`: always with `--no-clobber`; with `--update` unless the source is
-/// newer; with `--resume` when it is already a complete copy
-/// (`resume_keeps` false for a hard link, which is kept only if it is that
-/// link). `staged`: it is inside a staged tree.
+/// newer; with `--checksum`, a regular file whose content is the source's
+/// (`same` compares them); with `--resume` when it is already a complete
+/// copy (`resume_keeps` false for a hard link, which is kept only if it is
+/// that link). `staged`: it is inside a staged tree.
 pub(crate) fn keeps(
     opts: &CopyOptions,
     d: &Stat,
     src: &Stat,
     staged: bool,
     resume_keeps: bool,
+    same: impl FnOnce() -> bool,
 ) -> bool {
-    opts.no_clobber
-        || (opts.update && d.mtime >= src.mtime)
-        || (opts.resume && resume_keeps && complete(opts, d, src, staged))
+    if opts.no_clobber || (opts.update && d.mtime >= src.mtime) {
+        return true;
+    }
+    if opts.checksum && resume_keeps && src.kind() == FileKind::File {
+        return d.kind() == FileKind::File && d.size == src.size && same();
+    }
+    opts.resume && resume_keeps && complete(opts, d, src, staged)
 }
 
 /// Whether a destination entry is a finished copy of `src`. Outside a

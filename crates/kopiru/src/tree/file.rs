@@ -36,7 +36,7 @@ impl<'scope, 'env, 'a> Worker<'scope, 'env, 'a> {
         }
         let mut old = None;
         if !dir.fresh {
-            match self.existing(dir, f.dst_name, f.st, true) {
+            match self.existing(dir, f.dst_name, (f.st, Some(f.src)), true) {
                 Existing::Keep => return Some(f.dst_name.to_owned()),
                 Existing::Refused => return None,
                 Existing::Absent => {}
