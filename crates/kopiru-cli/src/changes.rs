@@ -24,6 +24,7 @@ pub fn line(style: Style, c: &Change) -> String {
     let path = render::path(c.path);
     let target = c.target.map(render::path).unwrap_or_default();
     match (style, c.change, c.kind) {
+        (Style::Plain, ChangeKind::Deleted, EntryKind::Dir) => format!("deleting {path}/"),
         (Style::Plain, ChangeKind::Deleted, _) => format!("deleting {path}"),
         (Style::Plain, _, EntryKind::Dir) => format!("{path}/"),
         (Style::Plain, _, EntryKind::Symlink) => format!("{path} -> {target}"),

@@ -205,6 +205,7 @@ fn summary_line(s: &Summary, dry_run: bool) -> String {
         (s.skipped, "left as they were"),
         (s.verified_files, "verified"),
         (s.withdrawn, "withdrawn (flush failed)"),
+        (s.deleted, "deleted"),
         (s.errors.len() as u64, "failed"),
         (s.warnings.len() as u64, "warnings"),
     ] {
@@ -229,6 +230,7 @@ fn json_summary(s: &Summary, code: u8, dry_run: bool) -> serde_json::Value {
         "hard_links": s.hardlinks,
         "skipped": s.skipped,
         "withdrawn": s.withdrawn,
+        "deleted": s.deleted,
         "verified_files": s.verified_files,
         "methods": methods,
         "errors": s.errors.iter().map(render::error_json).collect::<Vec<_>>(),

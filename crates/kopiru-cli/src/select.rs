@@ -66,6 +66,14 @@ pub struct SelectArgs {
     #[arg(short = 'c', long)]
     pub checksum: bool,
 
+    /// After the copy, remove what DEST holds that the source does not
+    /// (entries an --exclude matches are kept, as in rsync). Only when DEST
+    /// is the copy itself: with -T, or SOURCE/. (its contents); otherwise
+    /// exit 2. With --dry-run or --itemize-changes each deletion is listed;
+    /// with --sync end (the default) they are on disk when kopiru exits.
+    #[arg(long)]
+    pub delete: bool,
+
     /// The rules in command-line order, filled by [`SelectArgs::order`].
     #[arg(skip)]
     pub order: Vec<(RuleKind, Source)>,
@@ -116,6 +124,7 @@ impl SelectArgs {
         opts.one_file_system = self.one_file_system;
         opts.report_changes = self.itemize_changes;
         opts.checksum = self.checksum;
+        opts.delete = self.delete;
         Ok(())
     }
 

@@ -167,6 +167,9 @@ pub struct Summary {
     /// flush of their filesystem failed (under `--sync end`): none of them
     /// is at the destination.
     pub withdrawn: u64,
+    /// Destination entries removed (or, with `dry_run`, to be removed)
+    /// because the source does not have them (`--delete`).
+    pub deleted: u64,
     /// Files compared with their source after copying (`--verify`).
     pub verified_files: u64,
     /// Files per [`Method`], indexed in [`Method::ALL`] order.

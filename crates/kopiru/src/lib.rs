@@ -9,6 +9,7 @@
 mod cancel;
 mod data;
 pub mod dedupe;
+mod delete;
 mod durable;
 mod error;
 mod events;
@@ -54,17 +55,7 @@ pub fn copy(
 ) -> Result<Summary, PlanError> {
     let start = Instant::now();
     let (mut jobs, mut refused) = plan::plan(sources, dest, opts)?;
-    if opts.dry_run {
-        let mut summary = preview::run(jobs, opts, reporter, refused);
-        summary.elapsed = start.elapsed();
-        return Ok(summary);
-    }
-    if let Some(e) = precheck::clone_possible(&jobs, opts) {
-        // One refusal for the whole request, before anything is created.
-        refused.push(e);
-        jobs.clear();
-    }
-    let pairs: Vec<(PathBuf, PathBuf)> = jobs
+    let mut pairs: Vec<(PathBuf, PathBuf)> = jobs
         .iter()
         .map(|j| {
             (
@@ -73,7 +64,24 @@ pub fn copy(
             )
         })
         .collect();
+    if opts.dry_run {
+        let mut summary = preview::run(jobs, opts, reporter, refused);
+        if opts.delete && !summary.cancelled {
+            delete::run(&pairs, opts, reporter, &mut summary);
+        }
+        summary.elapsed = start.elapsed();
+        return Ok(summary);
+    }
+    if let Some(e) = precheck::clone_possible(&jobs, opts) {
+        // One refusal for the whole request, before anything is created.
+        refused.push(e);
+        jobs.clear();
+        pairs.clear();
+    }
     let (mut summary, hashes) = tree::run(jobs, opts, reporter, refused);
+    if opts.delete && !summary.cancelled {
+        delete::run(&pairs, opts, reporter, &mut summary);
+    }
     if opts.verify && !summary.cancelled {
         reporter.phase(Phase::Verifying);
         for (src, dst) in &pairs {

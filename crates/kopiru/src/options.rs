@@ -138,6 +138,11 @@ pub struct CopyOptions {
     /// of the size and time test of `resume` (and the replacement of every
     /// file of a merge).
     pub checksum: bool,
+    /// After the copy, remove what the destination holds that the source
+    /// does not (entries the filter excludes are kept). Only when the
+    /// destination is the copy itself: `no_target_directory` or sources
+    /// without a name of their own (`SOURCE/.`).
+    pub delete: bool,
     /// Report every entry created or replaced through
     /// [`crate::Reporter::change`] (`--itemize-changes`); off by default, as
     /// it costs a path per entry.
@@ -167,6 +172,7 @@ impl Default for CopyOptions {
             update: false,
             one_file_system: false,
             checksum: false,
+            delete: false,
             report_changes: false,
             cancel: crate::Cancel::new(),
         }

@@ -417,6 +417,104 @@ pub fn checksum(fs: Fs) -> R {
     Ok(())
 }
 
+/// The trees of the --delete tests: the source, and a destination with
+/// extra entries (one protected by --exclude '*.o').
+fn delete_trees(w: &Path) -> Result<(PathBuf, PathBuf), Failed> {
+    let (src, dst) = (w.join("src"), w.join("dst"));
+    make(&src, &["a/f", "b/"])?;
+    make(&dst, &["a/f", "a/old/g", "a/old/h/", "x", "keep.o", "b/y"])?;
+    set_mtime(&src.join("a/f"), 2000)?;
+    set_mtime(&dst.join("a/f"), 1000)?;
+    Ok((src, dst))
+}
+
+/// `--delete`: refused (exit 2, nothing written) unless DEST is the copy
+/// itself; listed by --dry-run, which deletes nothing; then what the source
+/// lacks is deleted, each deletion itemized, excluded entries kept.
+pub fn delete(fs: Fs) -> R {
+    let w = fixture::workdir(fs, "delete")?;
+    let (src, dst) = delete_trees(&w)?;
+    let before = manifest(&dst)?;
+    let unchanged = |what: &str| -> R {
+        let diffs = compare(&before, &manifest(&dst)?, manifest::ALL);
+        ensure!(
+            diffs.is_empty(),
+            "{what} changed the destination: {diffs:#?}"
+        );
+        Ok(())
+    };
+    let o = copy(&["--delete"], &[&src, &dst]);
+    fails_with(
+        &o,
+        2,
+        "--delete removes from DEST what the source does not have",
+    )?;
+    unchanged("a refused --delete")?;
+    let d = dst.display();
+    let o = copy(
+        &["--delete", "--dry-run", "--exclude", "*.o", "-T"],
+        &[&src, &dst],
+    );
+    let mut want: Vec<String> = ["a/old/g", "a/old/h/", "a/old/", "b/y", "x"]
+        .iter()
+        .map(|p| format!("deleting {d}/{p}"))
+        .collect();
+    want.push(format!("{d}/a/f"));
+    want.sort();
+    ensure!(
+        code(&o) == 0 && lines(&o) == want,
+        "want {want:#?}, {}",
+        show(&o)
+    );
+    unchanged("--dry-run --delete")?;
+    let srcdot = src.join(".");
+    let o = copy(
+        &["--delete", "--itemize-changes", "--exclude", "*.o"],
+        &[&srcdot, &dst],
+    );
+    let mut want: Vec<String> = ["a/old/g", "a/old/h/", "a/old/", "b/y", "x"]
+        .iter()
+        .map(|p| format!("*deleting {d}/{p}"))
+        .collect();
+    want.push(format!(">f..t.... {d}/a/f"));
+    want.sort();
+    ensure!(
+        code(&o) == 0 && lines(&o) == want,
+        "want {want:#?}, {}",
+        show(&o)
+    );
+    let diffs = compare(&manifest(&src)?, &manifest(&dst)?, manifest::DEFAULT);
+    ensure!(diffs == ["extra in copy: keep.o"], "{diffs:#?}");
+    Ok(())
+}
+
+/// `--delete` with `--sync end`: a syncfs of the destination comes after
+/// the last deletion (strace), so the deletions are on disk at exit.
+pub fn delete_durable(fs: Fs) -> R {
+    let w = fixture::workdir(fs, "delete_durable")?;
+    let (src, dst) = delete_trees(&w)?;
+    let log = w.join("strace.log");
+    let o = Command::new("strace")
+        .args(["-f", "-qq", "-e", "trace=unlinkat,syncfs", "-o"])
+        .arg(&log)
+        .arg(env!("CARGO_BIN_EXE_kopiru"))
+        .args(["copy", "--delete", "-T"])
+        .args([&src, &dst])
+        .output()?;
+    ensure!(code(&o) == 0, "{}", show(&o));
+    let text = fs::read_to_string(&log)?;
+    let calls: Vec<&str> = text.lines().filter(|l| !l.contains("resumed>")).collect();
+    let last_unlink = calls.iter().rposition(|l| l.contains("unlinkat("));
+    let last_sync = calls
+        .iter()
+        .rposition(|l| l.contains("syncfs(") && l.contains("= 0"));
+    ensure!(
+        matches!((last_unlink, last_sync), (Some(u), Some(s)) if s > u),
+        "no syncfs after the last deletion:\n{text}"
+    );
+    same_tree(&src, &dst, manifest::DEFAULT)
+}
+
 type Add<'a> = &'a mut dyn FnMut(String, Option<String>, Box<dyn FnOnce() -> R + Send>);
 
 /// Registers this module's trials.
@@ -452,6 +550,17 @@ pub fn trials(add: Add) {
             format!("options_checksum::{n}"),
             why.clone(),
             Box::new(move || checksum(fs)),
+        );
+        add(
+            format!("options_delete::{n}"),
+            why.clone(),
+            Box::new(move || delete(fs)),
+        );
+        let strace = (!fixture::have("strace")).then(|| "strace not installed".to_string());
+        add(
+            format!("options_delete_durable::{n}"),
+            why.clone().or(strace),
+            Box::new(move || delete_durable(fs)),
         );
     }
 }

@@ -229,6 +229,7 @@ impl Shared<'_> {
             hardlinks: get(&c.hardlinks),
             skipped: get(&c.skipped),
             withdrawn: get(&c.withdrawn),
+            deleted: 0,
             verified_files: 0,
             methods: std::array::from_fn(|i| get(&c.methods[i])),
             errors: self.errors.into_inner().expect("errors lock"),
