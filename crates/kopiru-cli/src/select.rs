@@ -2,8 +2,8 @@
 //! how changes are shown (rsync's and cp's): --exclude, --include,
 //! --exclude-from and the others, kept out of args.rs.
 
-use clap::{ArgMatches, Args};
-use kopiru::{CopyOptions, Filter, Rule, RuleKind};
+use clap::{ArgMatches, Args, ValueEnum};
+use kopiru::{Backup, CopyOptions, Filter, Rule, RuleKind};
 use std::io::Read;
 use std::path::PathBuf;
 
@@ -74,9 +74,48 @@ pub struct SelectArgs {
     #[arg(long)]
     pub delete: bool,
 
+    /// Before replacing an existing destination entry, keep it under a
+    /// backup name (cp's): simple is NAME~, numbered NAME.~N~ (N one more
+    /// than the highest there), existing (the default, also for -b)
+    /// numbered if NAME has numbered backups already, else simple; none
+    /// makes no backup. Unlike cp, the environment's VERSION_CONTROL is not
+    /// read, and the old entry keeps its name until the new one replaces
+    /// it. With --delete, names ending in ~ are kept.
+    #[arg(
+        long,
+        value_enum,
+        value_name = "CONTROL",
+        num_args = 0..=1,
+        require_equals = true,
+        default_missing_value = "existing",
+        conflicts_with = "no_clobber"
+    )]
+    pub backup: Option<BackupArg>,
+
+    /// Like --backup, without an argument (cp's -b).
+    #[arg(short = 'b', conflicts_with = "no_clobber")]
+    pub backup_default: bool,
+
     /// The rules in command-line order, filled by [`SelectArgs::order`].
     #[arg(skip)]
     pub order: Vec<(RuleKind, Source)>,
+}
+
+/// cp's --backup CONTROL values (with cp's other spellings as aliases).
+#[derive(Clone, Copy, ValueEnum)]
+pub enum BackupArg {
+    /// No backup.
+    #[value(alias = "off")]
+    None,
+    /// NAME~.
+    #[value(alias = "never")]
+    Simple,
+    /// NAME.~N~.
+    #[value(alias = "t")]
+    Numbered,
+    /// Numbered if there are numbered backups, else simple.
+    #[value(alias = "nil")]
+    Existing,
 }
 
 /// Where a rule came from.
@@ -125,6 +164,13 @@ impl SelectArgs {
         opts.report_changes = self.itemize_changes;
         opts.checksum = self.checksum;
         opts.delete = self.delete;
+        opts.backup = match (self.backup, self.backup_default) {
+            (Some(BackupArg::None), _) => None,
+            (Some(BackupArg::Simple), _) => Some(Backup::Simple),
+            (Some(BackupArg::Numbered), _) => Some(Backup::Numbered),
+            (Some(BackupArg::Existing), _) | (None, true) => Some(Backup::Existing),
+            (None, false) => None,
+        };
         Ok(())
     }
 

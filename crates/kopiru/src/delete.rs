@@ -1,7 +1,7 @@
 //! `--delete`: after the copy, removes what the destination holds that the
 //! source does not, walking both trees again (each directory listed once
 //! more on both sides). Entries the filter excludes are protected, as in
-//! rsync; directories `-x` did not enter are not entered here either. A
+//! rsync, and so are backups (names ending in `~`) with `--backup`; directories `-x` did not enter are not entered here either. A
 //! source directory that cannot be read deletes nothing in its copy. With
 //! `dry_run` the deletions are only reported.
 
@@ -99,7 +99,9 @@ impl Deleter<'_> {
             let dst_st = sys::stat_at(at.dst.as_fd(), &e.name, false);
             let dst_is_dir = dst_st.as_ref().is_ok_and(|s| s.kind() == FileKind::Dir);
             if names.binary_search(&e.name).is_err() {
-                if !self.opts.filter.excludes(&rel, || dst_is_dir) {
+                let backup = self.opts.backup.is_some()
+                    && sys::os_str(&e.name).as_encoded_bytes().ends_with(b"~");
+                if !backup && !self.opts.filter.excludes(&rel, || dst_is_dir) {
                     let path = join(at.dst_path, sys::os_str(&e.name));
                     deleted_here |= self.remove(at.dst, &e.name, &path, dst_is_dir);
                 }

@@ -33,7 +33,7 @@ pub use events::{
     Change, ChangeKind, EntryKind, FileDone, Method, NoopReporter, Phase, Reporter, Summary,
 };
 pub use filter::{Filter, PatternError, Rule, RuleKind};
-pub use options::{CopyOptions, Follow, MethodChoice, Preserve, SparseMode, SyncMode};
+pub use options::{Backup, CopyOptions, Follow, MethodChoice, Preserve, SparseMode, SyncMode};
 pub use plan::PlanError;
 
 use std::path::{Path, PathBuf};

@@ -95,6 +95,17 @@ pub enum SyncMode {
     File,
 }
 
+/// cp's `--backup`: the name a replaced destination entry keeps.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Backup {
+    /// `name~` (replacing an older one).
+    Simple,
+    /// `name.~N~`, N one more than the highest there.
+    Numbered,
+    /// Numbered if `name` has numbered backups already, else simple.
+    Existing,
+}
+
 /// Options of one copy.
 #[derive(Clone, Debug)]
 pub struct CopyOptions {
@@ -143,6 +154,9 @@ pub struct CopyOptions {
     /// destination is the copy itself: `no_target_directory` or sources
     /// without a name of their own (`SOURCE/.`).
     pub delete: bool,
+    /// Before an existing destination entry is replaced, it gets a backup
+    /// name (`cp --backup`).
+    pub backup: Option<Backup>,
     /// Report every entry created or replaced through
     /// [`crate::Reporter::change`] (`--itemize-changes`); off by default, as
     /// it costs a path per entry.
@@ -173,6 +187,7 @@ impl Default for CopyOptions {
             one_file_system: false,
             checksum: false,
             delete: false,
+            backup: None,
             report_changes: false,
             cancel: crate::Cancel::new(),
         }

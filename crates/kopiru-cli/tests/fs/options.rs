@@ -515,6 +515,73 @@ pub fn delete_durable(fs: Fs) -> R {
     same_tree(&src, &dst, manifest::DEFAULT)
 }
 
+/// Each name in `dir` with its content, or "-> target" for a symlink.
+fn listing(dir: &Path) -> Result<Vec<(String, String)>, Failed> {
+    let mut v = Vec::new();
+    for e in fs::read_dir(dir)? {
+        let e = e?;
+        let text = match e.file_type()?.is_symlink() {
+            true => format!("-> {}", fs::read_link(e.path())?.display()),
+            false => fs::read_to_string(e.path())?,
+        };
+        v.push((e.file_name().to_string_lossy().into_owned(), text));
+    }
+    v.sort();
+    Ok(v)
+}
+
+/// `-b`/`--backup`: each replaced entry is kept as NAME~ or NAME.~N~
+/// (cp's "existing" by default); -b with -n is a usage error.
+pub fn backup(fs: Fs) -> R {
+    let w = fixture::workdir(fs, "backup")?;
+    let (src, dst) = (w.join("src"), w.join("dst"));
+    make(&src, &["a", "b", "c", "d"])?;
+    std::os::unix::fs::symlink("a", src.join("l"))?;
+    make(&dst, &["a", "b", "b~", "c", "c.~1~", "c.~3~"])?;
+    std::os::unix::fs::symlink("elsewhere", dst.join("l"))?;
+    for n in ["a", "b", "c"] {
+        fs::write(dst.join(n), format!("old {n}"))?;
+    }
+    let o = copy(&["-b", "-T"], &[&src, &dst]);
+    ensure!(code(&o) == 0 && o.stderr.is_empty(), "{}", show(&o));
+    let pairs = |v: &[(&str, &str)]| -> Vec<(String, String)> {
+        v.iter()
+            .map(|(a, b)| (a.to_string(), b.to_string()))
+            .collect()
+    };
+    let mut want = pairs(&[
+        ("a", "a"),
+        ("a~", "old a"),
+        ("b", "b"),
+        ("b~", "old b"),
+        ("c", "c"),
+        ("c.~1~", "c.~1~"),
+        ("c.~3~", "c.~3~"),
+        ("c.~4~", "old c"),
+        ("d", "d"),
+        ("l", "-> a"),
+        ("l~", "-> elsewhere"),
+    ]);
+    ensure!(listing(&dst)? == want, "{:#?}", listing(&dst)?);
+    let o = copy(
+        &["--backup=numbered", "-T", "--exclude", "d"],
+        &[&src, &dst],
+    );
+    ensure!(code(&o) == 0 && o.stderr.is_empty(), "{}", show(&o));
+    want.extend(pairs(&[
+        ("a.~1~", "a"),
+        ("b.~1~", "b"),
+        ("c.~5~", "c"),
+        ("l.~1~", "-> a"),
+    ]));
+    want.sort();
+    ensure!(listing(&dst)? == want, "{:#?}", listing(&dst)?);
+    let o = copy(&["-b", "-n", "-T"], &[&src, &dst]);
+    fails_with(&o, 2, "cannot be used with")?;
+    ensure!(listing(&dst)? == want, "-b -n changed the destination");
+    Ok(())
+}
+
 type Add<'a> = &'a mut dyn FnMut(String, Option<String>, Box<dyn FnOnce() -> R + Send>);
 
 /// Registers this module's trials.
@@ -550,6 +617,11 @@ pub fn trials(add: Add) {
             format!("options_checksum::{n}"),
             why.clone(),
             Box::new(move || checksum(fs)),
+        );
+        add(
+            format!("options_backup::{n}"),
+            why.clone(),
+            Box::new(move || backup(fs)),
         );
         add(
             format!("options_delete::{n}"),

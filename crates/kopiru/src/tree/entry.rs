@@ -75,6 +75,13 @@ impl<'scope, 'env, 'a> Worker<'scope, 'env, 'a> {
             self.sh.counters.skipped.fetch_add(1, Ordering::Relaxed);
             return Existing::Keep;
         }
+        if let Some(kind) = self.sh.opts.backup {
+            // Not replaced without its backup.
+            if let Err(e) = self.back_up(dir, dst_name, kind) {
+                self.dst_error(dir, dst_name, Op::Backup, &e);
+                return Existing::Refused;
+            }
+        }
         Existing::Replace(d)
     }
 

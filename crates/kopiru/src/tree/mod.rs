@@ -8,6 +8,7 @@
 //! applied when its last entry is done (post-order), counted by `pending`.
 
 mod ahead;
+mod backup;
 mod dir;
 mod entry;
 mod file;
