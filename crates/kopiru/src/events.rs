@@ -190,9 +190,10 @@ impl Summary {
         self.methods[m.index()]
     }
 
-    /// Whether anything at all was created and kept.
+    /// Whether anything at all was created and kept (or deleted, with
+    /// `--delete`).
     pub fn copied_anything(&self) -> bool {
         let made = self.files + self.dirs + self.symlinks + self.specials + self.hardlinks;
-        made - self.dirs_merged + self.skipped > self.withdrawn
+        made - self.dirs_merged + self.skipped + self.deleted > self.withdrawn
     }
 }
