@@ -583,9 +583,21 @@ impl CopyArgs {
             no_clobber: self.no_clobber,
             no_target_directory: self.no_target_directory,
             verify: self.verify,
+            copies_record: copies_record(),
             ..CopyOptions::default()
         };
         self.select.apply(&mut opts)?;
         Ok(opts)
     }
+}
+
+/// Where `kopiru copy` records the trees it makes, so that the same command
+/// run again merges into its copy instead of nesting one inside it:
+/// `$XDG_STATE_HOME/kopiru/copies`, or `~/.local/state/kopiru/copies`.
+fn copies_record() -> Option<std::path::PathBuf> {
+    let state = match std::env::var_os("XDG_STATE_HOME") {
+        Some(d) if !d.is_empty() => std::path::PathBuf::from(d),
+        _ => std::path::PathBuf::from(std::env::var_os("HOME")?).join(".local/state"),
+    };
+    Some(state.join("kopiru/copies"))
 }

@@ -43,7 +43,9 @@ pub fn for_copy(s: &Summary) -> u8 {
 
 /// `kopiru verify`, like `diff`: trouble beats differences.
 pub fn for_verify(r: &VerifyReport) -> u8 {
-    if !r.errors.is_empty() {
+    if r.cancelled {
+        CANCELLED
+    } else if !r.errors.is_empty() {
         TROUBLE
     } else if !r.differences.is_empty() {
         DIFFERENT

@@ -6,15 +6,19 @@ use crate::signals::{self, OnSignal};
 use kopiru::verify::{verify, VerifyOptions};
 use std::io::Write;
 
+/// What a cancelled comparison says (after "kopiru: received SIGxxx: ").
+const STOPPED: &str = "stopped; nothing was changed, and the comparison is incomplete";
+
 pub fn run(args: VerifyArgs) -> u8 {
     let opts = VerifyOptions {
         jobs: args.jobs.unwrap_or(0),
         extra_is_difference: !args.ignore_extra,
+        cancel: signals::install(OnSignal::Cancel, STOPPED),
     };
-    // TODO: cancel through VerifyOptions once the engine takes a Cancel
-    // there; until then a signal ends the run at once.
-    signals::install(OnSignal::Exit, "stopped; nothing was changed");
     let report = verify(&args.source, &args.dest, opts);
+    if report.cancelled {
+        errln!("{}", signals::stopped_line(STOPPED));
+    }
     let code = exit::for_verify(&report);
     let mut out = std::io::stdout().lock();
     if args.json {
@@ -26,6 +30,7 @@ pub fn run(args: VerifyArgs) -> u8 {
                 "what": d.what.to_string(),
             })).collect::<Vec<_>>(),
             "errors": report.errors.iter().map(crate::render::error_json).collect::<Vec<_>>(),
+            "cancelled": report.cancelled,
             "exit_code": code,
         });
         let _ = writeln!(out, "{j}");

@@ -34,9 +34,25 @@ pub(crate) struct StagedTree {
     pub(crate) parent: Arc<DirNode>,
     pub(crate) tmp: NameBuf,
     pub(crate) name: NameBuf,
+    /// The source directory's (device, inode), for [`crate::record`].
+    pub(crate) source: (u64, u64),
 }
 
 impl Shared<'_> {
+    /// Notes that the published tree `t` is a copy of its source, so that
+    /// the same command run again merges into it instead of nesting.
+    fn record_copy(&self, t: &StagedTree) {
+        let Some(file) = &self.opts.copies_record else {
+            return;
+        };
+        let made = sys::stat_at(t.parent.dst.as_fd(), &t.name, false)
+            .and_then(|st| crate::record::record(file, t.source, (st.dev, st.ino)));
+        if let Err(e) = made {
+            // The copy is fine; only a rerun could nest.
+            self.warn(Error::dst(file, Op::Write, &e));
+        }
+    }
+
     /// `--sync end`: flushes every destination filesystem every
     /// [`FLUSH_EVERY`] while the workers copy, so the device writes while
     /// kopiru copies and the flush at the end finds little left. (Starting
@@ -154,6 +170,7 @@ impl Shared<'_> {
             match outcome {
                 Ok(()) => {
                     renamed_on.push(dev);
+                    self.record_copy(&t);
                     if opts.sync == SyncMode::File {
                         if let Err(e) = sys::sync_file(parent) {
                             self.error(Error::dst(&t.parent.dst_path, Op::Sync, &e));
@@ -443,5 +460,30 @@ impl Worker<'_, '_, '_> {
             }
         }
         Some(dst_name.to_owned())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn staged_and_file_names_are_stable_and_distinct() {
+        let a = staged_name(&sys::name("copy"));
+        assert_eq!(a, staged_name(&sys::name("copy")));
+        assert_ne!(a, staged_name(&sys::name("copy2")));
+        assert!(sys::name_bytes(&a).starts_with(b".kopiru-tmp.tree."));
+        let f = file_tmp_name(&sys::name("copy"));
+        assert!(sys::name_bytes(&f).starts_with(b".kopiru-tmp.file."));
+        assert_ne!(f, a);
+    }
+
+    #[test]
+    fn leftovers_name_their_process() {
+        assert_eq!(leftover_pid(&sys::name(".kopiru-tmp.1234.7")), Some(1234));
+        assert_eq!(leftover_pid(&sys::name(".kopiru-tmp.tree.00ff")), None);
+        assert_eq!(leftover_pid(&sys::name(".kopiru-tmp.file.00ff")), None);
+        assert_eq!(leftover_pid(&sys::name("other.1234.7")), None);
+        assert_eq!(leftover_pid(&sys::name(".kopiru-tmp.12x.7")), None);
     }
 }

@@ -1,4 +1,5 @@
-//! kopiru: the copy engine.
+//! kopiru: the copy engine. This file is only its facade: the modules
+//! below hold the work, and what other programs use is re-exported here.
 //!
 //! [`copy`] copies files and trees with the fastest correct method per file
 //! (clone → in-kernel offload → read/write through a reused buffer), keeps
@@ -7,6 +8,7 @@
 #![deny(missing_docs)]
 
 mod cancel;
+mod copy;
 mod data;
 pub mod dedupe;
 mod delete;
@@ -23,6 +25,7 @@ mod plan;
 mod precheck;
 mod preview;
 pub mod probe;
+mod record;
 pub(crate) mod sys;
 mod tree;
 pub mod verify;
@@ -36,97 +39,7 @@ pub use filter::{Filter, PatternError, Rule, RuleKind};
 pub use options::{Backup, CopyOptions, Follow, MethodChoice, Preserve, SparseMode, SyncMode};
 pub use plan::PlanError;
 
-use std::path::{Path, PathBuf};
-use std::time::Instant;
-
-/// Copies `sources` to `dest` with cp's destination rules: one source to a new
-/// name or into an existing directory; several sources into an existing
-/// directory. Per-file failures are collected in the returned [`Summary`] and
-/// reported as they happen; the rest of the tree is still copied.
-///
-/// # Errors
-/// [`PlanError`] when the request itself is unusable (several sources and a
-/// destination that is not a directory); nothing is copied then.
-pub fn copy(
-    sources: &[PathBuf],
-    dest: &Path,
-    opts: &CopyOptions,
-    reporter: &dyn Reporter,
-) -> Result<Summary, PlanError> {
-    let start = Instant::now();
-    let (mut jobs, mut refused) = plan::plan(sources, dest, opts)?;
-    let mut pairs: Vec<(PathBuf, PathBuf)> = jobs
-        .iter()
-        .map(|j| {
-            (
-                tree::join(&j.src_parent, sys::os_str(&j.src_name)),
-                tree::join(&j.dst_parent, sys::os_str(&j.dst_name)),
-            )
-        })
-        .collect();
-    if opts.dry_run {
-        let mut summary = preview::run(jobs, opts, reporter, refused);
-        if opts.delete && !summary.cancelled {
-            delete::run(&pairs, opts, reporter, &mut summary);
-        }
-        summary.elapsed = start.elapsed();
-        return Ok(summary);
-    }
-    if let Some(e) = precheck::clone_possible(&jobs, opts) {
-        // One refusal for the whole request, before anything is created.
-        refused.push(e);
-        jobs.clear();
-        pairs.clear();
-    }
-    let (mut summary, hashes) = tree::run(jobs, opts, reporter, refused);
-    if opts.delete && !summary.cancelled {
-        delete::run(&pairs, opts, reporter, &mut summary);
-    }
-    if opts.verify && !summary.cancelled {
-        reporter.phase(Phase::Verifying);
-        for (src, dst) in &pairs {
-            verify_copy(src, dst, opts, &hashes, reporter, &mut summary);
-        }
-    }
-    summary.elapsed = start.elapsed();
-    Ok(summary)
-}
-
-/// `--verify`: compares what is now at `dst` with `src`, the destination
-/// read from the device; each difference is an error of that file.
-fn verify_copy(
-    src: &Path,
-    dst: &Path,
-    opts: &CopyOptions,
-    hashes: &verify::SourceHashes,
-    reporter: &dyn Reporter,
-    summary: &mut Summary,
-) {
-    let vopts = verify::VerifyOptions {
-        jobs: opts.jobs,
-        extra_is_difference: false,
-    };
-    let report = verify::verify_copy(src, dst, vopts, hashes, opts);
-    summary.verified_files += report.files;
-    for d in report.differences {
-        let path = match d.path.as_os_str().is_empty() {
-            true => dst.to_path_buf(),
-            false => dst.join(&d.path),
-        };
-        let e = Error::refused(
-            Side::Destination,
-            path,
-            Op::Verify,
-            Refusal::Differs(d.what),
-        );
-        reporter.error(&e);
-        summary.errors.push(e);
-    }
-    for e in report.errors {
-        reporter.error(&e);
-        summary.errors.push(e);
-    }
-}
+pub use copy::copy;
 
 /// Flushes the whole filesystem that holds `fd` to its device (`syncfs` on
 /// Linux), reporting write-back errors of any file on it.

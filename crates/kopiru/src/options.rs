@@ -166,6 +166,11 @@ pub struct CopyOptions {
     /// half-written keeps a final name, a staged tree is kept for
     /// `--resume`, and the summary says `cancelled`.
     pub cancel: crate::Cancel,
+    /// A file where the copies this run makes as new trees are recorded,
+    /// and looked up: a source copied again to a destination recorded as its
+    /// copy merges into it instead of nesting (see the `record` module).
+    /// `None`: cp's rule only.
+    pub copies_record: Option<std::path::PathBuf>,
 }
 
 impl Default for CopyOptions {
@@ -190,6 +195,7 @@ impl Default for CopyOptions {
             backup: None,
             report_changes: false,
             cancel: crate::Cancel::new(),
+            copies_record: None,
         }
     }
 }

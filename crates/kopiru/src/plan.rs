@@ -103,6 +103,23 @@ fn split(path: &Path) -> std::io::Result<(PathBuf, std::ffi::OsString)> {
     Ok((parent, name))
 }
 
+/// Whether `dest` is a directory kopiru made earlier as the copy of the
+/// directory `src`, and holds no `dest/name` of its own: then the same
+/// command run again merges into it rather than nesting a second copy.
+fn is_recorded_copy(dest: &Path, src: &Path, src_st: &sys::Stat, opts: &CopyOptions) -> bool {
+    let Some(file) = &opts.copies_record else {
+        return false;
+    };
+    let Some(name) = src.file_name() else {
+        return false;
+    };
+    src_st.kind() == FileKind::Dir
+        && sys::stat_path(&dest.join(name), false).is_err()
+        && sys::stat_path(dest, true).is_ok_and(|d| {
+            crate::record::is_copy_of(file, (src_st.dev, src_st.ino), (d.dev, d.ino))
+        })
+}
+
 fn plan_one(src: &Path, dest: &Path, dest_is_dir: bool, opts: &CopyOptions) -> Result<Job, Error> {
     let follow = opts.follow != Follow::Never;
     let src_st = sys::stat_path(src, follow).map_err(|e| Error::src(src, Op::Stat, &e))?;
@@ -112,7 +129,9 @@ fn plan_one(src: &Path, dest: &Path, dest_is_dir: bool, opts: &CopyOptions) -> R
     // (no name of their own) merge into the directory itself.
     let named = ends_in_name(src);
     let dst_path = match (dest_is_dir, named) {
-        (true, true) => dest.join(src.file_name().expect("named")),
+        (true, true) if !is_recorded_copy(dest, src, &src_st, opts) => {
+            dest.join(src.file_name().expect("named"))
+        }
         _ => dest.to_path_buf(),
     };
     if dst_path.as_os_str().as_encoded_bytes().ends_with(b"/") && !dest_is_dir && !src_is_dir {
@@ -262,4 +281,110 @@ fn is_at_or_below(dir: &Fd, id: (u64, u64)) -> bool {
         };
     }
     false
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::error::Refusal;
+
+    /// A scratch directory with a file `f` and a directory `d`.
+    fn scratch(tag: &str) -> PathBuf {
+        let w = std::env::temp_dir().join(format!("kopiru-plan-{tag}-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&w);
+        std::fs::create_dir_all(w.join("d")).unwrap();
+        std::fs::write(w.join("f"), b"x").unwrap();
+        w
+    }
+
+    /// (destination parent, destination name) of each job.
+    fn targets(jobs: &[Job]) -> Vec<(PathBuf, String)> {
+        jobs.iter()
+            .map(|j| {
+                let name = j.dst_name.to_string_lossy().into_owned();
+                (j.dst_parent.clone(), name)
+            })
+            .collect()
+    }
+
+    #[test]
+    fn names_of_their_own() {
+        assert!(ends_in_name(Path::new("a/b")));
+        assert!(ends_in_name(Path::new("a/b/")));
+        assert!(!ends_in_name(Path::new("a/.")));
+        assert!(!ends_in_name(Path::new("a/..")));
+        assert!(!ends_in_name(Path::new("/")));
+        assert!(!ends_in_name(Path::new(".")));
+    }
+
+    #[test]
+    fn cp_destination_rules() {
+        let w = scratch("rules");
+        let opts = CopyOptions::default();
+        // A file to a new name; a file into an existing directory.
+        let (jobs, refused) = plan(&[w.join("f")], &w.join("g"), &opts).unwrap();
+        assert!(refused.is_empty());
+        assert_eq!(targets(&jobs), [(w.clone(), "g".into())]);
+        let (jobs, _) = plan(&[w.join("f")], &w.join("d"), &opts).unwrap();
+        assert_eq!(targets(&jobs), [(w.join("d"), "f".into())]);
+        // A directory's contents ("d/.") merge into the destination itself.
+        let (jobs, _) = plan(&[w.join("d/.")], &w.join("e"), &opts).unwrap();
+        assert_eq!(targets(&jobs), [(w.clone(), "e".into())]);
+        // -T: the existing directory is the copy itself.
+        let t = CopyOptions {
+            no_target_directory: true,
+            ..CopyOptions::default()
+        };
+        let (jobs, _) = plan(&[w.join("d")], &w.join("d2"), &t).unwrap();
+        assert_eq!(targets(&jobs), [(w.clone(), "d2".into())]);
+        std::fs::remove_dir_all(&w).unwrap();
+    }
+
+    #[test]
+    fn unusable_requests() {
+        let w = scratch("usage");
+        let opts = CopyOptions::default();
+        // Several sources need an existing directory.
+        assert!(plan(&[w.join("f"), w.join("d")], &w.join("new"), &opts).is_err());
+        assert!(plan(&[w.join("f"), w.join("d")], &w.join("f"), &opts).is_err());
+        let t = CopyOptions {
+            no_target_directory: true,
+            ..CopyOptions::default()
+        };
+        assert!(plan(&[w.join("f"), w.join("d")], &w.join("d"), &t).is_err());
+        assert!(plan(&[], &w.join("d"), &opts).is_err());
+        std::fs::remove_dir_all(&w).unwrap();
+    }
+
+    #[test]
+    fn refusals_before_anything_is_written() {
+        let w = scratch("refuse");
+        let opts = CopyOptions::default();
+        let refusal = |src: PathBuf, dst: PathBuf| {
+            let (jobs, refused) = plan(&[src], &dst, &opts).unwrap();
+            assert!(jobs.is_empty());
+            refused[0].refusal().cloned()
+        };
+        // A missing source is an OS error (stat: not found), not a refusal.
+        assert!(refusal(w.join("missing"), w.join("d")).is_none());
+        assert!(matches!(
+            refusal(w.join("f"), w.join("f")),
+            Some(Refusal::SameFile { .. })
+        ));
+        assert!(matches!(
+            refusal(w.join("d"), w.join("d/sub")),
+            Some(Refusal::IntoItself { .. })
+        ));
+        std::os::unix::fs::symlink("f", w.join("link")).unwrap();
+        assert!(matches!(
+            refusal(w.join("link"), w.join("f")),
+            Some(Refusal::SameFile { .. })
+        ));
+        std::fs::write(w.join("d/f"), b"y").unwrap();
+        assert!(matches!(
+            refusal(w.join("d"), w.join("f")),
+            Some(Refusal::DirOverNonDir { .. })
+        ));
+        std::fs::remove_dir_all(&w).unwrap();
+    }
 }

@@ -43,16 +43,21 @@ pub struct VerifyReport {
     pub differences: Vec<Difference>,
     /// Entries that could not be read.
     pub errors: Vec<Error>,
+    /// Stopped by the cancel handle: the comparison is incomplete.
+    pub cancelled: bool,
 }
 
 /// How to compare.
-#[derive(Clone, Copy, Debug)]
+#[derive(Clone, Debug, Default)]
 pub struct VerifyOptions {
     /// Hashing threads; 0 picks from the machine.
     pub jobs: usize,
     /// Whether entries only in the destination count as differences (not
     /// after copying into a directory that held other things).
     pub extra_is_difference: bool,
+    /// Stops the comparison when cancelled: checked between entries and
+    /// between chunks of a file.
+    pub cancel: crate::Cancel,
 }
 
 /// The hash of a source file as it was read for copying, keyed by the
@@ -96,7 +101,7 @@ struct FilePair {
 }
 
 struct Walk<'k> {
-    opts: VerifyOptions,
+    opts: &'k VerifyOptions,
     known: &'k SourceHashes,
     /// `--exclude`/`--include` of the copy: what it left out is not missing.
     filter: &'k Filter,
@@ -120,7 +125,7 @@ pub fn verify(src: &Path, dst: &Path, opts: VerifyOptions) -> VerifyReport {
     verify_copy(
         src,
         dst,
-        opts,
+        &opts,
         &SourceHashes::default(),
         &CopyOptions::default(),
     )
@@ -131,7 +136,7 @@ pub fn verify(src: &Path, dst: &Path, opts: VerifyOptions) -> VerifyReport {
 pub(crate) fn verify_copy(
     src: &Path,
     dst: &Path,
-    opts: VerifyOptions,
+    opts: &VerifyOptions,
     known: &SourceHashes,
     copy: &CopyOptions,
 ) -> VerifyReport {
@@ -199,6 +204,10 @@ impl Walk<'_> {
 
     /// Compares one entry present (or not) on both sides.
     fn entry(&mut self, sd: &Arc<Fd>, sn: &CStr, dd: &Arc<Fd>, dn: &CStr, rel: &Path) {
+        if self.opts.cancel.is_cancelled() {
+            self.report.cancelled = true;
+            return;
+        }
         let s = match sys::stat_at(sd.as_fd(), sn, false) {
             Ok(s) => s,
             Err(e) => return self.fail(true, rel, Op::Stat, &e),
@@ -327,7 +336,7 @@ fn kind(st: &Stat) -> &'static str {
 /// and read errors.
 fn hash_all(
     files: &[FilePair],
-    opts: VerifyOptions,
+    opts: &VerifyOptions,
     (src_root, dst_root): (&Path, &Path),
     report: &mut VerifyReport,
 ) -> (Vec<Difference>, Vec<Error>) {
@@ -341,17 +350,17 @@ fn hash_all(
     let results = par_map(&all, jobs, |i, buf: &mut Option<Aligned>| {
         let buf = buf.get_or_insert_with(|| Aligned::new(CHUNK)).buf();
         let f = &files[i];
+        let cancel = &opts.cancel;
         let src_hash = match f.src_hash {
             Some(h) => Ok((h, 0)),
-            None => {
-                open_keeping_atime(&f.src_dir, &f.src_name, false).and_then(|fd| hash_fd(&fd, buf))
-            }
+            None => open_keeping_atime(&f.src_dir, &f.src_name, false)
+                .and_then(|fd| hash_fd(&fd, buf, cancel)),
         };
         src_hash
             .map_err(|e| Error::src(under(src_root, &f.rel), Op::Read, &e))
             .and_then(|(a, _)| {
                 sys::open_uncached(f.dst_dir.as_fd(), &f.dst_name)
-                    .and_then(|fd| hash_fd(&fd, buf))
+                    .and_then(|fd| hash_fd(&fd, buf, cancel))
                     .map(|(b, n)| (a == b, n))
                     .map_err(|e| Error::dst(under(dst_root, &f.rel), Op::Read, &e))
             })
@@ -369,6 +378,7 @@ fn hash_all(
                     });
                 }
             }
+            Err(_) if opts.cancel.is_cancelled() => report.cancelled = true,
             Err(e) => errors.push(e),
         }
     }
@@ -377,10 +387,11 @@ fn hash_all(
 }
 
 /// BLAKE3 of everything readable from `fd`, and the byte count.
-fn hash_fd(fd: &Fd, buf: &mut [u8]) -> io::Result<(blake3::Hash, u64)> {
+fn hash_fd(fd: &Fd, buf: &mut [u8], cancel: &crate::Cancel) -> io::Result<(blake3::Hash, u64)> {
     let mut h = blake3::Hasher::new();
     let mut total = 0u64;
     loop {
+        cancel.check()?;
         let n = sys::pread(fd.as_fd(), buf, total)?;
         h.update(&buf[..n]);
         total += n as u64;

@@ -194,8 +194,7 @@ pub fn signal_cancels_copy(fs: Fs) -> R {
 }
 
 /// A second signal exits at once with 20, whether or not the engine has
-/// seen the first; so does one signal to `verify` (which cannot be
-/// cancelled yet).
+/// seen the first; one signal stops `verify` at its next check, with 20.
 pub fn second_signal_exits(fs: Fs) -> R {
     let w = fixture::workdir(fs, "second-signal")?;
     let src = w.join("src");

@@ -49,7 +49,7 @@ fn copy(args: &[&OsStr]) -> Output {
 }
 
 /// Every path under `root` that carries kopiru's temporary prefix.
-fn temporaries(root: &Path) -> Result<Vec<String>, Failed> {
+pub fn temporaries(root: &Path) -> Result<Vec<String>, Failed> {
     let out = fixture::sh(
         Command::new("find")
             .arg(root)

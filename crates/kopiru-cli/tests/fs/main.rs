@@ -22,6 +22,7 @@ mod flash;
 mod help;
 mod manifest;
 mod options;
+mod reruns;
 mod signals;
 mod trees;
 
@@ -1310,6 +1311,19 @@ fn main() {
         Box::new(|| cli::second_signal_exits(Fs::Ext4)),
     );
     add("readonly_dest::ext4".into(), ext4, Box::new(readonly_dest));
+    for fs in [Fs::Ext4, Fs::Xfs] {
+        let why = fs.unavailable().or_else(strace);
+        add(
+            format!("rerun_never_nests::{}", fs.name()),
+            why.clone(),
+            Box::new(move || reruns::rerun_never_nests(fs)),
+        );
+        add(
+            format!("rerun_cleans_leftovers::{}", fs.name()),
+            why,
+            Box::new(move || reruns::rerun_cleans_leftovers(fs)),
+        );
+    }
     add(
         "sigint_large_file::ext4".into(),
         Fs::Ext4.unavailable(),

@@ -60,6 +60,7 @@ impl<'scope, 'env, 'a> Worker<'scope, 'env, 'a> {
                     parent: parent.clone(),
                     tmp: tmp.clone(),
                     name: dst_name.to_owned(),
+                    source: (st.dev, st.ino),
                 });
             }
         };

@@ -1,0 +1,80 @@
+//! Which copies this user made, so that running the same command again
+//! names the same copy. cp's rule sends `copy SRC DEST` into `DEST/SRC` once
+//! `DEST` exists, so a second run of a command that made `DEST` would nest
+//! a second copy inside the first. Each time kopiru makes a new directory
+//! tree under a new name (a staged tree published), it appends a line
+//! `SRC_DEV SRC_INO DEST_DEV DEST_INO` to a small file of the caller's
+//! choice (the command line uses `$XDG_STATE_HOME/kopiru/copies`); when
+//! `DEST` is a directory without `DEST/SRC` and that file says `DEST` is a
+//! copy of `SRC`, the copy merges into `DEST` as `-T` would. Nothing is
+//! written into the copy itself, so `-a` copies stay exact.
+
+use std::io::{self, Write};
+use std::path::Path;
+
+/// Lines kept when the file is rewritten, and the length that triggers it.
+const KEEP: usize = 2000;
+const REWRITE_ABOVE: u64 = 256 << 10;
+
+/// Whether `file` says the directory `dst` (device, inode) was made by
+/// kopiru as a copy of `src`.
+pub(crate) fn is_copy_of(file: &Path, src: (u64, u64), dst: (u64, u64)) -> bool {
+    let Ok(text) = std::fs::read_to_string(file) else {
+        return false;
+    };
+    text.lines().rev().any(|l| parse(l) == Some((src, dst)))
+}
+
+fn parse(line: &str) -> Option<((u64, u64), (u64, u64))> {
+    let mut n = line.split_ascii_whitespace().map(|w| w.parse::<u64>().ok());
+    let mut next = || n.next().flatten();
+    Some(((next()?, next()?), (next()?, next()?)))
+}
+
+/// Appends that `dst` is a copy of `src` (one whole line per write, so
+/// several processes may append), keeping the file small.
+pub(crate) fn record(file: &Path, src: (u64, u64), dst: (u64, u64)) -> io::Result<()> {
+    if let Some(dir) = file.parent() {
+        std::fs::create_dir_all(dir)?;
+    }
+    let line = format!("{} {} {} {}\n", src.0, src.1, dst.0, dst.1);
+    let mut f = std::fs::OpenOptions::new()
+        .create(true)
+        .append(true)
+        .open(file)?;
+    f.write_all(line.as_bytes())?;
+    if f.metadata()?.len() > REWRITE_ABOVE {
+        let text = std::fs::read_to_string(file)?;
+        let lines: Vec<&str> = text.lines().collect();
+        let kept = lines[lines.len().saturating_sub(KEEP)..].join("\n") + "\n";
+        let tmp = file.with_extension("tmp");
+        std::fs::write(&tmp, kept)?;
+        std::fs::rename(&tmp, file)?;
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn records_and_finds() {
+        let dir = std::env::temp_dir().join(format!("kopiru-record-{}", std::process::id()));
+        let file = dir.join("copies");
+        assert!(!is_copy_of(&file, (1, 2), (3, 4)));
+        record(&file, (1, 2), (3, 4)).unwrap();
+        record(&file, (5, 6), (7, 8)).unwrap();
+        assert!(is_copy_of(&file, (1, 2), (3, 4)));
+        assert!(is_copy_of(&file, (5, 6), (7, 8)));
+        assert!(!is_copy_of(&file, (1, 2), (7, 8)));
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+
+    #[test]
+    fn ignores_bad_lines() {
+        assert_eq!(parse("1 2 3"), None);
+        assert_eq!(parse("a 2 3 4"), None);
+        assert_eq!(parse("1 2 3 4"), Some(((1, 2), (3, 4))));
+    }
+}
