@@ -164,7 +164,9 @@ Where cp and rsync differ, kopiru follows cp: -n is --no-clobber (rsync's
 -n is --dry-run, long form only here); SOURCE/ is the same as SOURCE, the directory itself
 (write SOURCE/. for its contents, which rsync spells SOURCE/); -u is cp's
 --update (use --resume to finish an interrupted copy). cp's spellings work
-too: -t DIR, -p, -v, -u, -x, --reflink[=auto|always|never].
+too: -t DIR, -p, -v, -u, -x, -b, --reflink[=auto|always|never]; and rsync's
+--exclude/--include/--exclude-from, --dry-run, --itemize-changes, -c and
+--delete (long forms where cp's short ones differ).
 
 Nothing is ever half-written under its final name: a new directory tree is
 built under a temporary name (.kopiru-tmp.tree.*) beside its destination and

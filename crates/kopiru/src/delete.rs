@@ -53,6 +53,7 @@ pub(crate) fn run(
             (_, Err(e)) => d.error(Error::dst(dst, Op::Open, &e)),
         }
     }
+    // What was deleted before a cancel is made durable too.
     d.flush();
 }
 
@@ -95,6 +96,10 @@ impl Deleter<'_> {
         };
         let mut deleted_here = false;
         for e in theirs {
+            if self.opts.cancel.is_cancelled() {
+                self.summary.cancelled = true;
+                break;
+            }
             let rel = at.rel.join(sys::os_str(&e.name));
             let dst_st = sys::stat_at(at.dst.as_fd(), &e.name, false);
             let dst_is_dir = dst_st.as_ref().is_ok_and(|s| s.kind() == FileKind::Dir);
