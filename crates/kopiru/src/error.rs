@@ -54,6 +54,8 @@ pub enum Op {
     Rename,
     /// Removing a name.
     Remove,
+    /// Giving a replaced entry its backup name (`--backup`).
+    Backup,
     /// Making data or names durable.
     Sync,
     /// Closing a written file (where delayed write errors appear).
@@ -107,6 +109,7 @@ impl Op {
             Op::Copy => "copy",
             Op::Rename => "rename",
             Op::Remove => "remove",
+            Op::Backup => "backup",
             Op::Sync => "sync",
             Op::Close => "close",
             Op::SetTimes => "set times",

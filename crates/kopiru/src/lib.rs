@@ -11,9 +11,11 @@ mod cancel;
 mod copy;
 mod data;
 pub mod dedupe;
+mod delete;
 mod durable;
 mod error;
 mod events;
+mod filter;
 pub mod flash;
 mod meta;
 mod options;
@@ -21,6 +23,7 @@ mod par;
 pub mod paths;
 mod plan;
 mod precheck;
+mod preview;
 pub mod probe;
 mod record;
 pub(crate) mod sys;
@@ -29,8 +32,11 @@ pub mod verify;
 
 pub use cancel::Cancel;
 pub use error::{reason, Cause, Error, Mismatch, Op, Refusal, Side};
-pub use events::{FileDone, Method, NoopReporter, Phase, Reporter, Summary};
-pub use options::{CopyOptions, Follow, MethodChoice, Preserve, SparseMode, SyncMode};
+pub use events::{
+    Change, ChangeKind, EntryKind, FileDone, Method, NoopReporter, Phase, Reporter, Summary,
+};
+pub use filter::{Filter, PatternError, Rule, RuleKind};
+pub use options::{Backup, CopyOptions, Follow, MethodChoice, Preserve, SparseMode, SyncMode};
 pub use plan::PlanError;
 
 pub use copy::copy;

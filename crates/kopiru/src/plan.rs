@@ -47,6 +47,14 @@ pub(crate) fn plan(
             "-T (no target directory) takes one source and one destination".into(),
         ));
     }
+    if opts.delete && !opts.no_target_directory && sources.iter().any(|s| ends_in_name(s)) {
+        return Err(PlanError(
+            "--delete removes from DEST what the source does not have, so DEST must be \
+             the copy itself: give -T (SOURCE DEST), or write SOURCE/. to copy the \
+             contents of SOURCE into DEST"
+                .into(),
+        ));
+    }
     // With -T the destination is the copy itself, never a directory to copy
     // into.
     let dest_is_dir = !opts.no_target_directory

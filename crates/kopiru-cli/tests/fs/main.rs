@@ -21,6 +21,7 @@ mod fixture;
 mod flash;
 mod help;
 mod manifest;
+mod options;
 mod reruns;
 mod signals;
 mod trees;
@@ -1032,6 +1033,7 @@ fn main() {
         (!fixture::have("strace"))
             .then(|| "strace not installed (apt-get install strace)".to_string())
     };
+    options::trials(&mut add);
     add(
         "out_of_inodes".into(),
         Fs::Ext4.unavailable(),

@@ -7,7 +7,7 @@ use super::worker::Worker;
 use super::*;
 use crate::durable::*;
 use crate::error::{Error, Op, Refusal, Side};
-use crate::events::Method;
+use crate::events::{EntryKind, Method};
 use crate::options::{Follow, SyncMode};
 use crate::sys::AsFd;
 use crate::sys::Name;
@@ -80,6 +80,9 @@ impl<'scope, 'env, 'a> Worker<'scope, 'env, 'a> {
             fresh,
             dst_dev,
         } = made;
+        if fresh {
+            self.changed(parent, dst_name, EntryKind::Dir, None, &st, None);
+        }
         let dst_path = join(&parent.dst_path, sys::os_str(dst_name));
         let lock = match staged_tmp {
             Some(_) => match self.lock_staged(&dst, &dst_path) {
@@ -99,6 +102,13 @@ impl<'scope, 'env, 'a> Worker<'scope, 'env, 'a> {
             dst_dev,
             Some(parent.clone()),
         );
+        node.root_dev = st.dev;
+        if !top_level {
+            node.rel = parent.rel.join(sys::os_str(name));
+            node.root_dev = parent.root_dev;
+        }
+        // -x: a directory on another filesystem is made, not entered.
+        let enter = !self.sh.opts.one_file_system || st.dev == node.root_dev;
         node.stat = Some(st);
         node.created_perm = created_perm;
         node.staged = parent.staged || staged_tmp.is_some();
@@ -110,7 +120,10 @@ impl<'scope, 'env, 'a> Worker<'scope, 'env, 'a> {
         if !fresh {
             self.sh.counters.dirs_merged.fetch_add(1, Ordering::Relaxed);
         }
-        self.push(Task::List(node));
+        match enter {
+            true => self.push(Task::List(node)),
+            false => self.release(node),
+        }
     }
 
     /// Makes the destination directory `target` in `parent` (or finds it
@@ -204,6 +217,9 @@ impl<'scope, 'env, 'a> Worker<'scope, 'env, 'a> {
         matches!(o.method, MethodChoice::Auto | MethodChoice::Clone)
             && o.sparse != SparseMode::Never
             && o.follow == Follow::Never
+            && o.filter.is_empty()
+            && !o.one_file_system
+            && !o.report_changes
             && (!o.preserve.owner || sys::euid() == 0)
     }
 

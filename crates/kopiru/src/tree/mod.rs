@@ -8,6 +8,7 @@
 //! applied when its last entry is done (post-order), counted by `pending`.
 
 mod ahead;
+mod backup;
 mod dir;
 mod entry;
 mod file;
@@ -28,6 +29,7 @@ use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Condvar, Mutex};
 
+pub(crate) use entry::keeps;
 use node::*;
 use worker::Worker;
 
@@ -239,6 +241,7 @@ impl Shared<'_> {
             hardlinks: get(&c.hardlinks),
             skipped: get(&c.skipped),
             withdrawn: get(&c.withdrawn),
+            deleted: 0,
             verified_files: 0,
             methods: std::array::from_fn(|i| get(&c.methods[i])),
             errors: self.errors.into_inner().expect("errors lock"),

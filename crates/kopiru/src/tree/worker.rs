@@ -120,6 +120,9 @@ impl<'scope, 'env, 'a> Worker<'scope, 'env, 'a> {
                     false => (true, e.ino),
                 });
                 let follow = self.sh.opts.follow == Follow::Always;
+                if !self.sh.opts.filter.is_empty() {
+                    entries.retain(|e| !self.excluded(&dir, e, follow));
+                }
                 let items: Vec<Item> = entries
                     .into_iter()
                     .map(|e| Item {
@@ -163,6 +166,25 @@ impl<'scope, 'env, 'a> Worker<'scope, 'env, 'a> {
             }
         }
         self.release(dir);
+    }
+
+    /// Whether `--exclude`/`--include` leave the listed entry `e` of `dir`
+    /// out. Its kind is looked up (one stat) only when the listing did not
+    /// give it and a directory-only pattern matches its path.
+    fn excluded(&self, dir: &DirNode, e: &sys::DirEntry, follow: bool) -> bool {
+        let rel = dir.rel.join(sys::os_str(&e.name));
+        let is_dir = || {
+            match e.kind {
+                Some(FileKind::Symlink) if follow => None,
+                k => k,
+            }
+            .or_else(|| {
+                sys::stat_at(dir.src.as_fd(), &e.name, follow)
+                    .ok()
+                    .map(|st| st.kind())
+            }) == Some(FileKind::Dir)
+        };
+        self.sh.opts.filter.excludes(&rel, is_dir)
     }
 
     /// Copies slices of a shared directory until none is left; whoever
