@@ -209,10 +209,18 @@ pub fn copy<'e>(
             "bytes": counts.get(&counts.bytes),
         });
         match result {
+            // A request that cannot be carried out at all (several sources
+            // and a destination that is not a directory).
             Err(e) => json!({
                 "kind": "refused",
                 "message": e.to_string(),
-                "errors": [],
+                "errors": [{
+                    "path": json::path(&dest),
+                    "side": "destination",
+                    "op": "copy",
+                    "reason": e.to_string(),
+                    "errno": null,
+                }],
             }),
             Ok(s) => {
                 let refused = !s.cancelled

@@ -64,7 +64,7 @@ export function skipUnless(t, type) {
   const why = cannotMount(type)
   if (why) {
     t.skip(`SKIPPED: ${why}`)
-    console.log(`# !!! SKIPPED ${t.name}: ${why}`)
+    console.log(`!!! SKIPPED ${t.name}: ${why}`)
     return true
   }
   return false
