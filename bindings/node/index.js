@@ -97,6 +97,9 @@ function checkOptions(options, spec, fn) {
 
 const COMMON = { signal: 'AbortSignal', onProgress: 'function' }
 
+/** The least time between two onProgress calls in flight. */
+const PROGRESS_GAP_MS = 90
+
 // ---------------------------------------------------------------- running
 
 /**
@@ -112,10 +115,15 @@ async function run(fn, options, start, { stoppable = true } = {}) {
   const { signal, onProgress } = options
   if (signal && signal.aborted) throw abortError(signal)
   const token = new native.CancelToken()
-  const state = { settled: false, thrown: null, last: null }
+  const state = { settled: false, thrown: null, last: null, at: -Infinity }
   const progress = typeof onProgress === 'function'
     ? (p) => {
         if (state.settled || state.thrown) return
+        // The ticker sends at most one snapshot per 100 ms, but two can
+        // arrive together after the loop was busy: keep the calls apart.
+        const now = performance.now()
+        if (now - state.at < PROGRESS_GAP_MS) return
+        state.at = now
         state.last = p
         try {
           onProgress(p)

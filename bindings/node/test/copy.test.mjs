@@ -12,7 +12,7 @@ let xfs = null
 let ext4 = null
 before(() => {
   if (!cannotMount('xfs')) xfs = mountFresh('xfs', 400)
-  if (!cannotMount('ext4')) ext4 = mountFresh('ext4', 512)
+  if (!cannotMount('ext4')) ext4 = mountFresh('ext4', 768)
 })
 
 test('XFS: files are cloned (filefrag shows shared extents)', async (t) => {
@@ -67,13 +67,13 @@ test('progress: counts only grow and end at the summary totals', async (t) => {
     mkdirSync(join(src, `d${d}`))
     for (let f = 0; f < 50; f++) writePattern(join(src, `d${d}`, `f${f}`), 4096 + f * 100, d * 100 + f)
   }
-  writePattern(join(src, 'big'), 96 << 20, 7)
+  writePattern(join(src, 'big'), 200 << 20, 7)
   const seen = []
   const s = await copy(src, join(root, 'prog-dst'), {
     method: 'stream', // slow enough to be seen in flight
     onProgress: (p) => seen.push({ ...p, at: performance.now() }),
   })
-  assert.ok(seen.length >= 2, `progress calls: ${seen.length}`)
+  assert.ok(seen.length >= 3, `progress calls: ${seen.length}`)
   for (let i = 1; i < seen.length; i++) {
     assert.ok(seen[i].files >= seen[i - 1].files, `files went down at ${i}: ${JSON.stringify(seen)}`)
     assert.ok(seen[i].bytes >= seen[i - 1].bytes, `bytes went down at ${i}`)
@@ -86,7 +86,7 @@ test('progress: counts only grow and end at the summary totals', async (t) => {
   // At most ~10 a second: the in-flight calls are >= ~100 ms apart.
   const inflight = seen.slice(0, -1)
   for (let i = 1; i < inflight.length; i++) {
-    assert.ok(inflight[i].at - inflight[i - 1].at > 60, `calls ${i - 1} and ${i} ${inflight[i].at - inflight[i - 1].at} ms apart`)
+    assert.ok(inflight[i].at - inflight[i - 1].at >= 85, `calls ${i - 1} and ${i} ${inflight[i].at - inflight[i - 1].at} ms apart`)
   }
   console.log(`progress: ${seen.length} calls over ${(s.elapsedSeconds * 1000).toFixed(0)} ms`)
 })
