@@ -6,7 +6,9 @@
 # script. kopiru runs with --sync none, like the peers. The runs are
 # interleaved (scripts/interleave.py: one run of each command per round, in
 # a rotated order), so drift on a noisy machine hits every command alike.
-# Prints medians and the ratio (faster of cpz and fcp ÷ each build).
+# Prints medians and the ratio (faster of cpz and fcp ÷ each build; where
+# the peers are not installed, build1 ÷ each build, so before/after A/B runs
+# need nothing but the two kopiru binaries).
 #
 # usage: scripts/bench-ab.sh FS CORPUS RUNS BUILD...
 # e.g.:  scripts/bench-ab.sh xfs /var/tmp/kc/n16384 10 /tmp/k-before target/release/kopiru
@@ -27,7 +29,10 @@ if ! mountpoint -q "$mnt"; then
   esac
   mkdir -p "$mnt"; mount -o loop "$img" "$mnt"; cp -a "$corpus" "$mnt/src"; sync
 fi
-args=("cpz=$P/cpz $mnt/src $mnt/dst" "fcp=$P/fcp $mnt/src $mnt/dst")
+args=()
+for peer in cpz fcp; do
+  [[ -x $P/$peer ]] && args+=("$peer=$P/$peer $mnt/src $mnt/dst")
+done
 i=0
 for k in "$@"; do
   i=$((i + 1)); args+=("build$i=$(readlink -f "$k") copy --sync none $mnt/src $mnt/dst")
@@ -36,7 +41,8 @@ line=$(python3 "$(dirname "$0")/interleave.py" "$runs" "rm -rf $mnt/dst; sync" "
 python3 - "$line" <<'PY'
 import sys
 m = {k: float(v[:-2]) for k, v in (f.split("=") for f in sys.argv[1].split())}
-best = min(m["cpz"], m["fcp"])
+peers = [m[p] for p in ("cpz", "fcp") if p in m]
+best = min(peers) if peers else m["build1"]
 print(sys.argv[1], " ratios:",
       " ".join(f"{k}={best / v:.2f}" for k, v in m.items() if k.startswith("build")))
 PY

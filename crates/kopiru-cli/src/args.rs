@@ -160,11 +160,13 @@ FICLONE on Linux, clonefile on macOS), offload (copy_file_range: the kernel
 copies), stream (read/write through one reused buffer). What failed is
 remembered per pair of devices.
 
-Where cp and rsync differ, kopiru follows cp: -n is --no-clobber (not
-rsync's --dry-run); SOURCE/ is the same as SOURCE, the directory itself
-(write SOURCE/. for its contents, which rsync spells SOURCE/); -u (update) is
-not offered: use --resume to finish an interrupted copy. cp's spellings work
-too: -t DIR, -p, -v, --reflink[=auto|always|never].
+Where cp and rsync differ, kopiru follows cp: -n is --no-clobber (rsync's
+-n is --dry-run, long form only here); SOURCE/ is the same as SOURCE, the directory itself
+(write SOURCE/. for its contents, which rsync spells SOURCE/); -u is cp's
+--update (use --resume to finish an interrupted copy). cp's spellings work
+too: -t DIR, -p, -v, -u, -x, -b, --reflink[=auto|always|never]; and rsync's
+--exclude/--include/--exclude-from, --dry-run, --itemize-changes, -c and
+--delete (long forms where cp's short ones differ).
 
 Nothing is ever half-written under its final name: a new directory tree is
 built under a temporary name (.kopiru-tmp.tree.*) beside its destination and
@@ -340,6 +342,9 @@ pub struct CopyArgs {
     /// Worker threads [default: the number of CPUs].
     #[arg(short = 'j', long, value_name = "N")]
     pub jobs: Option<usize>,
+
+    #[command(flatten)]
+    pub select: crate::select::SelectArgs,
 
     #[command(flatten)]
     pub bar: ProgressArgs,
@@ -547,7 +552,7 @@ impl CopyArgs {
             preserve.times = true;
             preserve.owner = true;
         }
-        Ok(CopyOptions {
+        let mut opts = CopyOptions {
             method: match (self.reflink, self.method) {
                 (Some(ReflinkArg::Auto), _) => MethodChoice::Auto,
                 (Some(ReflinkArg::Always), _) => MethodChoice::Clone,
@@ -581,8 +586,10 @@ impl CopyArgs {
             no_target_directory: self.no_target_directory,
             verify: self.verify,
             copies_record: copies_record(),
-            cancel: kopiru::Cancel::new(),
-        })
+            ..CopyOptions::default()
+        };
+        self.select.apply(&mut opts)?;
+        Ok(opts)
     }
 }
 

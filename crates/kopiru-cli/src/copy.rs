@@ -3,17 +3,20 @@
 
 use crate::args::CopyArgs;
 use crate::bench::human;
+use crate::changes;
 use crate::exit;
 use crate::progress::{self, Progress, Work};
 use crate::render;
 use crate::signals::{self, OnSignal};
-use kopiru::{Error, FileDone, Method, Phase, Reporter, Summary};
+use kopiru::{Change, Error, FileDone, Method, Phase, Reporter, Summary};
 use std::io::{IsTerminal, Write};
 use std::path::Path;
 
 struct CliReporter {
     explain: bool,
     verbose: bool,
+    /// How --dry-run and --itemize-changes show each change.
+    changes: Option<changes::Style>,
     progress: Option<Progress>,
 }
 
@@ -73,6 +76,12 @@ impl Reporter for CliReporter {
         self.print(true, &format!("kopiru: warning: {e}"));
     }
 
+    fn change(&self, c: &Change) {
+        if let Some(style) = self.changes {
+            self.print(false, &changes::line(style, c));
+        }
+    }
+
     fn phase(&self, phase: Phase) {
         if let Some(p) = &self.progress {
             p.phase(phase);
@@ -107,9 +116,14 @@ pub fn run(args: CopyArgs) -> u8 {
     let mut reporter = CliReporter {
         explain: args.explain,
         verbose: args.verbose,
+        changes: match (args.select.itemize_changes, args.select.dry_run) {
+            (true, _) => Some(changes::Style::Itemize),
+            (false, true) => Some(changes::Style::Plain),
+            (false, false) => None,
+        },
         progress: args
             .bar
-            .wanted(!args.explain)
+            .wanted(!args.explain && !args.select.dry_run && !args.select.itemize_changes)
             .then(|| Progress::start(Work::Copy, sources, args.bar.progress)),
     };
     // The one-line summary at the end goes where the bar would be: on a
@@ -136,11 +150,11 @@ pub fn run(args: CopyArgs) -> u8 {
                 errln!(
                     "{}{}",
                     if forced { "\n" } else { "" },
-                    summary_line(&summary)
+                    summary_line(&summary, args.select.dry_run)
                 );
             }
             if args.json {
-                outln!("{}", json_summary(&summary, code));
+                outln!("{}", json_summary(&summary, code, args.select.dry_run));
             }
             code
         }
@@ -165,12 +179,14 @@ fn quoted(p: &Path) -> String {
 /// The short summary on a terminal, as rsync --stats's last lines:
 /// `kopiru: copied 812 files, 1.2 GiB in 9s (130.4 MiB/s)`, then what was
 /// skipped, failed or withdrawn, when anything was.
-fn summary_line(s: &Summary) -> String {
+fn summary_line(s: &Summary, dry_run: bool) -> String {
     let secs = s.elapsed.as_secs_f64();
     let mut line = format!(
         "kopiru: {} {} files, {} in {}",
         if s.cancelled {
             "stopped after"
+        } else if dry_run {
+            "dry run, nothing written: would copy"
         } else {
             "copied"
         },
@@ -189,6 +205,7 @@ fn summary_line(s: &Summary) -> String {
         (s.skipped, "left as they were"),
         (s.verified_files, "verified"),
         (s.withdrawn, "withdrawn (flush failed)"),
+        (s.deleted, "deleted"),
         (s.errors.len() as u64, "failed"),
         (s.warnings.len() as u64, "warnings"),
     ] {
@@ -199,7 +216,7 @@ fn summary_line(s: &Summary) -> String {
     line
 }
 
-fn json_summary(s: &Summary, code: u8) -> serde_json::Value {
+fn json_summary(s: &Summary, code: u8, dry_run: bool) -> serde_json::Value {
     let methods: serde_json::Map<String, serde_json::Value> = Method::ALL
         .iter()
         .map(|m| (m.name().to_string(), s.method_count(*m).into()))
@@ -213,12 +230,14 @@ fn json_summary(s: &Summary, code: u8) -> serde_json::Value {
         "hard_links": s.hardlinks,
         "skipped": s.skipped,
         "withdrawn": s.withdrawn,
+        "deleted": s.deleted,
         "verified_files": s.verified_files,
         "methods": methods,
         "errors": s.errors.iter().map(render::error_json).collect::<Vec<_>>(),
         "warnings": s.warnings.iter().map(render::error_json).collect::<Vec<_>>(),
         "elapsed_seconds": s.elapsed.as_secs_f64(),
         "cancelled": s.cancelled,
+        "dry_run": dry_run,
         "exit_code": code,
     })
 }
@@ -244,14 +263,14 @@ mod tests {
             ..Summary::default()
         };
         assert_eq!(
-            summary_line(&s),
+            summary_line(&s, false),
             "kopiru: copied 812 files, 3.0 GiB in 12s (256.0 MiB/s)"
         );
         s.skipped = 4;
         s.cancelled = true;
         s.elapsed = Duration::from_millis(1500);
         assert_eq!(
-            summary_line(&s),
+            summary_line(&s, false),
             "kopiru: stopped after 812 files, 3.0 GiB in 1.50s (2.0 GiB/s), 4 left as they were"
         );
     }

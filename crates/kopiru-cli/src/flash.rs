@@ -60,7 +60,10 @@ pub fn run(args: FlashArgs) -> u8 {
             }
         },
     };
-    let opts = FlashOptions {
+    // Until the writing starts, a signal ends the run at once: nothing has
+    // been written (a Ctrl-C at the prompt must not wait for an answer).
+    crate::signals::install(crate::signals::OnSignal::Exit, "stopped; nothing written");
+    let mut opts = FlashOptions {
         verify: !args.no_verify,
         allow_file: args.file,
         force: args.force,
@@ -68,7 +71,7 @@ pub fn run(args: FlashArgs) -> u8 {
         zeroed: args.zeroed,
         zero_first: args.zero_first,
         skip_identical: args.skip_identical,
-        cancel: crate::signals::install(crate::signals::OnSignal::Cancel, STOPPED),
+        cancel: kopiru::Cancel::new(),
     };
     let targets = match check_targets(&args.image, &args.devices, &opts) {
         Ok(t) => t,
@@ -97,6 +100,7 @@ pub fn run(args: FlashArgs) -> u8 {
             }
         }
     }
+    opts.cancel = crate::signals::install(crate::signals::OnSignal::Cancel, STOPPED);
     let bar = Bar(args.bar.wanted(true).then(|| {
         // The decoded size (a compressed size would fill the bar at a third
         // of an .xz image): from the block map, or where the format keeps

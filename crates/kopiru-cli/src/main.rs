@@ -8,6 +8,7 @@ mod args;
 mod bench;
 #[cfg(unix)]
 mod bench_fsync;
+mod changes;
 mod copy;
 #[cfg(unix)]
 mod dedupe;
@@ -19,14 +20,20 @@ mod plot;
 mod probe;
 mod progress;
 mod render;
+mod select;
 mod signals;
 mod verify;
 
-use clap::Parser;
+use clap::{CommandFactory, FromArgMatches};
 use std::process::ExitCode;
 
 fn main() -> ExitCode {
-    let cli = args::Cli::parse();
+    let matches = args::Cli::command().get_matches();
+    let mut cli = args::Cli::from_arg_matches(&matches)
+        .unwrap_or_else(|e| e.format(&mut args::Cli::command()).exit());
+    if let (args::Command::Copy(a), Some(("copy", m))) = (&mut cli.command, matches.subcommand()) {
+        a.select.order(m); // --exclude/--include in the order given
+    }
     let code = match cli.command {
         args::Command::Copy(a) => copy::run(a),
         args::Command::Probe(a) => probe::run(a),

@@ -11,7 +11,7 @@
 //! which Windows runs on a thread of its own.
 
 use crate::exit;
-use std::sync::atomic::{AtomicBool, AtomicI32, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicI32, AtomicPtr, Ordering};
 use std::sync::OnceLock;
 
 /// The signals that stop a run.
@@ -22,8 +22,10 @@ const SIGNALS: [libc::c_int; 3] = [libc::SIGINT, libc::SIGTERM, libc::SIGHUP];
 /// handler only ever reads an initialised cell.
 static CANCEL: OnceLock<kopiru::Cancel> = OnceLock::new();
 /// What the handler prints after `kopiru: received SIGxxx` before it
-/// exits: made before the handler is installed.
-static EXIT_MESSAGE: OnceLock<Vec<u8>> = OnceLock::new();
+/// exits: made (and leaked, so it is never freed under the handler) before
+/// the handler may read it; a command that moves on to another phase
+/// installs again with another message.
+static EXIT_MESSAGE: AtomicPtr<Vec<u8>> = AtomicPtr::new(std::ptr::null_mut());
 /// The first signal received (0: none).
 static RECEIVED: AtomicI32 = AtomicI32::new(0);
 /// Exit on the first signal, printing [`EXIT_MESSAGE`].
@@ -47,7 +49,8 @@ pub enum OnSignal {
 /// [`exit::CANCELLED`]. Call once per process, before the run starts.
 pub fn install(on_first: OnSignal, exit_message: &str) -> kopiru::Cancel {
     let cancel = CANCEL.get_or_init(kopiru::Cancel::new).clone();
-    let _ = EXIT_MESSAGE.set(format!(": {exit_message}\n").into_bytes());
+    let message = Box::leak(Box::new(format!(": {exit_message}\n").into_bytes()));
+    EXIT_MESSAGE.store(message, Ordering::SeqCst);
     EXIT_AT_ONCE.store(on_first == OnSignal::Exit, Ordering::SeqCst);
     install_handler();
     cancel
@@ -176,7 +179,9 @@ fn handle(sig: i32) {
     if !first {
         write_stderr(b" again");
     }
-    if let Some(m) = EXIT_MESSAGE.get() {
+    // SAFETY: the pointer is null or a leaked Vec that is never freed or
+    // changed after it was stored.
+    if let Some(m) = unsafe { EXIT_MESSAGE.load(Ordering::SeqCst).as_ref() } {
         write_stderr(m);
     }
     exit_now()

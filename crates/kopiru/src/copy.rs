@@ -1,11 +1,13 @@
 //! The public copy entry: plan the request, refuse what cannot be done
-//! before anything is written, run the tree copy, then verify it if asked.
+//! before anything is written, run the tree copy (or, with `dry_run`, the
+//! preview), delete what the source lacks (`delete`), then verify it if
+//! asked.
 
 use crate::error::{Error, Op, Refusal, Side};
 use crate::events::{Phase, Reporter, Summary};
 use crate::options::CopyOptions;
 use crate::plan::{self, PlanError};
-use crate::{precheck, sys, tree, verify};
+use crate::{delete, precheck, preview, sys, tree, verify};
 use std::path::{Path, PathBuf};
 use std::time::Instant;
 
@@ -25,12 +27,7 @@ pub fn copy(
 ) -> Result<Summary, PlanError> {
     let start = Instant::now();
     let (mut jobs, mut refused) = plan::plan(sources, dest, opts)?;
-    if let Some(e) = precheck::clone_possible(&jobs, opts) {
-        // One refusal for the whole request, before anything is created.
-        refused.push(e);
-        jobs.clear();
-    }
-    let pairs: Vec<(PathBuf, PathBuf)> = jobs
+    let mut pairs: Vec<(PathBuf, PathBuf)> = jobs
         .iter()
         .map(|j| {
             (
@@ -39,7 +36,24 @@ pub fn copy(
             )
         })
         .collect();
+    if opts.dry_run {
+        let mut summary = preview::run(jobs, opts, reporter, refused);
+        if opts.delete && !summary.cancelled {
+            delete::run(&pairs, opts, reporter, &mut summary);
+        }
+        summary.elapsed = start.elapsed();
+        return Ok(summary);
+    }
+    if let Some(e) = precheck::clone_possible(&jobs, opts) {
+        // One refusal for the whole request, before anything is created.
+        refused.push(e);
+        jobs.clear();
+        pairs.clear();
+    }
     let (mut summary, hashes) = tree::run(jobs, opts, reporter, refused);
+    if opts.delete && !summary.cancelled {
+        delete::run(&pairs, opts, reporter, &mut summary);
+    }
     if opts.verify && !summary.cancelled {
         reporter.phase(Phase::Verifying);
         for (src, dst) in &pairs {
@@ -65,7 +79,7 @@ fn verify_copy(
         extra_is_difference: false,
         cancel: opts.cancel.clone(),
     };
-    let report = verify::verify_copy(src, dst, &vopts, hashes);
+    let report = verify::verify_copy(src, dst, &vopts, hashes, opts);
     summary.cancelled |= report.cancelled;
     summary.verified_files += report.files;
     for d in report.differences {

@@ -4,7 +4,7 @@
 //! (`--sync`), staged trees and their publishing, and the clean-up of what
 //! an interrupted run left (`--resume`).
 
-use crate::error::{Error, Op};
+use crate::error::{Error, Op, Refusal, Side};
 use crate::events::Method;
 use crate::options::SyncMode;
 use crate::sys::AsFd;
@@ -24,7 +24,7 @@ use std::sync::{Arc, Condvar, Mutex};
 pub(crate) const FLUSH_EVERY: std::time::Duration = std::time::Duration::from_millis(50);
 
 /// Every temporary name kopiru makes starts with this, so leftovers are
-/// recognisable (and removed by `--resume`).
+/// recognisable (and removed by the next run once their process is gone).
 pub const TMP_PREFIX: &str = ".kopiru-tmp.";
 
 /// A top-level directory built under a temporary name beside its
@@ -36,6 +36,9 @@ pub(crate) struct StagedTree {
     pub(crate) name: NameBuf,
     /// The source directory's (device, inode), for [`crate::record`].
     pub(crate) source: (u64, u64),
+    /// The staged directory, locked ([`Worker::lock_staged`]) until it is
+    /// published or the run ends; `None` for a macOS whole-tree clone.
+    pub(crate) _lock: Option<Fd>,
 }
 
 impl Shared<'_> {
@@ -45,8 +48,11 @@ impl Shared<'_> {
         let Some(file) = &self.opts.copies_record else {
             return;
         };
-        let made = sys::stat_at(t.parent.dst.as_fd(), &t.name, false)
-            .and_then(|st| crate::record::record(file, t.source, (st.dev, st.ino)));
+        let path = join(&t.parent.dst_path, sys::os_str(&t.name));
+        let made = sys::stat_at(t.parent.dst.as_fd(), &t.name, false).and_then(|st| {
+            let real = std::fs::canonicalize(&path)?;
+            crate::record::record(file, t.source, (st.dev, st.ino), &real)
+        });
         if let Err(e) = made {
             // The copy is fine; only a rerun could nest.
             self.warn(Error::dst(file, Op::Write, &e));
@@ -107,7 +113,7 @@ impl Shared<'_> {
     /// flush makes those names durable. A failed flush fails everything that
     /// was waiting on that filesystem: its temporary files and trees are
     /// removed, never renamed, and the flush is not retried.
-    pub(crate) fn publish(&self) {
+    pub(crate) fn publish(&self, walked: bool) {
         let opts = self.opts;
         if opts.sync != SyncMode::None {
             self.reporter.phase(crate::events::Phase::Flushing);
@@ -154,7 +160,7 @@ impl Shared<'_> {
             renamed_on.push(dir.dst_dev);
         }
         for t in staged {
-            if opts.cancel.is_cancelled() {
+            if !walked {
                 // Kept under its staged name for `--resume` (or removed by
                 // the next plain run of the same command).
                 continue;
@@ -248,6 +254,9 @@ impl<'scope, 'env, 'a> Worker<'scope, 'env, 'a> {
         // Only touched when there is one: a read-only destination then
         // fails on the directory itself, with its own name.
         let leftover = sys::stat_at(parent.dst.as_fd(), &tmp, false).is_ok();
+        if leftover && self.staged_tree_busy(parent, &tmp, dst_name) {
+            return Err(());
+        }
         // A leftover beside a destination that exists now cannot be
         // resumed (the copy merges into what is there): removed.
         if leftover && (exists || !self.sh.opts.resume) {
@@ -261,6 +270,46 @@ impl<'scope, 'env, 'a> Worker<'scope, 'env, 'a> {
             }
         }
         Ok((!exists).then_some(tmp))
+    }
+
+    /// Whether a staged tree is being built by a live kopiru (which holds
+    /// its lock: [`Worker::lock_staged`]); if so, reported.
+    fn staged_tree_busy(&self, parent: &DirNode, tmp: &Name, dst_name: &Name) -> bool {
+        let held = sys::open_dir(parent.dst.as_fd(), tmp)
+            .and_then(|fd| sys::try_lock(fd.as_fd()))
+            .is_ok_and(|free| !free);
+        if held {
+            let path = join(&parent.dst_path, sys::os_str(dst_name));
+            let why = Refusal::Busy;
+            self.sh
+                .error(Error::refused(Side::Destination, path, Op::Copy, why));
+        }
+        held
+    }
+
+    /// Locks a staged tree's directory for the rest of the run, so that
+    /// another kopiru copying to the same destination neither removes nor
+    /// reuses it. `None`: another holds it (reported).
+    pub(crate) fn lock_staged(&self, dir: &Fd, path: &Path) -> Option<Fd> {
+        let lock = dir
+            .try_clone()
+            .and_then(|fd| match sys::try_lock(fd.as_fd())? {
+                true => Ok(Some(fd)),
+                false => Ok(None),
+            });
+        match lock {
+            Ok(Some(fd)) => Some(fd),
+            Ok(None) => {
+                let why = Refusal::Busy;
+                self.sh
+                    .error(Error::refused(Side::Destination, path, Op::Copy, why));
+                None
+            }
+            Err(e) => {
+                self.sh.error(Error::dst(path, Op::Open, &e));
+                None
+            }
+        }
     }
 }
 
@@ -279,33 +328,6 @@ fn name_hash(name: &Name) -> u64 {
 pub(crate) fn staged_name(dst_name: &Name) -> NameBuf {
     let h = name_hash(dst_name);
     sys::name(&format!("{TMP_PREFIX}tree.{h:016x}"))
-}
-
-/// The temporary name of a file named on the command line, beside its
-/// destination: the same for every run, so the next run of the same
-/// command removes what an interrupted one left (a large file's partial
-/// copy, say) with one call, without listing the directory.
-pub(crate) fn file_tmp_name(dst_name: &Name) -> NameBuf {
-    let h = name_hash(dst_name);
-    sys::name(&format!("{TMP_PREFIX}file.{h:016x}"))
-}
-
-/// Removes what an interrupted run of the same command left of a
-/// command-line file: its temporary (see [`file_tmp_name`]).
-pub(crate) fn clean_file_leftover(sh: &Shared, dir: &Fd, path: &Path, dst_name: &Name) {
-    let tmp = file_tmp_name(dst_name);
-    match sys::unlink_at(dir.as_fd(), &tmp, false) {
-        Ok(()) => {}
-        Err(e)
-            if matches!(
-                e.kind(),
-                io::ErrorKind::NotFound
-                    | io::ErrorKind::IsADirectory
-                    | io::ErrorKind::ReadOnlyFilesystem
-                    | io::ErrorKind::PermissionDenied
-            ) => {}
-        Err(e) => sh.warn(Error::dst(join(path, sys::os_str(&tmp)), Op::Remove, &e)),
-    }
 }
 
 /// The process id in a temporary name `.kopiru-tmp.<pid>.<n>`.
@@ -393,10 +415,9 @@ impl Worker<'_, '_, '_> {
     /// cost half as much again on ext4, measured), else a new temporary
     /// name, so that its final name only ever shows a whole file.
     pub(crate) fn write_name(&self, dir: &DirNode, dst_name: &Name) -> NameBuf {
-        match (dir.staged && dir.fresh, dir.stat.is_none()) {
-            (true, _) => dst_name.to_owned(),
-            (false, true) => file_tmp_name(dst_name),
-            (false, false) => self.tmp_name(),
+        match dir.staged && dir.fresh {
+            true => dst_name.to_owned(),
+            false => self.tmp_name(),
         }
     }
 
@@ -473,9 +494,6 @@ mod tests {
         assert_eq!(a, staged_name(&sys::name("copy")));
         assert_ne!(a, staged_name(&sys::name("copy2")));
         assert!(sys::name_bytes(&a).starts_with(b".kopiru-tmp.tree."));
-        let f = file_tmp_name(&sys::name("copy"));
-        assert!(sys::name_bytes(&f).starts_with(b".kopiru-tmp.file."));
-        assert_ne!(f, a);
     }
 
     #[test]

@@ -54,6 +54,8 @@ pub enum Op {
     Rename,
     /// Removing a name.
     Remove,
+    /// Giving a replaced entry its backup name (`--backup`).
+    Backup,
     /// Making data or names durable.
     Sync,
     /// Closing a written file (where delayed write errors appear).
@@ -107,6 +109,7 @@ impl Op {
             Op::Copy => "copy",
             Op::Rename => "rename",
             Op::Remove => "remove",
+            Op::Backup => "backup",
             Op::Sync => "sync",
             Op::Close => "close",
             Op::SetTimes => "set times",
@@ -183,6 +186,13 @@ pub enum Refusal {
     ChangedType,
     /// A copy differs from its source.
     Differs(Mismatch),
+    /// Another kopiru is copying to this destination now.
+    Busy,
+    /// Two sources of one command go to the same destination name.
+    SameDestination {
+        /// The source that was there first.
+        first: PathBuf,
+    },
     /// `--method clone` where the two filesystems cannot clone.
     CannotClone {
         /// Why the clone was refused ("EXDEV", "ext4 cannot clone", ...).
@@ -307,6 +317,14 @@ impl fmt::Display for Refusal {
             Refusal::NotADirectory => f.write_str("not a directory"),
             Refusal::ChangedType => f.write_str("changed type while being copied"),
             Refusal::Differs(m) => m.fmt(f),
+            Refusal::Busy => f.write_str(
+                "another kopiru is copying to this destination now (wait for it, or stop it)",
+            ),
+            Refusal::SameDestination { first } => write!(
+                f,
+                "will not overwrite the copy of '{}' made by this same command",
+                crate::paths::Escaped(first.as_os_str())
+            ),
             Refusal::CannotClone { why } => write!(
                 f,
                 "cannot clone here ({why}); nothing was copied (--method auto falls back)"

@@ -61,6 +61,53 @@ pub struct FileDone<'a> {
     pub why_not: Option<&'a str>,
 }
 
+/// What kind of entry a [`Change`] is about.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum EntryKind {
+    /// A regular file.
+    File,
+    /// A directory.
+    Dir,
+    /// A symbolic link; [`Change::target`] is what it points to.
+    Symlink,
+    /// A FIFO, socket or device node.
+    Special,
+    /// Another name of a file copied earlier; [`Change::target`] is that
+    /// copy's path.
+    HardLink,
+}
+
+/// What happens (or, with `dry_run`, would happen) to a destination entry.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ChangeKind {
+    /// Made where nothing was.
+    Created,
+    /// Put in place of an existing entry, which differed in `size` and/or
+    /// modification `time` (both false: in something else, e.g. content).
+    Replaced {
+        /// The sizes differ.
+        size: bool,
+        /// The modification times differ.
+        time: bool,
+    },
+    /// Removed: not in the source (`--delete`).
+    Deleted,
+}
+
+/// One destination entry created, replaced or deleted (reported once it is
+/// done, or as planned with `dry_run`). Directories merged into and entries
+/// left as they were are not reported.
+pub struct Change<'a> {
+    /// The entry's destination path.
+    pub path: &'a Path,
+    /// Its kind.
+    pub kind: EntryKind,
+    /// What happens to it.
+    pub change: ChangeKind,
+    /// A symlink's target, or the first copy a hard link is made to.
+    pub target: Option<&'a Path>,
+}
+
 /// What a copy is doing, for a progress display.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 #[non_exhaustive]
@@ -87,6 +134,9 @@ pub trait Reporter: Sync {
     fn warning(&self, _err: &Error) {}
     /// The copy moved on to another phase.
     fn phase(&self, _phase: Phase) {}
+    /// A destination entry was created, replaced or deleted; with
+    /// `dry_run`, would be (nothing is written then).
+    fn change(&self, _change: &Change) {}
 }
 
 /// A reporter that ignores everything.
@@ -117,6 +167,9 @@ pub struct Summary {
     /// flush of their filesystem failed (under `--sync end`): none of them
     /// is at the destination.
     pub withdrawn: u64,
+    /// Destination entries removed (or, with `dry_run`, to be removed)
+    /// because the source does not have them (`--delete`).
+    pub deleted: u64,
     /// Files compared with their source after copying (`--verify`).
     pub verified_files: u64,
     /// Files per [`Method`], indexed in [`Method::ALL`] order.
@@ -137,9 +190,10 @@ impl Summary {
         self.methods[m.index()]
     }
 
-    /// Whether anything at all was created and kept.
+    /// Whether anything at all was created and kept (or deleted, with
+    /// `--delete`).
     pub fn copied_anything(&self) -> bool {
         let made = self.files + self.dirs + self.symlinks + self.specials + self.hardlinks;
-        made - self.dirs_merged + self.skipped > self.withdrawn
+        made - self.dirs_merged + self.skipped + self.deleted > self.withdrawn
     }
 }

@@ -12,9 +12,11 @@ mod copy;
 mod data;
 #[cfg(unix)]
 pub mod dedupe;
+mod delete;
 mod durable;
 mod error;
 mod events;
+mod filter;
 #[cfg(unix)]
 pub mod flash;
 mod meta;
@@ -23,6 +25,7 @@ mod par;
 pub mod paths;
 mod plan;
 mod precheck;
+mod preview;
 pub mod probe;
 mod record;
 pub(crate) mod sys;
@@ -31,8 +34,11 @@ pub mod verify;
 
 pub use cancel::Cancel;
 pub use error::{reason, Cause, Error, Mismatch, Op, Refusal, Side};
-pub use events::{FileDone, Method, NoopReporter, Phase, Reporter, Summary};
-pub use options::{CopyOptions, Follow, MethodChoice, Preserve, SparseMode, SyncMode};
+pub use events::{
+    Change, ChangeKind, EntryKind, FileDone, Method, NoopReporter, Phase, Reporter, Summary,
+};
+pub use filter::{Filter, PatternError, Rule, RuleKind};
+pub use options::{Backup, CopyOptions, Follow, MethodChoice, Preserve, SparseMode, SyncMode};
 pub use plan::PlanError;
 
 pub use copy::copy;

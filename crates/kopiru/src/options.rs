@@ -95,6 +95,17 @@ pub enum SyncMode {
     File,
 }
 
+/// cp's `--backup`: the name a replaced destination entry keeps.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Backup {
+    /// `name~` (replacing an older one).
+    Simple,
+    /// `name.~N~`, N one more than the highest there.
+    Numbered,
+    /// Numbered if `name` has numbered backups already, else simple.
+    Existing,
+}
+
 /// Options of one copy.
 #[derive(Clone, Debug)]
 pub struct CopyOptions {
@@ -121,6 +132,35 @@ pub struct CopyOptions {
     /// After copying (and flushing), compare every file with its source,
     /// reading the destination from the device (BLAKE3 of both).
     pub verify: bool,
+    /// `--exclude`/`--include`: entries inside the copied directories that
+    /// are left out (an excluded directory is not descended into).
+    pub filter: crate::Filter,
+    /// Write nothing: report through [`crate::Reporter::change`] what a
+    /// copy would create or replace, and count it in the summary.
+    pub dry_run: bool,
+    /// Replace an existing destination entry only when the source is newer
+    /// (by modification time), as `cp -u`.
+    pub update: bool,
+    /// Do not enter directories on another filesystem than the copied
+    /// source directory; they are made, empty (`cp -x`).
+    pub one_file_system: bool,
+    /// An existing destination file is kept when its content is the
+    /// source's (compared byte for byte), and replaced otherwise, instead
+    /// of the size and time test of `resume` (and the replacement of every
+    /// file of a merge).
+    pub checksum: bool,
+    /// After the copy, remove what the destination holds that the source
+    /// does not (entries the filter excludes are kept). Only when the
+    /// destination is the copy itself: `no_target_directory` or sources
+    /// without a name of their own (`SOURCE/.`).
+    pub delete: bool,
+    /// Before an existing destination entry is replaced, it gets a backup
+    /// name (`cp --backup`).
+    pub backup: Option<Backup>,
+    /// Report every entry created or replaced through
+    /// [`crate::Reporter::change`] (`--itemize-changes`); off by default, as
+    /// it costs a path per entry.
+    pub report_changes: bool,
     /// Stops the copy when cancelled: checked between entries and between
     /// chunks of a large file. Files in flight are removed, nothing
     /// half-written keeps a final name, a staged tree is kept for
@@ -146,6 +186,14 @@ impl Default for CopyOptions {
             no_clobber: false,
             no_target_directory: false,
             verify: false,
+            filter: crate::Filter::new(),
+            dry_run: false,
+            update: false,
+            one_file_system: false,
+            checksum: false,
+            delete: false,
+            backup: None,
+            report_changes: false,
             cancel: crate::Cancel::new(),
             copies_record: None,
         }

@@ -27,7 +27,13 @@ impl fmt::Display for Escaped<'_> {
             for c in good.chars() {
                 match c {
                     '\\' => f.write_str("\\\\")?,
-                    c if c.is_control() && (c as u32) < 0x80 => write!(f, "\\x{:02x}", c as u32)?,
+                    // C0, DEL and C1 controls: their UTF-8 bytes.
+                    c if c.is_control() => {
+                        let mut b = [0; 4];
+                        for byte in c.encode_utf8(&mut b).bytes() {
+                            write!(f, "\\x{byte:02x}")?;
+                        }
+                    }
                     c => f.write_char(c)?,
                 }
             }

@@ -3,7 +3,7 @@
 
 use crate::error::{Error, Op, Refusal, Side};
 use crate::options::{CopyOptions, Follow};
-use crate::sys::{self, Fd, FileKind};
+use crate::sys::{self, AsFd, Fd, FileKind};
 use std::ffi::{CString, OsStr};
 use std::fmt;
 use std::path::{Component, Path, PathBuf};
@@ -47,6 +47,14 @@ pub(crate) fn plan(
             "-T (no target directory) takes one source and one destination".into(),
         ));
     }
+    if opts.delete && !opts.no_target_directory && sources.iter().any(|s| ends_in_name(s)) {
+        return Err(PlanError(
+            "--delete removes from DEST what the source does not have, so DEST must be \
+             the copy itself: give -T (SOURCE DEST), or write SOURCE/. to copy the \
+             contents of SOURCE into DEST"
+                .into(),
+        ));
+    }
     // With -T the destination is the copy itself, never a directory to copy
     // into.
     let dest_is_dir = !opts.no_target_directory
@@ -59,17 +67,40 @@ pub(crate) fn plan(
     }
     let mut jobs = Vec::new();
     let mut refused = Vec::new();
+    // (destination directory, name) of each job so far, and its source.
+    let mut targets: Vec<((u64, u64), CString, &Path)> = Vec::new();
     for src in sources {
         match plan_one(src, dest, dest_is_dir, opts) {
-            Ok(job) => jobs.push(job),
+            Ok(job) => {
+                let dir = sys::fstat(job.dst_dir.as_fd()).map(|st| (st.dev, st.ino));
+                let taken = dir.as_ref().ok().and_then(|d| {
+                    targets
+                        .iter()
+                        .find(|(td, tn, _)| td == d && *tn == job.dst_name)
+                });
+                match (taken, dir) {
+                    // cp: "will not overwrite just-created".
+                    (Some((_, _, first)), _) => refused.push(Error::refused(
+                        Side::Source,
+                        src,
+                        Op::Copy,
+                        Refusal::SameDestination {
+                            first: first.to_path_buf(),
+                        },
+                    )),
+                    (None, Ok(d)) => {
+                        targets.push((d, job.dst_name.clone(), src));
+                        jobs.push(job);
+                    }
+                    (None, Err(e)) => refused.push(Error::dst(&job.dst_parent, Op::Stat, &e)),
+                }
+            }
             Err(e) => refused.push(e),
         }
     }
     Ok((jobs, refused))
 }
 
-/// Splits a path into (parent, name), resolving `.`, `..` and `/` first since
-/// they have no name of their own.
 /// Whether a path ends in a name of its own: not `.`, `..` or `/`. (Rust's
 /// `components()` drops a trailing `.`, so "dir/." is checked by hand: cp
 /// copies the contents of "dir/." into the destination itself.)
@@ -107,11 +138,12 @@ fn is_recorded_copy(dest: &Path, src: &Path, src_st: &sys::Stat, opts: &CopyOpti
     let Some(name) = src.file_name() else {
         return false;
     };
+    let (Ok(d), Ok(real)) = (sys::stat_path(dest, true), dest.canonicalize()) else {
+        return false;
+    };
     src_st.kind() == FileKind::Dir
         && sys::stat_path(&dest.join(name), false).is_err()
-        && sys::stat_path(dest, true).is_ok_and(|d| {
-            crate::record::is_copy_of(file, (src_st.dev, src_st.ino), (d.dev, d.ino))
-        })
+        && crate::record::is_copy_of(file, (src_st.dev, src_st.ino), (d.dev, d.ino), &real)
 }
 
 fn plan_one(src: &Path, dest: &Path, dest_is_dir: bool, opts: &CopyOptions) -> Result<Job, Error> {

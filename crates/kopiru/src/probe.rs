@@ -113,7 +113,7 @@ pub(crate) fn clone_into(src: FdRef, dst_dir: FdRef, name: &CStr) -> io::Result<
 }
 
 /// Whether the filesystems refuse to clone the open regular file `src`
-/// into `dst_dir`: tried on a scratch name (`.kopiru-probe.<pid>.<n>`),
+/// into `dst_dir`: tried on a scratch name (`.kopiru-tmp.<pid>.<n>`),
 /// removed afterwards. `Some` only with the filesystem's answer (EXDEV,
 /// EOPNOTSUPP, ENOTTY, ENOSYS, EINVAL); `None` when the clone worked or
 /// the trial could not tell (the scratch file could not be made: read-only,
@@ -121,7 +121,16 @@ pub(crate) fn clone_into(src: FdRef, dst_dir: FdRef, name: &CStr) -> io::Result<
 pub(crate) fn clone_refused(src: FdRef, dst_dir: FdRef) -> Option<io::Error> {
     static N: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
     let n = N.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-    let name = CString::new(format!(".kopiru-probe.{}.{n}", std::process::id())).expect("no NUL");
+    // A temporary name as the copy makes them (counted down from the top,
+    // apart from the copy's own): a kill right here leaves a leftover the
+    // next run removes.
+    let pid = std::process::id();
+    let name = CString::new(format!(
+        "{}{pid}.{}",
+        crate::durable::TMP_PREFIX,
+        u64::MAX - n
+    ))
+    .expect("no NUL");
     match clone_into(src, dst_dir, &name) {
         Ok(()) => {
             let _ = sys::unlink_at(dst_dir, &name, false);

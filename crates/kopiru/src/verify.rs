@@ -7,6 +7,8 @@
 //! that were read for it.
 
 use crate::error::{Error, Mismatch, Op};
+use crate::filter::Filter;
+use crate::options::CopyOptions;
 use crate::par::{self, par_map};
 use crate::sys::AsFd;
 use crate::sys::{self, Aligned, Fd, FileKind, Stat};
@@ -101,6 +103,12 @@ struct FilePair {
 struct Walk<'k> {
     opts: &'k VerifyOptions,
     known: &'k SourceHashes,
+    /// `--exclude`/`--include` of the copy: what it left out is not missing.
+    filter: &'k Filter,
+    /// `-x` of the copy: directories on another filesystem than the root
+    /// (whose device is `root_dev`, once met) were made empty.
+    one_file_system: bool,
+    root_dev: Option<u64>,
     /// The compared roots, for the paths in error messages.
     src_root: &'k Path,
     dst_root: &'k Path,
@@ -114,7 +122,13 @@ struct Walk<'k> {
 
 /// Compares the tree (or file) `dst` with `src`.
 pub fn verify(src: &Path, dst: &Path, opts: VerifyOptions) -> VerifyReport {
-    verify_copy(src, dst, &opts, &SourceHashes::default())
+    verify_copy(
+        src,
+        dst,
+        &opts,
+        &SourceHashes::default(),
+        &CopyOptions::default(),
+    )
 }
 
 /// Compares `dst` with `src`; source files with a hash in `known` (taken
@@ -124,10 +138,14 @@ pub(crate) fn verify_copy(
     dst: &Path,
     opts: &VerifyOptions,
     known: &SourceHashes,
+    copy: &CopyOptions,
 ) -> VerifyReport {
     let mut walk = Walk {
         opts,
         known,
+        filter: &copy.filter,
+        one_file_system: copy.one_file_system,
+        root_dev: None,
         src_root: src,
         dst_root: dst,
         files: Vec::new(),
@@ -235,12 +253,19 @@ impl Walk<'_> {
                     (_, Err(e)) => self.fail(false, rel, Op::Readlink, &e),
                 }
             }
+            FileKind::Dir if self.other_filesystem(&s) => {}
             FileKind::Dir => self.dir(sd, sn, dd, dn, rel),
             FileKind::CharDevice | FileKind::BlockDevice if s.rdev != d.rdev => {
                 self.differ(rel, Mismatch::DeviceNumber)
             }
             _ => {}
         }
+    }
+
+    /// With `-x`, whether the source directory `s` is on another filesystem
+    /// than the first one met (the root), so the copy did not enter it.
+    fn other_filesystem(&mut self, s: &Stat) -> bool {
+        self.one_file_system && *self.root_dev.get_or_insert(s.dev) != s.dev
     }
 
     /// Whether `s` (in the source) and `d` (its copy) are one more name of
@@ -283,6 +308,11 @@ impl Walk<'_> {
         };
         for name in &snames {
             let sub = rel.join(sys::os_str(name));
+            let is_dir =
+                || sys::stat_at(s.as_fd(), name, false).is_ok_and(|st| st.kind() == FileKind::Dir);
+            if !self.filter.is_empty() && self.filter.excludes(&sub, is_dir) {
+                continue;
+            }
             self.entry(&s, name, &d, name, &sub);
         }
         if self.opts.extra_is_difference {

@@ -322,19 +322,9 @@ pub fn clone_impossible() -> R {
 /// A read-only destination (a filesystem remounted read-only, and a
 /// read-only bind mount) fails with the destination's own name and the
 /// operation that failed, and exit 1 when nothing was copied.
-///
-/// FAILS until tree.rs is fixed (this branch may not edit it):
-/// - a new directory is reported as `MNT/.kopiru-tmp.tree.<hash>: remove:
-///   Read-only file system`: `stage()` removes a leftover staged tree
-///   without checking that there is one, and `rmdir` on a read-only mount
-///   fails with EROFS before it looks the name up, so the ENOENT that
-///   `stage()` ignores never comes. Fix: `stat_at` the staged name first and
-///   call `remove_tree` only when it exists (as `--resume` shows, the mkdir
-///   then reports `MNT/new: mkdir: Read-only file system`).
-/// - a merge into an existing directory exits 23 though nothing was
-///   copied: the directory merged into is counted in `directories`
-///   (`counters.dirs` is incremented for a directory that was there,
-///   `fresh == false`), so `copied_anything()` is true.
+/// (It failed before `stage()` looked for a leftover staged tree before
+/// removing one, and before a directory merged into stopped counting as
+/// something copied.)
 pub fn readonly_dest() -> R {
     let mnt = fixture::make_fs(Fs::Ext4, "edges-ro", 16, &[])?;
     std::fs::create_dir_all(mnt.join("existing/src"))?;

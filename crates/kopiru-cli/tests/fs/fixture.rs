@@ -166,7 +166,7 @@ pub fn shared(fs: Fs) -> Result<&'static Path, String> {
         [OnceLock::new(), OnceLock::new(), OnceLock::new()];
     let i = Fs::ALL.iter().position(|f| *f == fs).unwrap();
     CELLS[i]
-        .get_or_init(|| make_fs(fs, fs.name(), 2048, &[]))
+        .get_or_init(|| make_fs(fs, fs.name(), 8192, &[]))
         .as_deref()
         .map_err(|e| e.clone())
 }

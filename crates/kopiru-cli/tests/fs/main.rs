@@ -21,6 +21,7 @@ mod fixture;
 mod flash;
 mod help;
 mod manifest;
+mod options;
 mod reruns;
 mod signals;
 mod trees;
@@ -1032,6 +1033,7 @@ fn main() {
         (!fixture::have("strace"))
             .then(|| "strace not installed (apt-get install strace)".to_string())
     };
+    options::trials(&mut add);
     add(
         "out_of_inodes".into(),
         Fs::Ext4.unavailable(),
@@ -1204,7 +1206,6 @@ fn main() {
         ext4.clone().or_else(|| Fs::Xfs.unavailable()),
         Box::new(edges::clone_impossible),
     );
-    // Fails until tree.rs's stage() is fixed: see edges::readonly_dest.
     add(
         "edges_readonly_dest::ext4".into(),
         ext4.clone(),

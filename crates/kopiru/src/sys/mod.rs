@@ -14,6 +14,11 @@ mod unix;
 #[cfg(unix)]
 pub use unix::*;
 
+#[cfg(unix)]
+mod process;
+#[cfg(unix)]
+pub use process::*;
+
 #[cfg(target_os = "linux")]
 mod linux;
 #[cfg(target_os = "linux")]

@@ -38,7 +38,7 @@ pub(crate) fn retry<T>(mut f: impl FnMut() -> io::Result<T>) -> io::Result<T> {
 }
 
 /// A point in time with nanoseconds, as the kernel keeps it.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Default)]
 pub struct Timespec {
     /// Seconds since the epoch.
     pub sec: i64,
@@ -400,6 +400,26 @@ pub fn read(fd: FdRef, buf: &mut [u8]) -> io::Result<usize> {
     retry(|| cvt_size(unsafe { libc::read(fd.as_raw_fd(), buf.as_mut_ptr().cast(), buf.len()) }))
 }
 
+/// Whether the first `len` bytes of `a` and `b` are the same and both end
+/// there, read with `pread` (the descriptors' offsets do not move).
+pub fn same_data(a: FdRef, b: FdRef, len: u64) -> bool {
+    let (mut x, mut y) = (vec![0u8; 256 << 10], vec![0u8; 256 << 10]);
+    let mut off = 0u64;
+    loop {
+        let (ra, rb) = match (pread(a, &mut x, off), pread(b, &mut y, off)) {
+            (Ok(ra), Ok(rb)) => (ra, rb),
+            _ => return false,
+        };
+        if ra != rb || x[..ra] != y[..rb] {
+            return false;
+        }
+        if ra == 0 {
+            return off == len;
+        }
+        off += ra as u64;
+    }
+}
+
 /// `pread` at `offset`.
 pub fn pread(fd: FdRef, buf: &mut [u8], offset: u64) -> io::Result<usize> {
     retry(|| {
@@ -460,59 +480,6 @@ pub fn seek_data(fd: FdRef, offset: u64, hole: bool) -> io::Result<Option<u64>> 
     }
     Ok(Some(r as u64))
 }
-
-/// The process umask, read once (it can only be read by setting it).
-pub fn umask() -> u32 {
-    let old = unsafe { libc::umask(0o022) };
-    unsafe { libc::umask(old) };
-    old as u32
-}
-
-/// The effective user id.
-/// Whether a process with this id is running on this machine.
-pub fn process_alive(pid: u32) -> bool {
-    // SAFETY: signal 0 only checks that the process exists.
-    let r = unsafe { libc::kill(pid as libc::pid_t, 0) };
-    r == 0 || io::Error::last_os_error().raw_os_error() != Some(libc::ESRCH)
-}
-
-pub fn euid() -> u32 {
-    unsafe { libc::geteuid() }
-}
-
-/// Raises the soft limit on open files to the hard limit: the parallel walk
-/// keeps two descriptors per directory in progress.
-pub fn raise_fd_limit() {
-    unsafe {
-        let mut lim = std::mem::zeroed::<libc::rlimit>();
-        if libc::getrlimit(libc::RLIMIT_NOFILE, &mut lim) != 0 {
-            return;
-        }
-        if lim.rlim_cur < lim.rlim_max {
-            lim.rlim_cur = lim.rlim_max.min(1 << 20);
-            libc::setrlimit(libc::RLIMIT_NOFILE, &lim);
-        }
-        // Grow the descriptor table now, while it is cheap. Linux grows it
-        // by doubling as descriptors are opened, and in a process with
-        // several threads each growth waits for an RCU grace period
-        // (milliseconds): on a node_modules tree the workers slept ~20 ms
-        // in `expand_files` while directories were queued. A descriptor
-        // at a high number makes the kernel size the table for it once
-        // (F_DUPFD takes the first free number from there: nothing open is
-        // replaced).
-        let top = (lim.rlim_cur.min(FD_TABLE_RESERVE) as libc::c_int) - 1;
-        if top > 2 {
-            let fd = libc::fcntl(2, libc::F_DUPFD_CLOEXEC, top);
-            if fd >= 0 {
-                libc::close(fd);
-            }
-        }
-    }
-}
-
-/// Descriptor-table size reserved at start: each queued directory holds
-/// two descriptors, so this covers a few thousand queued directories.
-const FD_TABLE_RESERVE: libc::rlim_t = 16384;
 
 /// Lists extended attribute names of an open file.
 pub fn xattr_list(fd: FdRef) -> io::Result<Vec<CString>> {

@@ -211,7 +211,7 @@ fn create_file(path: PathBuf, access: u32, disposition: u32, flags: u32) -> io::
 }
 
 /// A point in time with nanoseconds (Windows keeps 100 ns).
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Default)]
 pub struct Timespec {
     /// Seconds since the Unix epoch.
     pub sec: i64,
@@ -868,6 +868,26 @@ pub fn pread(fd: FdRef, buf: &mut [u8], offset: u64) -> io::Result<usize> {
     read_at(fd, buf, Some(offset))
 }
 
+/// Whether the first `len` bytes of `a` and `b` are the same and both end
+/// there (positional reads: the handles' positions do not move).
+pub fn same_data(a: FdRef, b: FdRef, len: u64) -> bool {
+    let (mut x, mut y) = (vec![0u8; 256 << 10], vec![0u8; 256 << 10]);
+    let mut off = 0u64;
+    loop {
+        let (ra, rb) = match (pread(a, &mut x, off), pread(b, &mut y, off)) {
+            (Ok(ra), Ok(rb)) => (ra, rb),
+            _ => return false,
+        };
+        if ra != rb || x[..ra] != y[..rb] {
+            return false;
+        }
+        if ra == 0 {
+            return off == len;
+        }
+        off += ra as u64;
+    }
+}
+
 /// Writes all of `buf` at `offset`.
 pub fn pwrite_all(fd: FdRef, mut buf: &[u8], mut offset: u64) -> io::Result<()> {
     let h = fd.handle()?;
@@ -923,6 +943,14 @@ pub fn process_alive(pid: u32) -> bool {
     let ok = unsafe { GetExitCodeProcess(h, &mut code) };
     unsafe { CloseHandle(h) };
     ok == 0 || code == STILL_ACTIVE as u32
+}
+
+/// Not yet on Windows: always "taken". Unix locks a staged tree's
+/// directory (`flock`) so that a second kopiru copying to the same
+/// destination at the same time leaves it alone; Windows cannot lock a
+/// directory's bytes, and two such runs are not kept apart there yet.
+pub fn try_lock(_fd: FdRef) -> io::Result<bool> {
+    Ok(true)
 }
 
 /// Owners are not kept on Windows: kopiru acts as if it may set them (and

@@ -7,7 +7,7 @@ use super::worker::Worker;
 use super::*;
 use crate::durable::*;
 use crate::error::{Error, Op, Refusal, Side};
-use crate::events::Method;
+use crate::events::{EntryKind, Method};
 use crate::options::{Follow, SyncMode};
 use crate::sys::AsFd;
 use crate::sys::Name;
@@ -54,13 +54,14 @@ impl<'scope, 'env, 'a> Worker<'scope, 'env, 'a> {
         };
         // What the directory is made as: its final name, or the staged one.
         let target = staged_tmp.as_deref().unwrap_or(dst_name);
-        let stage_it = |w: &Self| {
+        let stage_it = |w: &Self, lock: Option<Fd>| {
             if let Some(tmp) = &staged_tmp {
                 w.sh.staged.lock().expect("staged lock").push(StagedTree {
                     parent: parent.clone(),
                     tmp: tmp.clone(),
                     name: dst_name.to_owned(),
                     source: (st.dev, st.ino),
+                    _lock: lock,
                 });
             }
         };
@@ -68,7 +69,7 @@ impl<'scope, 'env, 'a> Worker<'scope, 'env, 'a> {
             && self.whole_clone_allowed()
             && self.clone_whole_dir(parent, &src, name, target)
         {
-            return stage_it(self);
+            return stage_it(self, None);
         }
         let Some(made) = self.make_dir(parent, &st, target, dst_name) else {
             return;
@@ -79,7 +80,17 @@ impl<'scope, 'env, 'a> Worker<'scope, 'env, 'a> {
             fresh,
             dst_dev,
         } = made;
+        if fresh {
+            self.changed(parent, dst_name, EntryKind::Dir, None, &st, None);
+        }
         let dst_path = join(&parent.dst_path, sys::os_str(dst_name));
+        let lock = match staged_tmp {
+            Some(_) => match self.lock_staged(&dst, &dst_path) {
+                Some(fd) => Some(fd),
+                None => return,
+            },
+            None => None,
+        };
         if dst_dev != parent.dst_dev {
             self.sh.add_filesystem(dst_dev, &dst, &dst_path);
         }
@@ -91,18 +102,28 @@ impl<'scope, 'env, 'a> Worker<'scope, 'env, 'a> {
             dst_dev,
             Some(parent.clone()),
         );
+        node.root_dev = st.dev;
+        if !top_level {
+            node.rel = parent.rel.join(sys::os_str(name));
+            node.root_dev = parent.root_dev;
+        }
+        // -x: a directory on another filesystem is made, not entered.
+        let enter = !self.sh.opts.one_file_system || st.dev == node.root_dev;
         node.stat = Some(st);
         node.created_perm = created_perm;
         node.staged = parent.staged || staged_tmp.is_some();
         node.fresh = fresh;
         let node = Arc::new(node);
-        stage_it(self);
+        stage_it(self, lock);
         parent.pending.fetch_add(1, Ordering::SeqCst);
         self.sh.counters.dirs.fetch_add(1, Ordering::Relaxed);
         if !fresh {
             self.sh.counters.dirs_merged.fetch_add(1, Ordering::Relaxed);
         }
-        self.push(Task::List(node));
+        match enter {
+            true => self.push(Task::List(node)),
+            false => self.release(node),
+        }
     }
 
     /// Makes the destination directory `target` in `parent` (or finds it
@@ -196,6 +217,9 @@ impl<'scope, 'env, 'a> Worker<'scope, 'env, 'a> {
         matches!(o.method, MethodChoice::Auto | MethodChoice::Clone)
             && o.sparse != SparseMode::Never
             && o.follow == Follow::Never
+            && o.filter.is_empty()
+            && !o.one_file_system
+            && !o.report_changes
             && (!o.preserve.owner || sys::euid() == 0)
     }
 

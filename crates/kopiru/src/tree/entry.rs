@@ -5,11 +5,14 @@ use super::node::*;
 use super::worker::Worker;
 use super::*;
 use crate::error::{Op, Refusal};
+use crate::events::{Change, ChangeKind, EntryKind};
 use crate::meta::{self, Target};
+use crate::options::CopyOptions;
 use crate::sys::AsFd;
 use crate::sys::Name;
 use crate::sys::{self, Fd, FileKind, Stat};
 use std::io;
+use std::path::Path;
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
 
@@ -37,12 +40,13 @@ impl<'scope, 'env, 'a> Worker<'scope, 'env, 'a> {
     /// `--no-clobber` anything is kept; with `--resume` an entry that is
     /// already a complete copy is kept.
     /// A hard link passes `resume_keeps` false: a whole file under its name
-    /// is kept only if it already is that link.
+    /// is kept only if it already is that link. `src_fd`: the open source
+    /// of a regular file, for `--checksum`.
     pub(crate) fn existing(
         &self,
         dir: &DirNode,
         dst_name: &Name,
-        src: &Stat,
+        (src, src_fd): (&Stat, Option<&Fd>),
         resume_keeps: bool,
     ) -> Existing {
         let Ok(d) = sys::stat_at(dir.dst.as_fd(), dst_name, false) else {
@@ -60,35 +64,25 @@ impl<'scope, 'env, 'a> Worker<'scope, 'env, 'a> {
             self.dst_refusal(dir, dst_name, same);
             return Existing::Refused;
         }
-        let opts = self.sh.opts;
-        let complete = || self.complete(&d, src, dir.staged);
-        if opts.no_clobber || (opts.resume && resume_keeps && complete()) {
+        let same = || {
+            let open = || sys::open_source(dir.dst.as_fd(), dst_name, false, false, false);
+            match (src_fd, open()) {
+                (Some(s), Ok(dfd)) => sys::same_data(s.as_fd(), dfd.as_fd(), src.size),
+                _ => false,
+            }
+        };
+        if keeps(self.sh.opts, &d, src, dir.staged, resume_keeps, same) {
             self.sh.counters.skipped.fetch_add(1, Ordering::Relaxed);
             return Existing::Keep;
         }
-        Existing::Replace
-    }
-
-    /// Whether a destination entry is a finished copy of `src`. Outside a
-    /// staged tree, files are renamed to their final names only when whole,
-    /// so what was in flight is a leftover temporary. Inside one, files are
-    /// written in place with their times set last: a file cut short keeps
-    /// the time of its last write, not the source's. So a regular file must
-    /// match in size and modification time; when times are not kept, files
-    /// in a resumed staged tree are copied again.
-    pub(crate) fn complete(&self, d: &Stat, src: &Stat, staged: bool) -> bool {
-        match src.kind() {
-            FileKind::File => {
-                d.kind() == FileKind::File
-                    && d.size == src.size
-                    && if self.sh.opts.preserve.times {
-                        d.mtime == src.mtime
-                    } else {
-                        !staged
-                    }
+        if let Some(kind) = self.sh.opts.backup {
+            // Not replaced without its backup.
+            if let Err(e) = self.back_up(dir, dst_name, kind) {
+                self.dst_error(dir, dst_name, Op::Backup, &e);
+                return Existing::Refused;
             }
-            k => d.kind() == k,
         }
+        Existing::Replace(d)
     }
 
     /// Opens a source entry and stats it on the descriptor (one lookup);
@@ -159,6 +153,7 @@ impl<'scope, 'env, 'a> Worker<'scope, 'env, 'a> {
             self.copy_file(f, None).map(|name| LinkTarget {
                 dir: dir.clone(),
                 name,
+                dst_name: f.dst_name.to_owned(),
             })
         });
         if copied_here {
@@ -191,12 +186,14 @@ impl<'scope, 'env, 'a> Worker<'scope, 'env, 'a> {
                 }
             }
         }
+        let first = || join(&target.dir.dst_path, sys::os_str(&target.dst_name));
         if self.defers(dir) {
             // A visible name may only appear once the data is durable.
-            match self.existing(dir, dst_name, st, false) {
+            let old = match self.existing(dir, dst_name, (st, None), false) {
                 Existing::Keep | Existing::Refused => return,
-                Existing::Absent | Existing::Replace => {}
-            }
+                Existing::Absent => None,
+                Existing::Replace(d) => Some(d),
+            };
             let tmp = self.tmp_name();
             match make(&tmp) {
                 Ok(()) => {
@@ -205,14 +202,32 @@ impl<'scope, 'env, 'a> Worker<'scope, 'env, 'a> {
                         .expect("deferred lock")
                         .push((tmp, dst_name.to_owned()));
                     self.sh.counters.hardlinks.fetch_add(1, Ordering::Relaxed);
+                    let first = self.sh.opts.report_changes.then(first);
+                    self.changed(
+                        dir,
+                        dst_name,
+                        EntryKind::HardLink,
+                        old,
+                        st,
+                        first.as_deref(),
+                    );
                 }
                 Err(e) => self.dst_error(dir, dst_name, Op::Link, &e),
             }
             return;
         }
         match self.make_or_replace(dir, dst_name, st, false, make) {
-            Some(Ok(())) => {
+            Some(Ok(old)) => {
                 self.sh.counters.hardlinks.fetch_add(1, Ordering::Relaxed);
+                let first = self.sh.opts.report_changes.then(first);
+                self.changed(
+                    dir,
+                    dst_name,
+                    EntryKind::HardLink,
+                    old,
+                    st,
+                    first.as_deref(),
+                );
             }
             Some(Err(e)) => self.dst_error(dir, dst_name, Op::Link, &e),
             None => {}
@@ -230,23 +245,27 @@ impl<'scope, 'env, 'a> Worker<'scope, 'env, 'a> {
         st: &Stat,
         resume_keeps: bool,
         make: impl Fn(&Name) -> io::Result<()>,
-    ) -> Option<io::Result<()>> {
+    ) -> Option<io::Result<Option<Stat>>> {
         match make(dst_name) {
             Err(e) if e.kind() == io::ErrorKind::AlreadyExists => {
-                match self.existing(dir, dst_name, st, resume_keeps) {
+                let old = match self.existing(dir, dst_name, (st, None), resume_keeps) {
                     Existing::Keep | Existing::Refused => return None,
-                    Existing::Absent | Existing::Replace => {}
-                }
+                    Existing::Absent => None,
+                    Existing::Replace(d) => Some(d),
+                };
                 let tmp = self.tmp_name();
-                Some(make(&tmp).and_then(|()| {
-                    sys::rename_at(dir.dst.as_fd(), &tmp, dir.dst.as_fd(), dst_name).inspect_err(
-                        |_| {
-                            let _ = sys::unlink_at(dir.dst.as_fd(), &tmp, false);
-                        },
-                    )
-                }))
+                Some(
+                    make(&tmp)
+                        .and_then(|()| {
+                            sys::rename_at(dir.dst.as_fd(), &tmp, dir.dst.as_fd(), dst_name)
+                                .inspect_err(|_| {
+                                    let _ = sys::unlink_at(dir.dst.as_fd(), &tmp, false);
+                                })
+                        })
+                        .map(|()| old),
+                )
             }
-            r => Some(r),
+            r => Some(r.map(|()| None)),
         }
     }
 
@@ -260,7 +279,8 @@ impl<'scope, 'env, 'a> Worker<'scope, 'env, 'a> {
             Err(e) => return self.src_error(dir, name, Op::Readlink, &e),
         };
         let make = |n: &Name| sys::symlink_at(&target, dir.dst.as_fd(), n);
-        if self.create_or_replace(dir, dst_name, &st, Op::Symlink, make) {
+        let shown = (EntryKind::Symlink, Some(Path::new(sys::os_str(&target))));
+        if self.create_or_replace(dir, dst_name, &st, (Op::Symlink, shown), make) {
             self.sh.counters.symlinks.fetch_add(1, Ordering::Relaxed);
         }
     }
@@ -272,28 +292,31 @@ impl<'scope, 'env, 'a> Worker<'scope, 'env, 'a> {
         };
         let mode = st.type_and_perm();
         let make = |n: &Name| sys::mknod_at(dir.dst.as_fd(), n, mode, st.rdev);
-        if self.create_or_replace(dir, dst_name, &st, Op::Mknod, make) {
+        let shown = (EntryKind::Special, None);
+        if self.create_or_replace(dir, dst_name, &st, (Op::Mknod, shown), make) {
             self.sh.counters.specials.fetch_add(1, Ordering::Relaxed);
         }
     }
 
     /// Creates a symlink or special file with `make` (replacing an existing
-    /// entry atomically), then applies its metadata by name.
+    /// entry atomically), then applies its metadata by name. `how`: the
+    /// operation named in errors, and the kind and target reported.
     pub(crate) fn create_or_replace(
         &mut self,
         dir: &DirNode,
         dst_name: &Name,
         st: &Stat,
-        op: Op,
+        how: (Op, (EntryKind, Option<&Path>)),
         make: impl Fn(&Name) -> io::Result<()>,
     ) -> bool {
+        let (op, (kind, shown)) = how;
         match self.make_or_replace(dir, dst_name, st, true, make) {
             None => return false,
             Some(Err(e)) => {
                 self.dst_error(dir, dst_name, op, &e);
                 return false;
             }
-            Some(Ok(())) => {}
+            Some(Ok(old)) => self.changed(dir, dst_name, kind, old, st, shown),
         }
         let created_perm = st.perm() & 0o777 & !self.sh.umask;
         let owner_now = self.new_owner(dir, || sys::stat_at(dir.dst.as_fd(), dst_name, false));
@@ -311,5 +334,81 @@ impl<'scope, 'env, 'a> Worker<'scope, 'env, 'a> {
             self.warnings(&join(&dir.dst_path, sys::os_str(dst_name)), w);
         }
         true
+    }
+}
+
+impl Worker<'_, '_, '_> {
+    /// Reports (with `report_changes`) that `name` in `dir` was created, or
+    /// replaced `old`, as a copy of `new`.
+    pub(crate) fn changed(
+        &self,
+        dir: &DirNode,
+        name: &Name,
+        kind: EntryKind,
+        old: Option<Stat>,
+        new: &Stat,
+        target: Option<&Path>,
+    ) {
+        if !self.sh.opts.report_changes {
+            return;
+        }
+        let change = match old {
+            None => ChangeKind::Created,
+            Some(d) => ChangeKind::Replaced {
+                size: kind == EntryKind::File && d.size != new.size,
+                time: d.mtime != new.mtime,
+            },
+        };
+        self.sh.reporter.change(&Change {
+            path: &join(&dir.dst_path, sys::os_str(name)),
+            kind,
+            change,
+            target,
+        });
+    }
+}
+
+/// Whether the existing destination entry `d` stays in place of a copy of
+/// `src`: always with `--no-clobber`; with `--update` unless the source is
+/// newer; with `--checksum`, a regular file whose content is the source's
+/// (`same` compares them); with `--resume` when it is already a complete
+/// copy (`resume_keeps` false for a hard link, which is kept only if it is
+/// that link). `staged`: it is inside a staged tree.
+pub(crate) fn keeps(
+    opts: &CopyOptions,
+    d: &Stat,
+    src: &Stat,
+    staged: bool,
+    resume_keeps: bool,
+    same: impl FnOnce() -> bool,
+) -> bool {
+    if opts.no_clobber || (opts.update && d.mtime >= src.mtime) {
+        return true;
+    }
+    if opts.checksum && resume_keeps && src.kind() == FileKind::File {
+        return d.kind() == FileKind::File && d.size == src.size && same();
+    }
+    opts.resume && resume_keeps && complete(opts, d, src, staged)
+}
+
+/// Whether a destination entry is a finished copy of `src`. Outside a
+/// staged tree, files are renamed to their final names only when whole,
+/// so what was in flight is a leftover temporary. Inside one, files are
+/// written in place with their times set last: a file cut short keeps
+/// the time of its last write, not the source's. So a regular file must
+/// match in size and modification time; when times are not kept, files
+/// in a resumed staged tree are copied again.
+fn complete(opts: &CopyOptions, d: &Stat, src: &Stat, staged: bool) -> bool {
+    match src.kind() {
+        FileKind::File => {
+            d.kind() == FileKind::File
+                && d.size == src.size
+                && if opts.preserve.times {
+                    d.mtime == src.mtime
+                } else {
+                    !staged
+                }
+        }
+        k => d.kind() == k,
     }
 }

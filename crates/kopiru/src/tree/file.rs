@@ -6,7 +6,7 @@ use super::worker::Worker;
 use super::*;
 use crate::data::{self};
 use crate::error::Op;
-use crate::events::{FileDone, Method};
+use crate::events::{EntryKind, FileDone, Method};
 use crate::meta::{self, Target};
 use crate::options::SyncMode;
 use crate::sys::AsFd;
@@ -34,11 +34,13 @@ impl<'scope, 'env, 'a> Worker<'scope, 'env, 'a> {
             }
             return None;
         }
+        let mut old = None;
         if !dir.fresh {
-            match self.existing(dir, f.dst_name, f.st, true) {
+            match self.existing(dir, f.dst_name, (f.st, Some(f.src)), true) {
                 Existing::Keep => return Some(f.dst_name.to_owned()),
                 Existing::Refused => return None,
-                Existing::Absent | Existing::Replace => {}
+                Existing::Absent => {}
+                Existing::Replace(d) => old = Some(d),
             }
         }
         let tmp = self.write_name(dir, f.dst_name);
@@ -67,6 +69,7 @@ impl<'scope, 'env, 'a> Worker<'scope, 'env, 'a> {
             self.sh.source_hashes.lock().expect("hashes lock").push(h);
         }
         self.file_done(f, moved.bytes, moved.method, moved.why_not.as_deref());
+        self.changed(dir, f.dst_name, EntryKind::File, old, f.st, None);
         Some(placed)
     }
 

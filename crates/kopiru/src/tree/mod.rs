@@ -8,6 +8,7 @@
 //! applied when its last entry is done (post-order), counted by `pending`.
 
 mod ahead;
+mod backup;
 mod dir;
 mod entry;
 mod file;
@@ -28,6 +29,7 @@ use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Condvar, Mutex};
 
+pub(crate) use entry::keeps;
 use node::*;
 use worker::Worker;
 
@@ -89,6 +91,8 @@ pub(crate) struct Shared<'a> {
     /// written there: the flush at the end goes through it, and `syncfs`
     /// reports write-back errors that happened after it was opened.
     pub(crate) filesystems: Mutex<Vec<(u64, Fd, PathBuf)>>,
+    /// Every entry was walked before any cancel (set when the workers end).
+    pub(crate) walked: AtomicBool,
 }
 
 /// Runs every job to completion on the worker threads. Also returns the
@@ -121,24 +125,29 @@ pub(crate) fn run(
         staged: Mutex::new(Vec::new()),
         source_hashes: Mutex::new(Vec::new()),
         filesystems: Mutex::new(Vec::new()),
+        walked: AtomicBool::new(false),
     };
     for e in refused {
         sh.error(e);
     }
     // Pushed in reverse so the LIFO queue starts with the first source.
+    let mut cleaned: Vec<(u64, u64)> = Vec::new();
     for job in jobs.into_iter().rev() {
         let dst_dev = match sys::fstat(job.dst_dir.as_fd()) {
-            Ok(st) => st.dev,
+            Ok(st) if cleaned.contains(&(st.dev, st.ino)) => st.dev,
+            Ok(st) => {
+                // What an interrupted run left beside its destination (a
+                // command-line file's partial copy, say), once per directory.
+                clean_temps(&sh, &job.dst_dir, &job.dst_parent);
+                cleaned.push((st.dev, st.ino));
+                st.dev
+            }
             Err(e) => {
                 sh.error(Error::dst(&job.dst_parent, Op::Stat, &e));
                 continue;
             }
         };
         sh.add_filesystem(dst_dev, &job.dst_dir, &job.dst_parent);
-        if opts.resume {
-            clean_temps(&sh, &job.dst_dir, &job.dst_parent);
-        }
-        clean_file_leftover(&sh, &job.dst_dir, &job.dst_parent, &job.dst_name);
         let node = Arc::new(DirNode::new(
             job.src_dir,
             job.dst_dir,
@@ -174,7 +183,11 @@ pub(crate) fn run(
         *copying.0.lock().expect("copying lock") = false;
         copying.1.notify_all();
     });
-    sh.publish();
+    // A cancel that comes during the final flush does not withdraw a tree
+    // whose walk was complete.
+    let walked = !opts.cancel.is_cancelled();
+    sh.walked.store(walked, Ordering::SeqCst);
+    sh.publish(walked);
     let hashes = std::mem::take(&mut *sh.source_hashes.lock().expect("hashes lock"));
     (sh.into_summary(), SourceHashes::new(hashes))
 }
@@ -228,12 +241,13 @@ impl Shared<'_> {
             hardlinks: get(&c.hardlinks),
             skipped: get(&c.skipped),
             withdrawn: get(&c.withdrawn),
+            deleted: 0,
             verified_files: 0,
             methods: std::array::from_fn(|i| get(&c.methods[i])),
             errors: self.errors.into_inner().expect("errors lock"),
             warnings: self.warnings.into_inner().expect("warnings lock"),
             elapsed: Default::default(),
-            cancelled: self.opts.cancel.is_cancelled(),
+            cancelled: !self.walked.load(Ordering::SeqCst),
         }
     }
 }

@@ -16,6 +16,11 @@ pub(crate) struct DirNode {
     pub(crate) src_path: PathBuf,
     pub(crate) dst_path: PathBuf,
     pub(crate) dst_dev: u64,
+    /// Its path relative to the copied source directory ("" for that
+    /// directory itself), which `--exclude` patterns are matched against.
+    pub(crate) rel: PathBuf,
+    /// The device of the copied source directory (`-x`).
+    pub(crate) root_dev: u64,
     /// The source directory's stat; `None` for the parent directory of a
     /// command-line source, whose metadata is not ours to change.
     pub(crate) stat: Option<Stat>,
@@ -54,6 +59,8 @@ impl DirNode {
             src_path,
             dst_path,
             dst_dev,
+            rel: PathBuf::new(),
+            root_dev: 0,
             stat: None,
             created_perm: 0,
             pending: AtomicUsize::new(1),
@@ -73,7 +80,8 @@ pub(crate) enum Existing {
     Keep,
     /// Refused, already reported.
     Refused,
-    Replace,
+    /// To be replaced; what is there now.
+    Replace(Stat),
 }
 
 /// One entry to copy.
@@ -111,6 +119,8 @@ pub(crate) struct Shard {
 pub(crate) struct LinkTarget {
     pub(crate) dir: Arc<DirNode>,
     pub(crate) name: NameBuf,
+    /// Its final name (`name` may be a temporary one until the end).
+    pub(crate) dst_name: NameBuf,
 }
 
 pub(crate) type LinkCell = Arc<OnceLock<Option<LinkTarget>>>;

@@ -120,6 +120,9 @@ impl<'scope, 'env, 'a> Worker<'scope, 'env, 'a> {
                     false => (true, e.ino),
                 });
                 let follow = self.sh.opts.follow == Follow::Always;
+                if !self.sh.opts.filter.is_empty() {
+                    entries.retain(|e| !self.excluded(&dir, e, follow));
+                }
                 let items: Vec<Item> = entries
                     .into_iter()
                     .map(|e| Item {
@@ -165,6 +168,25 @@ impl<'scope, 'env, 'a> Worker<'scope, 'env, 'a> {
         self.release(dir);
     }
 
+    /// Whether `--exclude`/`--include` leave the listed entry `e` of `dir`
+    /// out. Its kind is looked up (one stat) only when the listing did not
+    /// give it and a directory-only pattern matches its path.
+    fn excluded(&self, dir: &DirNode, e: &sys::DirEntry, follow: bool) -> bool {
+        let rel = dir.rel.join(sys::os_str(&e.name));
+        let is_dir = || {
+            match e.kind {
+                Some(FileKind::Symlink) if follow => None,
+                k => k,
+            }
+            .or_else(|| {
+                sys::stat_at(dir.src.as_fd(), &e.name, follow)
+                    .ok()
+                    .map(|st| st.kind())
+            }) == Some(FileKind::Dir)
+        };
+        self.sh.opts.filter.excludes(&rel, is_dir)
+    }
+
     /// Copies slices of a shared directory until none is left; whoever
     /// finishes the last entry releases the directory. `lister`: the
     /// worker that listed it, which is the one that creates files ahead.
@@ -202,7 +224,11 @@ impl<'scope, 'env, 'a> Worker<'scope, 'env, 'a> {
             if cur.pending.fetch_sub(1, Ordering::AcqRel) != 1 {
                 return;
             }
-            if let Some(st) = &cur.stat {
+            // A cancelled run leaves a directory as it was made (writable
+            // by us), so that --resume can finish filling it; its final
+            // mode and times come when that run completes it.
+            let cancelled = self.sh.opts.cancel.is_cancelled();
+            if let (Some(st), false) = (&cur.stat, cancelled) {
                 let opts = self.sh.opts;
                 let owner_now = match (&cur.parent, cur.fresh) {
                     (Some(p), true) => p.new_owner.get().copied().flatten(),

@@ -1,0 +1,279 @@
+// Types of the `kopiru` package (written by hand; the native layer's own
+// generated types are in binding.d.ts and are not part of the API).
+
+/** One failure (or, in `warnings`, one piece of metadata not kept). */
+export interface EntryError {
+  /** The path concerned (UTF-8 as it is; other bytes as `\xHH`, `\` as `\\`). */
+  path: string
+  /** Which side of the operation `path` is on. */
+  side: 'source' | 'destination'
+  /** What was being done: 'stat', 'open', 'read', 'write', 'copy', 'verify', ... */
+  op: string
+  /** The OS's message, or the engine's refusal. */
+  reason: string
+  /** The OS error number; null when the engine refused by itself. */
+  errno: number | null
+  /** The errno's name ('ENOENT', 'EACCES', ...), or null. */
+  code: string | null
+}
+
+/** What a copy did: the fields of `kopiru copy --json`, in camelCase. */
+export interface Summary {
+  files: number
+  bytes: number
+  directories: number
+  symlinks: number
+  specialFiles: number
+  hardLinks: number
+  /** Left as they were: complete already (`resume`) or existing (`noClobber`). */
+  skipped: number
+  /** Counted, then removed again because the final flush failed. */
+  withdrawn: number
+  verifiedFiles: number
+  /** Files per data method. */
+  methods: { clone: number; offload: number; stream: number; sparse: number }
+  errors: EntryError[]
+  warnings: EntryError[]
+  elapsedSeconds: number
+  cancelled: boolean
+  /** The command's exit code for this outcome: 0, 1 (nothing copied), 20 (cancelled), 23 (partial). */
+  exitCode: number
+}
+
+export interface CopyProgress {
+  /** Regular files copied so far. */
+  files: number
+  /** Bytes of file data copied so far. */
+  bytes: number
+  /** 'done' in the final call only. */
+  phase: 'copying' | 'flushing' | 'verifying' | 'done'
+}
+
+export interface CopyOptions {
+  /** Keep everything (`cp -a`): mode, times, owner, xattrs (ACLs), hard links. */
+  archive?: boolean
+  /** Metadata to keep, replacing the default (mode, times, links). */
+  preserve?: Array<'mode' | 'times' | 'timestamps' | 'owner' | 'ownership' | 'xattrs' | 'xattr' | 'links' | 'all'>
+  /** 'auto' (default): clone, else in-kernel copy, else stream, per file. 'clone' refuses the
+   * whole request when the filesystems cannot clone. */
+  method?: 'auto' | 'clone' | 'offload' | 'stream'
+  /** 'end' (default): everything durable when the promise resolves; 'file': each file;
+   * 'none': like cp, data may still be in the page cache. */
+  sync?: 'none' | 'end' | 'file'
+  /** Holes: 'auto' (default) keeps those of sparse files. */
+  sparse?: 'auto' | 'always' | 'never'
+  /** Symlinks: 'never' (default) copies them as links; 'command-line' follows those named in
+   * `sources`; 'always' follows all. */
+  follow?: 'never' | 'command-line' | 'always'
+  /** Finish an interrupted copy: keep complete files, redo the rest. */
+  resume?: boolean
+  /** Never replace an existing destination entry. */
+  noClobber?: boolean
+  /** `dest` is the copy itself even if it is an existing directory (`cp -T`). */
+  noTargetDirectory?: boolean
+  /** Read every copied file back from the device and compare (BLAKE3). */
+  verify?: boolean
+  /** Worker threads; 0 (default) picks from the machine. */
+  jobs?: number
+  /** Aborting stops work already started (within a chunk of a large file); nothing
+   * half-written keeps a final name; `resume: true` finishes later. */
+  signal?: AbortSignal
+  /** At most ~10 calls a second while copying, plus one at the end with the summary's
+   * totals; counts never decrease. */
+  onProgress?: (p: CopyProgress) => void
+}
+
+/**
+ * Copies `sources` to `dest` with cp's rules (one source to a new name or into an existing
+ * directory; several into an existing directory), by the fastest method per file.
+ *
+ * Resolves with the summary when everything was copied. Rejects with a {@link KopiruError}:
+ * `code` 'KOPIRU_PARTIAL' (some entries failed, the rest was copied; `.summary`),
+ * 'KOPIRU_FAILED' (nothing could be copied; `.summary`), 'KOPIRU_REFUSED' (the request was
+ * refused before anything was written: a missing source, a directory into itself, a file onto
+ * itself, `method: 'clone'` where no clone is possible); or with an {@link AbortError}
+ * (`.summary` tells what was done).
+ */
+export function copy(sources: string | URL | Array<string | URL>, dest: string | URL, options?: CopyOptions): Promise<Summary>
+
+export interface Difference {
+  /** Relative to the compared roots ('' for the roots themselves). */
+  path: string
+  /** The same entry under `dest`. */
+  destPath: string
+  /** 'missing in destination', 'content differs', 'size differs: 3 vs 4 bytes', ... */
+  what: string
+}
+
+export interface VerifyReport {
+  /** Regular files compared by content. */
+  files: number
+  /** Bytes hashed on each side. */
+  bytes: number
+  /** No difference and nothing unreadable. */
+  equal: boolean
+  differences: Difference[]
+  errors: EntryError[]
+  /** As `kopiru verify` (like diff): 0 equal, 1 different, 2 trouble. */
+  exitCode: number
+}
+
+export interface VerifyOptions {
+  /** Hashing threads; 0 (default) picks from the machine. */
+  jobs?: number
+  /** Entries only in `dest` are not differences. */
+  ignoreExtra?: boolean
+  /** Rejects at once with an AbortError; the comparison (read-only) runs on to its end in the
+   * background (the engine's verify takes no cancel handle yet). */
+  signal?: AbortSignal
+}
+
+/** Compares `dest` with `source` by content (the destination read around the page cache).
+ * Resolves with the report whether or not they differ. */
+export function verify(source: string | URL, dest: string | URL, options?: VerifyOptions): Promise<VerifyReport>
+
+export interface FlashProgress {
+  phase: 'writing' | 'verifying' | 'done'
+  /** Bytes acknowledged by every device. */
+  written: number
+  /** The decoded image size, when the format or the block map records it. */
+  total: number | null
+  /** Bytes read back (all devices together). */
+  verified: number
+  verifyTotal: number | null
+}
+
+export interface FlashOptions {
+  /** Read every device back and compare (default true). */
+  verify?: boolean
+  /** Allow regular files as targets. */
+  allowFile?: boolean
+  /** Write even to a partition, a mounted device, or the one holding the root filesystem or
+   * the image. */
+  force?: boolean
+  /** A block map (bmaptool's XML): write only the ranges it lists, and check them. */
+  bmap?: string | URL
+  /** The devices already read as zeros: all-zero blocks are not written. */
+  zeroed?: boolean
+  /** Zero each device first (BLKZEROOUT), then skip all-zero blocks. */
+  zeroFirst?: boolean
+  /** Skip blocks that already hold the image's bytes. */
+  skipIdentical?: boolean
+  /** Stops within a chunk; the first MiB (written last) is then not written. */
+  signal?: AbortSignal
+  onProgress?: (p: FlashProgress) => void
+}
+
+export interface FlashDevice {
+  path: string
+  /** O_DIRECT was used (else buffered writes, flushed often). */
+  direct: boolean
+  /** Whether the read-back matched (null: not verified). */
+  verified: boolean | null
+  /** Offset of the first 64 KiB block that differed. */
+  mismatchAt: number | null
+  identicalBytes: number
+  /** What failed; `at` is the offset of a failed write. */
+  error: (EntryError & { at: number | null }) | null
+}
+
+export interface FlashReport {
+  /** 'raw', 'xz', 'gzip', 'zstd', 'bzip2'. */
+  format: string
+  /** Bytes of (decoded) image written to each device. */
+  imageBytes: number
+  writeSeconds: number
+  elapsedSeconds: number
+  sourceError: EntryError | null
+  cancelled: boolean
+  devices: FlashDevice[]
+  /** `sourceError` and every device's error. */
+  errors: EntryError[]
+  exitCode: number
+}
+
+/**
+ * Writes a disk image (raw, or xz/gzip/zstd/bzip2, decoded as a stream) to whole block devices
+ * and reads each back to compare. There is no prompt: the targets get the command's checks and
+ * refusals (not a block device, a partition, mounted, holding the root filesystem or the image,
+ * too small) as a 'KOPIRU_REFUSED' rejection. Some devices failed: 'KOPIRU_PARTIAL'; all:
+ * 'KOPIRU_FAILED'.
+ */
+export function flash(image: string | URL, devices: string | URL | Array<string | URL>, options?: FlashOptions): Promise<FlashReport>
+
+export interface DedupeOptions {
+  /** Find and report, change nothing. */
+  dryRun?: boolean
+  /** Files smaller than this many bytes are skipped (default: one filesystem block). */
+  minSize?: number
+  /** Threads; 0 (default) picks from the machine. */
+  jobs?: number
+  signal?: AbortSignal
+  /** Bytes hashed so far. */
+  onProgress?: (p: { bytes: number }) => void
+}
+
+export interface DedupeReport {
+  dryRun: boolean
+  filesScanned: number
+  bytesHashed: number
+  /** Groups of identical files with something to share. */
+  groups: number
+  /** Files that now share (with dryRun: would share) another's blocks. */
+  filesShared: number
+  bytesShared: number
+  alreadyShared: number
+  /** Changed between hashing and sharing: left alone. */
+  changed: number
+  /** Free space gained, as the filesystems report it (0 with dryRun). */
+  spaceFreed: number
+  /** Filesystems that cannot share blocks. */
+  unsupported: Array<{ path: string; fsType: string }>
+  errors: EntryError[]
+  elapsedSeconds: number
+  cancelled: boolean
+  exitCode: number
+}
+
+/** Finds identical regular files under `paths` and makes them share blocks (the kernel's
+ * verified dedupe). */
+export function dedupe(paths: string | URL | Array<string | URL>, options?: DedupeOptions): Promise<DedupeReport>
+
+export interface Trial {
+  works: boolean
+  /** Why not, e.g. 'Operation not supported (EOPNOTSUPP)'. */
+  detail: string | null
+}
+
+export interface ProbeReport {
+  paths: Array<{ path: string; filesystem: string }>
+  /** Clone from `path`'s filesystem to `other`'s (or within `path`'s). */
+  clone: Trial
+  /** In-kernel copy, the same way. */
+  offload: Trial
+}
+
+/** Filesystem types, and whether clone and offload work, by trying them on scratch files. */
+export function probe(path: string | URL, other?: string | URL): Promise<ProbeReport>
+
+export type KopiruErrorCode = 'KOPIRU_PARTIAL' | 'KOPIRU_FAILED' | 'KOPIRU_REFUSED'
+
+export class KopiruError extends Error {
+  name: 'KopiruError'
+  code: KopiruErrorCode
+  /** Every failure (for a refusal: the refused sources or targets). */
+  errors: EntryError[]
+  /** The operation's summary (not for a flash refused before writing, nor for probe). */
+  summary?: Summary | FlashReport | DedupeReport
+  /** With one refused path: its path, errno and reason. */
+  path?: string
+  errno?: number | null
+  reason?: string
+}
+
+export class AbortError extends Error {
+  name: 'AbortError'
+  code: 'ABORT_ERR'
+  /** What was done before the abort (copy, flash, dedupe). */
+  summary?: Summary | FlashReport | DedupeReport
+}

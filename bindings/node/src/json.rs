@@ -1,0 +1,170 @@
+//! The engine's results as plain JavaScript objects: the fields of the
+//! command's `--json` output, in camelCase.
+
+#[cfg(unix)]
+use kopiru::dedupe::DedupeSummary;
+#[cfg(unix)]
+use kopiru::flash::FlashSummary;
+use kopiru::verify::VerifyReport;
+use kopiru::{Error, Method, Summary};
+use serde_json::{json, Value};
+use std::path::Path;
+
+/// A path as a JavaScript string: as it is when it is UTF-8 (what `fs`
+/// gives back), else with kopiru's lossless escape (`\xHH` for each byte
+/// that is not UTF-8, `\\` for a backslash), as the command writes it.
+pub fn path(p: &Path) -> String {
+    match p.to_str() {
+        Some(s) => s.to_owned(),
+        None => kopiru::paths::Escaped(p.as_os_str()).to_string(),
+    }
+}
+
+/// One error: `{ path, side, op, reason, errno }` (`errno` null for a
+/// refusal the engine made itself).
+pub fn error(e: &Error) -> Value {
+    json!({
+        "path": path(&e.path),
+        "side": e.side.name(),
+        "op": e.op.name(),
+        "reason": e.reason(),
+        "errno": e.errno(),
+    })
+}
+
+fn errors(v: &[Error]) -> Vec<Value> {
+    v.iter().map(error).collect()
+}
+
+/// The exit code the command would choose (rsync's where they overlap).
+fn outcome(cancelled: bool, failed: bool, did_something: bool) -> u8 {
+    match (cancelled, failed, did_something) {
+        (true, _, _) => 20,
+        (false, false, _) => 0,
+        (false, true, true) => 23,
+        (false, true, false) => 1,
+    }
+}
+
+/// `kopiru copy --json`, in camelCase.
+pub fn copy_summary(s: &Summary) -> Value {
+    let methods: serde_json::Map<String, Value> = Method::ALL
+        .iter()
+        .map(|m| (m.name().to_string(), s.method_count(*m).into()))
+        .collect();
+    json!({
+        "files": s.files,
+        "bytes": s.bytes,
+        "directories": s.dirs,
+        "symlinks": s.symlinks,
+        "specialFiles": s.specials,
+        "hardLinks": s.hardlinks,
+        "skipped": s.skipped,
+        "withdrawn": s.withdrawn,
+        "verifiedFiles": s.verified_files,
+        "methods": methods,
+        "errors": errors(&s.errors),
+        "warnings": errors(&s.warnings),
+        "elapsedSeconds": s.elapsed.as_secs_f64(),
+        "cancelled": s.cancelled,
+        "exitCode": outcome(s.cancelled, !s.errors.is_empty(), s.copied_anything()),
+    })
+}
+
+/// `kopiru verify --json`, in camelCase, with `equal`.
+pub fn verify_report(r: &VerifyReport, dest: &Path) -> Value {
+    let code = if !r.errors.is_empty() {
+        2
+    } else if !r.differences.is_empty() {
+        1
+    } else {
+        0
+    };
+    json!({
+        "files": r.files,
+        "bytes": r.bytes,
+        "equal": code == 0,
+        "differences": r.differences.iter().map(|d| json!({
+            "path": path(&d.path),
+            "destPath": path(&match d.path.as_os_str().is_empty() {
+                true => dest.to_path_buf(),
+                false => dest.join(&d.path),
+            }),
+            "what": d.what.to_string(),
+        })).collect::<Vec<_>>(),
+        "errors": errors(&r.errors),
+        "exitCode": code,
+    })
+}
+
+/// `kopiru dedupe --json`, in camelCase (errors as objects).
+#[cfg(unix)]
+pub fn dedupe_summary(s: &DedupeSummary, dry_run: bool) -> Value {
+    let code = if s.cancelled {
+        20
+    } else if s.errors.is_empty() && s.files_scanned == 0 && !s.unsupported.is_empty() {
+        1
+    } else {
+        outcome(false, !s.errors.is_empty(), s.files_shared > 0)
+    };
+    json!({
+        "dryRun": dry_run,
+        "filesScanned": s.files_scanned,
+        "bytesHashed": s.bytes_hashed,
+        "groups": s.groups,
+        "filesShared": s.files_shared,
+        "bytesShared": s.bytes_shared,
+        "alreadyShared": s.already_shared,
+        "changed": s.changed,
+        "spaceFreed": s.space_freed,
+        "unsupported": s.unsupported.iter().map(|u| json!({
+            "path": path(&u.path),
+            "fsType": u.fs_type,
+        })).collect::<Vec<_>>(),
+        "errors": errors(&s.errors),
+        "elapsedSeconds": s.elapsed.as_secs_f64(),
+        "cancelled": s.cancelled,
+        "exitCode": code,
+    })
+}
+
+/// `kopiru flash --json`, in camelCase; a device's error is an object
+/// with the offset of the failed write (`at`).
+#[cfg(unix)]
+pub fn flash_summary(s: &FlashSummary) -> Value {
+    let good = s
+        .devices
+        .iter()
+        .filter(|d| d.error.is_none() && d.mismatch_at.is_none())
+        .count();
+    let code = if s.cancelled {
+        20
+    } else if s.ok() {
+        0
+    } else if good > 0 && s.source_error.is_none() {
+        23
+    } else {
+        1
+    };
+    json!({
+        "format": s.format,
+        "imageBytes": s.image_bytes,
+        "writeSeconds": s.write_time.as_secs_f64(),
+        "elapsedSeconds": s.elapsed.as_secs_f64(),
+        "sourceError": s.source_error.as_ref().map(error),
+        "cancelled": s.cancelled,
+        "devices": s.devices.iter().map(|d| json!({
+            "path": path(&d.path),
+            "direct": d.direct,
+            "verified": d.verified,
+            "mismatchAt": d.mismatch_at,
+            "identicalBytes": d.identical_bytes,
+            "error": d.error.as_ref().map(|e| {
+                let mut v = error(e);
+                v["at"] = json!(d.error_at);
+                v
+            }),
+        })).collect::<Vec<_>>(),
+        "exitCode": code,
+    })
+}

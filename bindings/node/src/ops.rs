@@ -1,0 +1,482 @@
+//! The operations. Each checks its options on the JavaScript thread (a bad
+//! option throws at once), then runs on a thread of its own and resolves
+//! with `{ kind, ... }`: `kind` is `"done"` (with the summary; the wrapper
+//! decides from it whether to resolve or reject), `"refused"` (the request
+//! was turned down before anything was written: `errors`), or `"error"`
+//! (`error`, probe only).
+
+use crate::json;
+use crate::progress::{Counts, ProgressFn, Ticker};
+use crate::{off_thread, CancelToken};
+#[cfg(unix)]
+use kopiru::dedupe::DedupeOptions;
+#[cfg(unix)]
+use kopiru::flash::{self, Bmap, FlashEvents, FlashOptions};
+use kopiru::verify::VerifyOptions;
+use kopiru::{
+    CopyOptions, Error as KError, FileDone, Follow, MethodChoice, Op, Phase, Preserve, Refusal,
+    Reporter, Side, SparseMode, SyncMode,
+};
+use napi::bindgen_prelude::*;
+use napi_derive::napi;
+use serde_json::json;
+use std::path::{Path, PathBuf};
+use std::sync::atomic::Ordering;
+use std::sync::Arc;
+
+fn invalid(msg: String) -> napi::Error {
+    napi::Error::new(Status::InvalidArg, msg)
+}
+
+/// Options of `copy`, as the wrapper passes them (already defaulted).
+#[napi(object)]
+pub struct NativeCopyOptions {
+    /// Keep everything (`cp -a`): mode, times, owner, xattrs, links.
+    pub archive: Option<bool>,
+    /// Metadata to keep: mode, times, owner, xattrs, links, all.
+    pub preserve: Option<Vec<String>>,
+    /// auto, clone, offload, stream.
+    pub method: Option<String>,
+    /// none, end, file.
+    pub sync: Option<String>,
+    /// auto, always, never.
+    pub sparse: Option<String>,
+    /// never, command-line, always.
+    pub follow: Option<String>,
+    pub resume: Option<bool>,
+    pub no_clobber: Option<bool>,
+    pub no_target_directory: Option<bool>,
+    pub verify: Option<bool>,
+    pub jobs: Option<u32>,
+}
+
+impl NativeCopyOptions {
+    fn engine(&self) -> Result<CopyOptions> {
+        let mut preserve = match self.archive {
+            Some(true) => Preserve::ALL,
+            _ => Preserve::DEFAULT,
+        };
+        if let Some(items) = self.preserve.as_ref().filter(|v| !v.is_empty()) {
+            preserve = Preserve {
+                mode: false,
+                times: false,
+                owner: false,
+                xattrs: false,
+                links: false,
+            };
+            for p in items {
+                match p.as_str() {
+                    "mode" => preserve.mode = true,
+                    "times" | "timestamps" => preserve.times = true,
+                    "owner" | "ownership" => preserve.owner = true,
+                    "xattrs" | "xattr" => preserve.xattrs = true,
+                    "links" => preserve.links = true,
+                    "all" => preserve = Preserve::ALL,
+                    other => return Err(invalid(format!("unknown preserve item '{other}'"))),
+                }
+            }
+        }
+        let method = match self.method.as_deref().unwrap_or("auto") {
+            "auto" => MethodChoice::Auto,
+            "clone" => MethodChoice::Clone,
+            "offload" => MethodChoice::Offload,
+            "stream" => MethodChoice::Stream,
+            m => return Err(invalid(format!("unknown method '{m}'"))),
+        };
+        let sync = match self.sync.as_deref().unwrap_or("end") {
+            "none" => SyncMode::None,
+            "end" => SyncMode::End,
+            "file" => SyncMode::File,
+            m => return Err(invalid(format!("unknown sync mode '{m}'"))),
+        };
+        let sparse = match self.sparse.as_deref().unwrap_or("auto") {
+            "auto" => SparseMode::Auto,
+            "always" => SparseMode::Always,
+            "never" => SparseMode::Never,
+            m => return Err(invalid(format!("unknown sparse mode '{m}'"))),
+        };
+        let follow = match self.follow.as_deref().unwrap_or("never") {
+            "never" => Follow::Never,
+            "command-line" => Follow::CommandLine,
+            "always" => Follow::Always,
+            m => return Err(invalid(format!("unknown follow mode '{m}'"))),
+        };
+        Ok(CopyOptions {
+            method,
+            sparse,
+            preserve,
+            follow,
+            jobs: self.jobs.unwrap_or(0) as usize,
+            sync,
+            resume: self.resume.unwrap_or(false),
+            no_clobber: self.no_clobber.unwrap_or(false),
+            no_target_directory: self.no_target_directory.unwrap_or(false),
+            verify: self.verify.unwrap_or(false),
+            ..CopyOptions::default()
+        })
+    }
+}
+
+/// Counts files and bytes for `onProgress`, and the phase.
+struct CopyReporter(Arc<Counts>);
+
+impl Reporter for CopyReporter {
+    fn file_done(&self, _: &FileDone) {
+        self.0.add_files(1);
+    }
+    fn bytes(&self, n: u64) {
+        self.0.add_bytes(n);
+    }
+    fn phase(&self, p: Phase) {
+        let n = match p {
+            Phase::Copying => 0,
+            Phase::Flushing => 1,
+            Phase::Verifying => 2,
+            _ => 0,
+        };
+        self.0.phase.store(n, Ordering::Relaxed);
+    }
+}
+
+fn phase_name(n: u8) -> &'static str {
+    match n {
+        1 => "flushing",
+        2 => "verifying",
+        _ => "copying",
+    }
+}
+
+/// Whether `e` turns the whole request down, before anything of it was
+/// written: a source that does not exist, a directory copied into itself,
+/// a file copied onto itself, a directory over a file (or the reverse) at
+/// the top, or `method: 'clone'` where no clone is possible.
+fn is_refusal(e: &KError, sources: &[PathBuf], dest: &Path) -> bool {
+    let top = sources.iter().any(|s| s == &e.path)
+        || e.path == dest
+        || sources
+            .iter()
+            .filter_map(|s| s.file_name())
+            .any(|n| dest.join(n) == e.path);
+    if !top {
+        return false;
+    }
+    match e.refusal() {
+        Some(
+            Refusal::SameFile { .. }
+            | Refusal::IntoItself { .. }
+            | Refusal::DirOverNonDir { .. }
+            | Refusal::NonDirOverDir { .. }
+            | Refusal::NotADirectory
+            | Refusal::CannotClone { .. },
+        ) => true,
+        Some(_) => false,
+        None => e.side == Side::Source && e.op == Op::Stat && e.errno() == Some(libc::ENOENT),
+    }
+}
+
+/// `copy(sources, dest, options, cancel, onProgress)`.
+#[napi(ts_return_type = "Promise<unknown>")]
+pub fn copy<'e>(
+    env: &'e Env,
+    sources: Vec<String>,
+    dest: String,
+    options: Option<NativeCopyOptions>,
+    cancel: &CancelToken,
+    #[napi(ts_arg_type = "((progress: any) => void) | undefined | null")] on_progress: Option<
+        ProgressFn,
+    >,
+) -> Result<Object<'e>> {
+    let mut opts = match &options {
+        Some(o) => o.engine()?,
+        None => CopyOptions::default(),
+    };
+    opts.cancel = cancel.inner.clone();
+    let sources: Vec<PathBuf> = sources.into_iter().map(PathBuf::from).collect();
+    let dest = PathBuf::from(dest);
+    off_thread(env, "copy", move || {
+        let counts = Arc::new(Counts::default());
+        let c = counts.clone();
+        let ticker = Ticker::start(on_progress, move || {
+            json!({
+                "files": c.get(&c.files),
+                "bytes": c.get(&c.bytes),
+                "phase": phase_name(c.phase.load(Ordering::Relaxed)),
+            })
+        });
+        let reporter = CopyReporter(counts.clone());
+        let result = kopiru::copy(&sources, &dest, &opts, &reporter);
+        ticker.stop();
+        let reported = json!({
+            "files": counts.get(&counts.files),
+            "bytes": counts.get(&counts.bytes),
+        });
+        match result {
+            // A request that cannot be carried out at all (several sources
+            // and a destination that is not a directory).
+            Err(e) => json!({
+                "kind": "refused",
+                "message": e.to_string(),
+                "errors": [{
+                    "path": json::path(&dest),
+                    "side": "destination",
+                    "op": "copy",
+                    "reason": e.to_string(),
+                    "errno": null,
+                }],
+            }),
+            Ok(s) => {
+                let refused = !s.cancelled
+                    && !s.errors.is_empty()
+                    && !s.copied_anything()
+                    && s.errors.iter().all(|e| is_refusal(e, &sources, &dest));
+                json!({
+                    "kind": if refused { "refused" } else { "done" },
+                    "summary": json::copy_summary(&s),
+                    "errors": s.errors.iter().map(json::error).collect::<Vec<_>>(),
+                    "reported": reported,
+                })
+            }
+        }
+    })
+}
+
+/// Options of `verify`.
+#[napi(object)]
+pub struct NativeVerifyOptions {
+    /// Hashing threads; 0 picks from the machine.
+    pub jobs: Option<u32>,
+    /// Entries only in the destination are not differences.
+    pub ignore_extra: Option<bool>,
+}
+
+/// `verify(source, dest, options, cancel)`. An abort rejects at once (the
+/// comparison writes nothing) and cancels the engine, which stops within a
+/// chunk in the background.
+#[napi(ts_return_type = "Promise<unknown>")]
+pub fn verify<'e>(
+    env: &'e Env,
+    source: String,
+    dest: String,
+    options: Option<NativeVerifyOptions>,
+    cancel: &CancelToken,
+) -> Result<Object<'e>> {
+    let opts = VerifyOptions {
+        jobs: options.as_ref().and_then(|o| o.jobs).unwrap_or(0) as usize,
+        extra_is_difference: !options
+            .as_ref()
+            .and_then(|o| o.ignore_extra)
+            .unwrap_or(false),
+        cancel: cancel.inner.clone(),
+    };
+    let (source, dest) = (PathBuf::from(source), PathBuf::from(dest));
+    off_thread(env, "verify", move || {
+        let r = kopiru::verify::verify(&source, &dest, opts);
+        json!({ "kind": "done", "summary": json::verify_report(&r, &dest) })
+    })
+}
+
+/// Options of `flash` (no prompt: the wrapper's caller has decided).
+#[cfg(unix)]
+#[napi(object)]
+pub struct NativeFlashOptions {
+    /// Read every device back and compare (default true).
+    pub verify: Option<bool>,
+    /// Allow regular files as targets.
+    pub allow_file: Option<bool>,
+    /// Write even to a mounted device, a partition, or the one holding the
+    /// root filesystem or the image.
+    pub force: Option<bool>,
+    /// A block map (bmaptool's XML): write only the ranges it lists.
+    pub bmap: Option<String>,
+    /// The devices already read as zeros.
+    pub zeroed: Option<bool>,
+    /// Zero each device first (BLKZEROOUT).
+    pub zero_first: Option<bool>,
+    /// Skip blocks that already hold the image's bytes.
+    pub skip_identical: Option<bool>,
+}
+
+#[cfg(unix)]
+struct FlashCounts(Arc<Counts>);
+
+#[cfg(unix)]
+impl FlashEvents for FlashCounts {
+    fn written(&self, n: u64) {
+        self.0.add_bytes(n);
+    }
+    fn verifying(&self, total: u64) {
+        self.0.total2.store(total, Ordering::Relaxed);
+        self.0.phase.store(2, Ordering::Relaxed);
+    }
+    fn verified(&self, n: u64) {
+        self.0.bytes2.fetch_add(n, Ordering::Relaxed);
+    }
+}
+
+/// `flash(image, devices, options, cancel, onProgress)`: the targets are
+/// checked (the command's refusals) before anything is written.
+#[cfg(unix)]
+#[napi(ts_return_type = "Promise<unknown>")]
+pub fn flash<'e>(
+    env: &'e Env,
+    image: String,
+    devices: Vec<String>,
+    options: Option<NativeFlashOptions>,
+    cancel: &CancelToken,
+    #[napi(ts_arg_type = "((progress: any) => void) | undefined | null")] on_progress: Option<
+        ProgressFn,
+    >,
+) -> Result<Object<'e>> {
+    let o = options.unwrap_or(NativeFlashOptions {
+        verify: None,
+        allow_file: None,
+        force: None,
+        bmap: None,
+        zeroed: None,
+        zero_first: None,
+        skip_identical: None,
+    });
+    let cancel = cancel.inner.clone();
+    let image = PathBuf::from(image);
+    let devices: Vec<PathBuf> = devices.into_iter().map(PathBuf::from).collect();
+    off_thread(env, "flash", move || {
+        let refused = |e: &KError| json!({ "kind": "refused", "message": e.to_string(), "errors": [json::error(e)] });
+        let bmap = match o.bmap.as_deref().map(|p| Bmap::load(Path::new(p))) {
+            None => None,
+            Some(Ok(m)) => Some(m),
+            Some(Err(e)) => return refused(&e),
+        };
+        let opts = FlashOptions {
+            verify: o.verify.unwrap_or(true),
+            allow_file: o.allow_file.unwrap_or(false),
+            force: o.force.unwrap_or(false),
+            bmap,
+            zeroed: o.zeroed.unwrap_or(false),
+            zero_first: o.zero_first.unwrap_or(false),
+            skip_identical: o.skip_identical.unwrap_or(false),
+            cancel,
+        };
+        let targets = match flash::check_targets(&image, &devices, &opts) {
+            Ok(t) => t,
+            Err(e) => return refused(&e),
+        };
+        let total = opts
+            .bmap
+            .as_ref()
+            .map(|m| m.image_size)
+            .or_else(|| flash::uncompressed_size(&image));
+        let counts = Arc::new(Counts::default());
+        let c = counts.clone();
+        let ticker = Ticker::start(on_progress, move || {
+            let verify_total = c.get(&c.total2);
+            json!({
+                "phase": if c.phase.load(Ordering::Relaxed) == 2 { "verifying" } else { "writing" },
+                "written": c.get(&c.bytes),
+                "total": total,
+                "verified": c.get(&c.bytes2),
+                "verifyTotal": (verify_total > 0).then_some(verify_total),
+            })
+        });
+        let s = flash::flash(&image, &targets, &opts, &FlashCounts(counts.clone()));
+        ticker.stop();
+        json!({
+            "kind": "done",
+            "summary": json::flash_summary(&s),
+            "reported": {
+                "written": counts.get(&counts.bytes),
+                "verified": counts.get(&counts.bytes2),
+            },
+        })
+    })
+}
+
+/// Options of `dedupe`.
+#[cfg(unix)]
+#[napi(object)]
+pub struct NativeDedupeOptions {
+    /// Find and report, change nothing.
+    pub dry_run: Option<bool>,
+    /// Files smaller than this are skipped (default: one block).
+    pub min_size: Option<f64>,
+    /// Threads; 0 picks from the machine.
+    pub jobs: Option<u32>,
+}
+
+#[cfg(unix)]
+struct HashCounts(Arc<Counts>);
+
+#[cfg(unix)]
+impl Reporter for HashCounts {
+    fn bytes(&self, n: u64) {
+        self.0.add_bytes(n);
+    }
+}
+
+/// `dedupe(paths, options, cancel, onProgress)`.
+#[cfg(unix)]
+#[napi(ts_return_type = "Promise<unknown>")]
+pub fn dedupe<'e>(
+    env: &'e Env,
+    paths: Vec<String>,
+    options: Option<NativeDedupeOptions>,
+    cancel: &CancelToken,
+    #[napi(ts_arg_type = "((progress: any) => void) | undefined | null")] on_progress: Option<
+        ProgressFn,
+    >,
+) -> Result<Object<'e>> {
+    let min_size = match options.as_ref().and_then(|o| o.min_size) {
+        Some(m) if !(m >= 0.0 && m.is_finite()) => {
+            return Err(invalid(format!("minSize must be a size in bytes, not {m}")))
+        }
+        m => m.map(|m| m as u64),
+    };
+    let dry_run = options.as_ref().and_then(|o| o.dry_run).unwrap_or(false);
+    let opts = DedupeOptions {
+        dry_run,
+        min_size,
+        jobs: options.as_ref().and_then(|o| o.jobs).unwrap_or(0) as usize,
+        cancel: cancel.inner.clone(),
+    };
+    let paths: Vec<PathBuf> = paths.into_iter().map(PathBuf::from).collect();
+    off_thread(env, "dedupe", move || {
+        let counts = Arc::new(Counts::default());
+        let c = counts.clone();
+        let ticker = Ticker::start(on_progress, move || json!({ "bytes": c.get(&c.bytes) }));
+        let s = kopiru::dedupe::dedupe(&paths, &opts, &HashCounts(counts.clone()));
+        ticker.stop();
+        json!({
+            "kind": "done",
+            "summary": json::dedupe_summary(&s, dry_run),
+            "reported": { "bytes": counts.get(&counts.bytes) },
+        })
+    })
+}
+
+/// `probe(path, other)`: filesystem types, and whether clone and offload
+/// work from `path` to `other` (or within `path`).
+#[napi(ts_return_type = "Promise<unknown>")]
+pub fn probe<'e>(env: &'e Env, path: String, other: Option<String>) -> Result<Object<'e>> {
+    off_thread(env, "probe", move || {
+        let other = other.map(PathBuf::from);
+        match kopiru::probe::probe(Path::new(&path), other.as_deref()) {
+            Err(e) => {
+                json!({ "kind": "error", "message": e.to_string(), "error": json::error(&e) })
+            }
+            Ok(p) => {
+                let trial =
+                    |t: &kopiru::probe::Trial| json!({ "works": t.works, "detail": t.detail });
+                json!({
+                    "kind": "done",
+                    "summary": {
+                        "paths": p.paths.iter().map(|(p, fs)| json!({
+                            "path": json::path(p),
+                            "filesystem": fs,
+                        })).collect::<Vec<_>>(),
+                        "clone": trial(&p.clone),
+                        "offload": trial(&p.offload),
+                    },
+                })
+            }
+        }
+    })
+}
