@@ -68,6 +68,7 @@ pub fn run(args: FlashArgs) -> u8 {
         zeroed: args.zeroed,
         zero_first: args.zero_first,
         skip_identical: args.skip_identical,
+        memory: args.memory,
         cancel: crate::signals::install(crate::signals::OnSignal::Cancel, STOPPED),
     };
     let targets = match check_targets(&args.image, &args.devices, &opts) {

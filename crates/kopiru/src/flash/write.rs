@@ -71,7 +71,7 @@ pub(super) fn stream(
                 layout,
                 cancel: &opts.cancel,
             };
-            let r = read_image(image, mapping, chunk, &mut sink, &mut format);
+            let r = read_image(image, mapping, chunk, opts.memory, &mut sink, &mut format);
             drop(sink);
             r
         });
