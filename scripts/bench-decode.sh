@@ -66,10 +66,13 @@ declare -A make=(
   [gz]="gzip -6 -c"
 )
 formats=(xz6 xz6mt xz9 zst19 zst19l gz)
+# The compressed images, named as bmaptool wants (it goes by the extension).
+declare -A c
 for f in "${formats[@]}"; do
-  [[ -f $img.$f ]] || { ${make[$f]} "$img" > "$img.$f.tmp" && mv "$img.$f.tmp" "$img.$f"; }
+  c[$f]=${img%.img}-$f.img.${f//[0-9]*/}
+  [[ -f ${c[$f]} ]] || { ${make[$f]} "$img" > "${c[$f]}.tmp" && mv "${c[$f]}.tmp" "${c[$f]}"; }
 done
-ls -l "$img"* >&2
+ls -l "${img%.img}"* >&2
 
 # 1. Decoders only, into nothing.
 crate=$work/dbench
@@ -150,14 +153,14 @@ PY
 
 echo "== decode only, ${mib} MiB image, medians of $runs interleaved runs"
 for f in xz6 xz6mt xz9; do
-  args=("$(timed "$f:lzma-rs" "$db lzma-rs $img.$f")" "$(timed "$f:liblzma" "$db liblzma $img.$f 1")")
-  [[ $f == xz6mt ]] && args+=("$(timed "$f:liblzma-mt2" "$db liblzma $img.$f 2")")
-  python3 scripts/interleave.py "$runs" "cat $img.$f > /dev/null" "${args[@]}" 2> "$tmp/out" >/dev/null
+  args=("$(timed "$f:lzma-rs" "$db lzma-rs ${c[$f]}")" "$(timed "$f:liblzma" "$db liblzma ${c[$f]} 1")")
+  [[ $f == xz6mt ]] && args+=("$(timed "$f:liblzma-mt2" "$db liblzma ${c[$f]} 2")")
+  python3 scripts/interleave.py "$runs" "cat ${c[$f]} > /dev/null" "${args[@]}" 2> "$tmp/out" >/dev/null
   report "$tmp/out"
 done
 for f in zst19 zst19l; do
-  python3 scripts/interleave.py "$runs" "cat $img.$f > /dev/null" \
-    "$(timed "$f:ruzstd" "$db ruzstd $img.$f")" "$(timed "$f:libzstd" "$db zstd $img.$f")" \
+  python3 scripts/interleave.py "$runs" "cat ${c[$f]} > /dev/null" \
+    "$(timed "$f:ruzstd" "$db ruzstd ${c[$f]}")" "$(timed "$f:libzstd" "$db zstd ${c[$f]}")" \
     2> "$tmp/out" >/dev/null
   report "$tmp/out"
 done
@@ -169,14 +172,19 @@ echo "== flash onto $dev (loop, direct I/O), ${mib} MiB image, medians of $runs 
 declare -A dec=([xz6]="xz -dc" [xz6mt]="xz -dc -T2" [xz9]="xz -dc" [zst19]="zstd -dc --long=27"
   [zst19l]="zstd -dc --long=27" [gz]="gzip -dc")
 for f in "${formats[@]}"; do
-  echo "${dec[$f]} $img.$f | dd of=$dev oflag=direct bs=4M conv=fsync status=none" > "$tmp/pipe-$f.sh"
+  echo "${dec[$f]} ${c[$f]} | dd of=$dev oflag=direct bs=4M conv=fsync status=none" > "$tmp/pipe-$f.sh"
   args=(
-    "$(timed "$f:kopiru" "$k flash --yes --no-progress --no-verify $img.$f $dev")"
-    "$(timed "$f:kopiru+verify" "$k flash --yes --no-progress $img.$f $dev")"
+    "$(timed "$f:kopiru" "$k flash --yes --no-progress --no-verify ${c[$f]} $dev")"
+    "$(timed "$f:kopiru+verify" "$k flash --yes --no-progress ${c[$f]} $dev")"
     "$(timed "$f:decoder|dd" "bash $tmp/pipe-$f.sh")"
   )
+  # Several blocks: also on one thread (--memory 0), to see what threads win.
+  [[ $f == xz6mt ]] &&
+    args+=("$(timed "$f:kopiru-1thread" "$k flash --yes --no-progress --no-verify --memory 0 ${c[$f]} $dev")")
   command -v bmaptool > /dev/null &&
-    args+=("$(timed "$f:bmaptool" "bmaptool -q copy --nobmap $img.$f $dev")")
-  python3 scripts/interleave.py "$runs" "cat $img.$f > /dev/null" "${args[@]}" 2> "$tmp/out" >/dev/null
+    args+=("$(timed "$f:bmaptool" "bmaptool -q copy --nobmap ${c[$f]} $dev")")
+  python3 scripts/interleave.py "$runs" "cat ${c[$f]} > /dev/null" "${args[@]}" 2> "$tmp/out" >/dev/null
   report "$tmp/out"
+  # Whichever ran last left the whole image on the device.
+  cmp -s -n "$((mib << 20))" "$img" "$dev" || { echo "  $f: the device differs from the image!"; exit 1; }
 done
