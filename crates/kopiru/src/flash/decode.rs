@@ -14,9 +14,10 @@ use super::source::Sink;
 use std::io::{self, BufRead};
 
 /// Decoding an xz image on several threads may use this much memory, by
-/// default: enough for two threads on blocks of `xz -T0 -6` (24 MiB each)
-/// and `xz -T0 -9` at one thread; larger blocks, or a smaller budget, are
-/// decoded on one thread.
+/// default: enough for four threads on blocks of `xz -T0 -6` (24 MiB each,
+/// about 58 MiB a thread: two measured 116 MiB); blocks too large for it
+/// (`xz -T0 -9` writes 192 MiB ones), or a smaller budget, mean fewer
+/// threads or one, in the dictionary's memory.
 pub const DEFAULT_MEMORY: u64 = 256 << 20;
 
 /// How many threads decode a multi-block xz image: one per CPU.
