@@ -33,6 +33,7 @@ fn threads() -> u32 {
 #[cfg(not(target_os = "macos"))]
 pub(super) fn xz(mut r: impl BufRead, sink: &mut Sink, memory: u64) -> io::Result<()> {
     use liblzma::stream::{MtStreamBuilder, Stream};
+    const MAGIC: &[u8] = &[0xFD, b'7', b'z', b'X', b'Z', 0];
     let threads = threads();
     // The multi-threaded decoder takes no flag for concatenated streams:
     // each stream gets its own decoder, as `xz -d` reads them one by one.
@@ -59,7 +60,14 @@ pub(super) fn xz(mut r: impl BufRead, sink: &mut Sink, memory: u64) -> io::Resul
                 return Ok(());
             }
             let zeros = buf.iter().take_while(|&&b| b == 0).count();
-            let more = zeros < buf.len();
+            let next = &buf[zeros..];
+            if !next.is_empty() && !MAGIC.starts_with(&next[..next.len().min(MAGIC.len())]) {
+                return Err(io::Error::new(
+                    io::ErrorKind::InvalidData,
+                    "xz: data after the last stream that is not xz",
+                ));
+            }
+            let more = !next.is_empty();
             r.consume(zeros);
             if more {
                 break;
