@@ -355,6 +355,7 @@ pub fn flash<'e>(
             zero_first: o.zero_first.unwrap_or(false),
             skip_identical: o.skip_identical.unwrap_or(false),
             cancel,
+            ..FlashOptions::default()
         };
         let targets = match flash::check_targets(&image, &devices, &opts) {
             Ok(t) => t,

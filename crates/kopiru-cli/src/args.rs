@@ -416,6 +416,13 @@ pub struct FlashArgs {
     #[arg(long)]
     pub skip_identical: bool,
 
+    /// Memory that decoding an xz image on several threads may take (a
+    /// block's buffers per thread, e.g. 256M, 1G; 0: one thread). An image
+    /// of one block, or whose blocks do not fit, is decoded on one thread
+    /// in its dictionary's memory.
+    #[arg(long, value_name = "SIZE", default_value = "256M", value_parser = crate::bench::parse_size)]
+    pub memory: u64,
+
     /// Allow a regular file as a target (created if missing, never under /dev).
     #[arg(long)]
     pub file: bool,

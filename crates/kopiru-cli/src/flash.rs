@@ -71,6 +71,7 @@ pub fn run(args: FlashArgs) -> u8 {
         zeroed: args.zeroed,
         zero_first: args.zero_first,
         skip_identical: args.skip_identical,
+        memory: args.memory,
         cancel: kopiru::Cancel::new(),
     };
     let targets = match check_targets(&args.image, &args.devices, &opts) {

@@ -652,3 +652,116 @@ pub fn asks_on_the_terminal() -> R {
     );
     Ok(())
 }
+
+/// A single-block `xz -6` image of 256 MiB streams in bounded memory: the
+/// decoder needs its 8 MiB dictionary, kopiru at most 16 MiB more (once,
+/// the whole block was held: 516 MiB). The device ends up byte-exact.
+pub fn xz_single_block_memory() -> R {
+    use std::io::Write;
+    use std::process::Stdio;
+    const MIB: u64 = 256;
+    const DICT: u64 = 8 << 20; // xz -6
+    let dir = fixture::run_root().join("flash-xz-memory");
+    std::fs::create_dir_all(&dir)?;
+    let raw = dir.join("image.raw");
+    let xz = dir.join("image.raw.xz");
+    // Text lines with a block number every 4 KiB: real-ish, and xz -6
+    // compresses it in seconds (real files would take minutes here).
+    let line = b"kopiru flash: a line of text in a disk image, compressed as one xz block\n";
+    let mut w = std::io::BufWriter::with_capacity(1 << 20, std::fs::File::create(&raw)?);
+    let mut block = Vec::with_capacity(4096);
+    for i in 0..(MIB << 8) {
+        block.clear();
+        writeln!(block, "block {i:012}")?;
+        while block.len() < 4096 {
+            let n = line.len().min(4096 - block.len());
+            block.extend_from_slice(&line[..n]);
+        }
+        w.write_all(&block)?;
+    }
+    w.flush()?;
+    drop(w);
+    // -T1: one block, no sizes in its header (xz 5.6 defaults to -T0).
+    let out = std::fs::File::create(&xz)?;
+    let st = Command::new("xz")
+        .args(["-6", "-T1", "-c"])
+        .arg(&raw)
+        .stdout(out)
+        .status()?;
+    ensure!(st.success(), "xz -6 failed");
+    let list = fixture::sh(Command::new("xz").args(["--robot", "--list"]).arg(&xz))?;
+    let blocks = list
+        .lines()
+        .find_map(|l| l.strip_prefix("totals\t"))
+        .and_then(|t| t.split('\t').nth(1))
+        .unwrap_or("?");
+    ensure!(
+        blocks == "1",
+        "want one block, xz --list says {blocks}:\n{list}"
+    );
+
+    let lo = Loop::new("xz-memory", MIB + 4, 512, true)?;
+    let mut child = Command::new(env!("CARGO_BIN_EXE_kopiru"))
+        .args(["flash", "--json", "--yes", "--no-progress"])
+        .arg(&xz)
+        .arg(&lo.dev)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()?;
+    // kopiru's peak RSS: VmHWM of its own address space, read until it
+    // exits (wait4's ru_maxrss would count this process's memory, from
+    // before the exec, too). The peak is while decoding; the read-back
+    // that follows takes seconds, so the last reading has it.
+    let status_file = format!("/proc/{}/status", child.id());
+    let mut stdout = child.stdout.take().expect("stdout");
+    let mut stderr = child.stderr.take().expect("stderr");
+    let out = std::thread::spawn(move || {
+        let (mut o, mut e) = (String::new(), String::new());
+        let _ = std::io::Read::read_to_string(&mut stdout, &mut o);
+        let _ = std::io::Read::read_to_string(&mut stderr, &mut e);
+        (o, e)
+    });
+    let mut peak_kib = 0u64;
+    let status = loop {
+        if let Ok(s) = std::fs::read_to_string(&status_file) {
+            let hwm = s
+                .lines()
+                .find_map(|l| l.strip_prefix("VmHWM:"))
+                .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok());
+            peak_kib = peak_kib.max(hwm.unwrap_or(0));
+        }
+        if let Some(st) = child.try_wait()? {
+            break st;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    };
+    let (json_out, err) = out.join().unwrap_or_default();
+    ensure!(
+        status.success(),
+        "kopiru flash failed ({status}): {json_out}\n{err}"
+    );
+    let j: serde_json::Value = serde_json::from_str(&json_out)?;
+    ensure!(
+        j["devices"][0]["verified"] == true && j["image_bytes"] == MIB << 20,
+        "{j}"
+    );
+    ensure!(peak_kib > 0, "no VmHWM read from {status_file}");
+    let peak = peak_kib << 10;
+    let bound = DICT + (16 << 20);
+    ensure!(
+        peak <= bound,
+        "peak RSS {} KiB, over the bound {} KiB (dictionary + 16 MiB)",
+        peak >> 10,
+        bound >> 10
+    );
+    // Byte-exact, read around the page cache.
+    let cmp = fixture::sh(Command::new("sh").arg("-c").arg(format!(
+        "dd if='{}' iflag=direct bs=4M count={} status=none | cmp - '{}' && echo same",
+        lo.dev.display(),
+        MIB / 4,
+        raw.display()
+    )))?;
+    ensure!(cmp.trim() == "same", "the device differs: {cmp}");
+    let _ = std::fs::remove_dir_all(&dir);
+    Ok(())
+}

@@ -1223,6 +1223,11 @@ fn main() {
         Box::new(flash::formats),
     );
     add(
+        "flash_xz_single_block_memory".into(),
+        flash_needs.clone(),
+        Box::new(flash::xz_single_block_memory),
+    );
+    add(
         "flash_verify_reads_device".into(),
         flash_needs.clone().or_else(strace),
         Box::new(flash::verify_reads_device),

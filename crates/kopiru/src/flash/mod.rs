@@ -18,6 +18,7 @@
 //! format records it, for progress).
 
 mod bmap;
+mod decode;
 mod device;
 mod pieces;
 mod readback;
@@ -29,6 +30,7 @@ mod tests;
 mod write;
 
 pub use bmap::{Bmap, BmapError};
+pub use decode::DEFAULT_MEMORY;
 pub use size::uncompressed_size;
 pub use targets::{check_targets, Target};
 
@@ -65,6 +67,11 @@ pub struct FlashOptions {
     /// Read each block before writing it and skip it if it already holds
     /// the image's bytes (for re-flashing).
     pub skip_identical: bool,
+    /// Memory that decoding an xz image on several threads may take (its
+    /// blocks' buffers, per thread). An image of one block, or whose blocks
+    /// do not fit, is decoded on one thread, in its dictionary's memory,
+    /// whatever this says. Default [`DEFAULT_MEMORY`].
+    pub memory: u64,
     /// Checked before each device is opened, for each chunk read, decoded
     /// and written, and for each chunk read back: once set, the flash stops
     /// within a chunk and the held-back first MiB is not written.
@@ -81,6 +88,7 @@ impl Default for FlashOptions {
             zeroed: false,
             zero_first: false,
             skip_identical: false,
+            memory: DEFAULT_MEMORY,
             cancel: Cancel::new(),
         }
     }

@@ -3,6 +3,7 @@
 //! and checked against the block map on the reader's thread.
 
 use super::bmap::{BmapError, RangeSums};
+use super::decode;
 use super::pieces::Layout;
 use super::readback::Written;
 use crate::sys::{self, Aligned};
@@ -131,7 +132,7 @@ impl Sink<'_> {
     }
 
     /// Reads `r` to its end straight into the buffers.
-    fn fill_from(&mut self, r: &mut impl Read) -> io::Result<()> {
+    pub fn fill_from(&mut self, r: &mut impl Read) -> io::Result<()> {
         loop {
             let n = match r.read(self.space()?) {
                 Ok(0) => return Ok(()),
@@ -183,18 +184,19 @@ pub(super) fn map_raw(image: &Path) -> Option<sys::Mapping> {
 }
 
 /// Reads the whole image into `sink`: the mapped image when there is one,
-/// else decoded from the file or standard input. `format` is set once the
-/// first bytes are known.
+/// else decoded from the file or standard input (a multi-threaded decoder
+/// within `memory`). `format` is set once the first bytes are known.
 pub(super) fn read_image(
     image: &Path,
     mapping: Option<&sys::Mapping>,
     chunk: usize,
+    memory: u64,
     sink: &mut Sink,
     format: &mut &'static str,
 ) -> Result<(), Error> {
     let r = match mapping {
         Some(m) => sink.send_mapped(m, chunk),
-        None => decode(image, sink, format),
+        None => decode(image, sink, memory, format),
     };
     match (sink.bmap_error.take(), r) {
         (Some(e), _) => Err(Error::refused(
@@ -208,8 +210,9 @@ pub(super) fn read_image(
     }
 }
 
-/// Decodes the whole image into `sink`.
-fn decode(image: &Path, sink: &mut Sink, format: &mut &'static str) -> io::Result<()> {
+/// Decodes the whole image into `sink`, streaming: the memory it takes is
+/// the format's (a dictionary or window), never the image's size.
+fn decode(image: &Path, sink: &mut Sink, memory: u64, format: &mut &'static str) -> io::Result<()> {
     let file: Box<dyn Read + Send> = if image == Path::new("-") {
         Box::new(io::stdin())
     } else {
@@ -218,19 +221,10 @@ fn decode(image: &Path, sink: &mut Sink, format: &mut &'static str) -> io::Resul
     let mut r = io::BufReader::with_capacity(256 << 10, file);
     *format = detect(io::BufRead::fill_buf(&mut r)?);
     match *format {
-        "xz" => lzma_rs::xz_decompress(&mut r, sink)
-            .map_err(|e| io::Error::other(format!("xz: {e}")))?,
-        "gzip" => {
-            io::copy(&mut flate2::read::MultiGzDecoder::new(r), sink)?;
-        }
-        "zstd" => {
-            let mut d = ruzstd::decoding::StreamingDecoder::new(r)
-                .map_err(|e| io::Error::other(format!("zstd: {e}")))?;
-            io::copy(&mut d, sink)?;
-        }
-        "bzip2" => {
-            io::copy(&mut bzip2::read::MultiBzDecoder::new(r), sink)?;
-        }
+        "xz" => decode::xz(r, sink, memory)?,
+        "gzip" => sink.fill_from(&mut flate2::read::MultiGzDecoder::new(r))?,
+        "zstd" => decode::zstd(r, sink)?,
+        "bzip2" => sink.fill_from(&mut bzip2::read::MultiBzDecoder::new(r))?,
         // Raw: read straight into the aligned buffers, no copy.
         _ => sink.fill_from(&mut r)?,
     }

@@ -144,3 +144,34 @@ fn cancelled_while_verifying() {
     assert_eq!(std::fs::read(&out).expect("out"), data);
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+/// xz streams one after another (with stream padding between them) are
+/// one image, as `xz -d` reads them; bytes after the last stream that are
+/// not xz are an error, not silently dropped. (Not the macOS fallback:
+/// lzma-rs reads one stream.)
+#[test]
+#[cfg(not(target_os = "macos"))]
+fn xz_concatenated_streams() {
+    let dir = scratch("xz-concat");
+    let (_, data) = image(&dir, 3 << 20);
+    let (a, b) = data.split_at(1 << 20);
+    let mut xz = Vec::new();
+    lzma_rs::xz_compress(&mut &a[..], &mut xz).expect("xz");
+    xz.extend_from_slice(&[0; 4]);
+    lzma_rs::xz_compress(&mut &b[..], &mut xz).expect("xz");
+    let img = dir.join("image.xz");
+    std::fs::write(&img, &xz).expect("image");
+    let out = dir.join("out.img");
+    let opts = file_opts();
+    let targets = check_targets(&img, std::slice::from_ref(&out), &opts).expect("targets");
+    let s = flash(&img, &targets, &opts, &NoEvents);
+    assert!(s.ok(), "{s:?}");
+    assert_eq!((s.format, s.image_bytes), ("xz", data.len() as u64));
+    assert_eq!(std::fs::read(&out).expect("out"), data);
+
+    xz.extend_from_slice(b"junk");
+    std::fs::write(&img, &xz).expect("image");
+    let s = flash(&img, &targets, &opts, &NoEvents);
+    assert!(s.source_error.is_some() && !s.ok(), "{s:?}");
+    let _ = std::fs::remove_dir_all(&dir);
+}

@@ -16,6 +16,10 @@ use std::os::fd::AsFd;
 use std::path::Path;
 use std::sync::mpsc;
 
+/// The buffers' size for a decoded (or raw but unmapped) image, at most:
+/// a whole number of any sector size.
+const DECODED_CHUNK: usize = 2 << 20;
+
 /// What the streaming part of a flash did.
 pub(super) struct Streamed {
     /// The image's format.
@@ -45,8 +49,15 @@ pub(super) fn stream(
 ) -> Streamed {
     let (full_tx, full_rx) = mpsc::sync_channel::<Piece>(2);
     let (empty_tx, empty_rx) = mpsc::channel::<Aligned>();
+    // A decoded image fills smaller buffers: the decoder is slower than the
+    // device, so larger writes gain nothing, and the two buffers are most
+    // of kopiru's own memory beside the decoder's dictionary.
+    let buf = match mapping {
+        Some(_) => chunk,
+        None => chunk.min(DECODED_CHUNK),
+    };
     for _ in 0..2 {
-        let _ = empty_tx.send(Aligned::new(chunk));
+        let _ = empty_tx.send(Aligned::new(buf));
     }
     let mut head = Aligned::new(HEAD);
     let mut head_len = 0usize;
@@ -71,7 +82,7 @@ pub(super) fn stream(
                 layout,
                 cancel: &opts.cancel,
             };
-            let r = read_image(image, mapping, chunk, &mut sink, &mut format);
+            let r = read_image(image, mapping, chunk, opts.memory, &mut sink, &mut format);
             drop(sink);
             r
         });
