@@ -3,18 +3,15 @@
 //! Windows has no `*at` calls. An [`Fd`] here is an open handle together
 //! with the full path it was opened by (`\\?\`-prefixed, so paths longer
 //! than 260 characters work), and "relative to a directory handle" means
-//! "under that directory's path". The handle keeps the directory from being
-//! deleted while it is open (it is opened without FILE_SHARE_DELETE being
-//! refused to others, as on Unix a rename of an open directory works), but a
-//! rename of one of its parents between two calls is not noticed as it is by
-//! `openat`.
+//! "under that directory's path". Handles are opened with FILE_SHARE_DELETE
+//! (open files can be renamed and removed, as on Unix), so a directory
+//! renamed between two calls is not followed as `openat` follows it: the
+//! next call uses the old path.
 //!
 //! Names are the NUL-terminated WTF-8 bytes of the `OsStr` (Rust's own
 //! lossless encoding of UTF-16, `OsStr::as_encoded_bytes`), so that the tree
 //! code keeps one `Name` type on every platform. Windows names cannot hold
 //! NUL.
-
-#![allow(clippy::upper_case_acronyms)]
 
 use std::ffi::{CStr, CString, OsString};
 use std::fs::File;
