@@ -46,7 +46,7 @@ if has rust; then
 fi
 if has node; then
   echo "== Node.js binding: bindings/node/scripts/ci.sh"
-  if [[ -x bindings/node/scripts/ci.sh ]]; then
+  if [[ -f bindings/node/scripts/ci.sh ]]; then
     bash bindings/node/scripts/ci.sh 2>&1 | tee -a "$log" || status=$?
   else
     echo "!!!!!!!! SKIPPED: Node.js binding: bindings/node is not in this checkout" | tee -a "$log"
@@ -54,7 +54,7 @@ if has node; then
 fi
 if has windows; then
   echo "== Windows build under Wine: scripts/test-windows.sh"
-  if [[ -x scripts/test-windows.sh ]]; then
+  if [[ -f scripts/test-windows.sh ]]; then
     bash scripts/test-windows.sh 2>&1 | tee -a "$log" || status=$?
   else
     echo "!!!!!!!! SKIPPED: Windows: scripts/test-windows.sh is not in this checkout" | tee -a "$log"
