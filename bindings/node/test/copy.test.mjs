@@ -70,7 +70,10 @@ test('progress: counts only grow and end at the summary totals', async (t) => {
   writePattern(join(src, 'big'), 200 << 20, 7)
   const seen = []
   const s = await copy(src, join(root, 'prog-dst'), {
-    method: 'stream', // slow enough to be seen in flight
+    method: 'stream',
+    // Every file fsynced with its directory: slow enough (seconds, even on
+    // a quiet machine) for several progress calls in flight.
+    sync: 'file',
     onProgress: (p) => seen.push({ ...p, at: performance.now() }),
   })
   assert.ok(seen.length >= 3, `progress calls: ${seen.length}`)
