@@ -400,26 +400,6 @@ pub fn read(fd: FdRef, buf: &mut [u8]) -> io::Result<usize> {
     retry(|| cvt_size(unsafe { libc::read(fd.as_raw_fd(), buf.as_mut_ptr().cast(), buf.len()) }))
 }
 
-/// Whether the first `len` bytes of `a` and `b` are the same and both end
-/// there, read with `pread` (the descriptors' offsets do not move).
-pub fn same_data(a: FdRef, b: FdRef, len: u64) -> bool {
-    let (mut x, mut y) = (vec![0u8; 256 << 10], vec![0u8; 256 << 10]);
-    let mut off = 0u64;
-    loop {
-        let (ra, rb) = match (pread(a, &mut x, off), pread(b, &mut y, off)) {
-            (Ok(ra), Ok(rb)) => (ra, rb),
-            _ => return false,
-        };
-        if ra != rb || x[..ra] != y[..rb] {
-            return false;
-        }
-        if ra == 0 {
-            return off == len;
-        }
-        off += ra as u64;
-    }
-}
-
 /// `pread` at `offset`.
 pub fn pread(fd: FdRef, buf: &mut [u8], offset: u64) -> io::Result<usize> {
     retry(|| {

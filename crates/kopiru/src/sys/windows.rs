@@ -865,26 +865,6 @@ pub fn pread(fd: FdRef, buf: &mut [u8], offset: u64) -> io::Result<usize> {
     read_at(fd, buf, Some(offset))
 }
 
-/// Whether the first `len` bytes of `a` and `b` are the same and both end
-/// there (positional reads: the handles' positions do not move).
-pub fn same_data(a: FdRef, b: FdRef, len: u64) -> bool {
-    let (mut x, mut y) = (vec![0u8; 256 << 10], vec![0u8; 256 << 10]);
-    let mut off = 0u64;
-    loop {
-        let (ra, rb) = match (pread(a, &mut x, off), pread(b, &mut y, off)) {
-            (Ok(ra), Ok(rb)) => (ra, rb),
-            _ => return false,
-        };
-        if ra != rb || x[..ra] != y[..rb] {
-            return false;
-        }
-        if ra == 0 {
-            return off == len;
-        }
-        off += ra as u64;
-    }
-}
-
 /// Writes all of `buf` at `offset`.
 pub fn pwrite_all(fd: FdRef, mut buf: &[u8], mut offset: u64) -> io::Result<()> {
     let h = fd.handle()?;
