@@ -57,24 +57,8 @@ impl NativeCopyOptions {
             _ => Preserve::DEFAULT,
         };
         if let Some(items) = self.preserve.as_ref().filter(|v| !v.is_empty()) {
-            preserve = Preserve {
-                mode: false,
-                times: false,
-                owner: false,
-                xattrs: false,
-                links: false,
-            };
-            for p in items {
-                match p.as_str() {
-                    "mode" => preserve.mode = true,
-                    "times" | "timestamps" => preserve.times = true,
-                    "owner" | "ownership" => preserve.owner = true,
-                    "xattrs" | "xattr" => preserve.xattrs = true,
-                    "links" => preserve.links = true,
-                    "all" => preserve = Preserve::ALL,
-                    other => return Err(invalid(format!("unknown preserve item '{other}'"))),
-                }
-            }
+            preserve = Preserve::from_names(items.iter().map(String::as_str))
+                .map_err(|other| invalid(format!("unknown preserve item '{other}'")))?;
         }
         let method = match self.method.as_deref().unwrap_or("auto") {
             "auto" => MethodChoice::Auto,

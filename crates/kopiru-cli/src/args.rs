@@ -535,24 +535,8 @@ impl CopyArgs {
             Preserve::DEFAULT
         };
         if !self.preserve.is_empty() {
-            preserve = Preserve {
-                mode: false,
-                times: false,
-                owner: false,
-                xattrs: false,
-                links: false,
-            };
-            for p in &self.preserve {
-                match p.as_str() {
-                    "mode" => preserve.mode = true,
-                    "times" | "timestamps" => preserve.times = true,
-                    "owner" | "ownership" => preserve.owner = true,
-                    "xattrs" | "xattr" => preserve.xattrs = true,
-                    "links" => preserve.links = true,
-                    "all" => preserve = Preserve::ALL,
-                    other => return Err(format!("unknown --preserve item '{other}'")),
-                }
-            }
+            preserve = Preserve::from_names(self.preserve.iter().map(String::as_str))
+                .map_err(|other| format!("unknown --preserve item '{other}'"))?;
         }
         if self.preserve_basic {
             preserve.mode = true;

@@ -74,6 +74,36 @@ impl Preserve {
     };
 }
 
+impl Preserve {
+    /// Exactly the pieces named (cp's and rsync's words: `mode`, `times`
+    /// or `timestamps`, `owner` or `ownership`, `xattrs` or `xattr`,
+    /// `links`, `all`).
+    ///
+    /// # Errors
+    /// The first name that is none of these.
+    pub fn from_names<'a>(names: impl IntoIterator<Item = &'a str>) -> Result<Preserve, &'a str> {
+        let mut p = Preserve {
+            mode: false,
+            times: false,
+            owner: false,
+            xattrs: false,
+            links: false,
+        };
+        for name in names {
+            match name {
+                "mode" => p.mode = true,
+                "times" | "timestamps" => p.times = true,
+                "owner" | "ownership" => p.owner = true,
+                "xattrs" | "xattr" => p.xattrs = true,
+                "links" => p.links = true,
+                "all" => p = Preserve::ALL,
+                other => return Err(other),
+            }
+        }
+        Ok(p)
+    }
+}
+
 impl Default for Preserve {
     fn default() -> Self {
         Preserve::DEFAULT
