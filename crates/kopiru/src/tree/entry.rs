@@ -186,7 +186,21 @@ impl<'scope, 'env, 'a> Worker<'scope, 'env, 'a> {
                 }
             }
         }
-        let first = || join(&target.dir.dst_path, sys::os_str(&target.dst_name));
+        let linked = |w: &Self, old| {
+            w.sh.counters.hardlinks.fetch_add(1, Ordering::Relaxed);
+            let first =
+                w.sh.opts
+                    .report_changes
+                    .then(|| join(&target.dir.dst_path, sys::os_str(&target.dst_name)));
+            w.changed(
+                dir,
+                dst_name,
+                EntryKind::HardLink,
+                old,
+                st,
+                first.as_deref(),
+            );
+        };
         if self.defers(dir) {
             // A visible name may only appear once the data is durable.
             let old = match self.existing(dir, dst_name, (st, None), false) {
@@ -201,34 +215,14 @@ impl<'scope, 'env, 'a> Worker<'scope, 'env, 'a> {
                         .lock()
                         .expect("deferred lock")
                         .push((tmp, dst_name.to_owned()));
-                    self.sh.counters.hardlinks.fetch_add(1, Ordering::Relaxed);
-                    let first = self.sh.opts.report_changes.then(first);
-                    self.changed(
-                        dir,
-                        dst_name,
-                        EntryKind::HardLink,
-                        old,
-                        st,
-                        first.as_deref(),
-                    );
+                    linked(self, old);
                 }
                 Err(e) => self.dst_error(dir, dst_name, Op::Link, &e),
             }
             return;
         }
         match self.make_or_replace(dir, dst_name, st, false, make) {
-            Some(Ok(old)) => {
-                self.sh.counters.hardlinks.fetch_add(1, Ordering::Relaxed);
-                let first = self.sh.opts.report_changes.then(first);
-                self.changed(
-                    dir,
-                    dst_name,
-                    EntryKind::HardLink,
-                    old,
-                    st,
-                    first.as_deref(),
-                );
-            }
+            Some(Ok(old)) => linked(self, old),
             Some(Err(e)) => self.dst_error(dir, dst_name, Op::Link, &e),
             None => {}
         }
