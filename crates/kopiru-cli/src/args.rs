@@ -164,9 +164,10 @@ Where cp and rsync differ, kopiru follows cp: -n is --no-clobber (rsync's
 -n is --dry-run, long form only here); SOURCE/ is the same as SOURCE, the directory itself
 (write SOURCE/. for its contents, which rsync spells SOURCE/); -u is cp's
 --update (use --resume to finish an interrupted copy). cp's spellings work
-too: -t DIR, -p, -v, -u, -x, -b, --reflink[=auto|always|never]; and rsync's
---exclude/--include/--exclude-from, --dry-run, --itemize-changes, -c and
---delete (long forms where cp's short ones differ).
+too: -t DIR, -p, -v, -u, -x, -b, -i, -f, --reflink[=auto|always|never]; and
+rsync's --exclude/--include/--exclude-from, --dry-run, --itemize-changes, -c,
+--delete, --partial and --link-dest (long forms where cp's short ones
+differ), and --clone-dest, --link-dest's clone twin.
 
 Nothing is ever half-written under its final name: a new directory tree is
 built under a temporary name (.kopiru-tmp.tree.*) beside its destination and
@@ -331,8 +332,9 @@ pub struct CopyArgs {
     #[arg(long)]
     pub verify: bool,
 
-    /// Never replace an existing destination file.
-    #[arg(short = 'n', long)]
+    /// Never replace an existing destination file (a later -i overrides
+    /// it, and it overrides an earlier -i).
+    #[arg(short = 'n', long, overrides_with = "interactive")]
     pub no_clobber: bool,
 
     /// Print 'SOURCE' -> 'DEST' on stdout for each file copied, as cp -v.

@@ -9,7 +9,7 @@ use crate::progress::{self, Progress, Work};
 use crate::render;
 use crate::signals::{self, OnSignal};
 use kopiru::{Change, Error, FileDone, Method, Phase, Reporter, Summary};
-use std::io::{IsTerminal, Write};
+use std::io::{BufRead, IsTerminal, Write};
 use std::path::Path;
 
 struct CliReporter {
@@ -18,6 +18,8 @@ struct CliReporter {
     /// How --dry-run and --itemize-changes show each change.
     changes: Option<changes::Style>,
     progress: Option<Progress>,
+    /// One -i question at a time (workers ask concurrently).
+    asking: std::sync::Mutex<()>,
 }
 
 impl CliReporter {
@@ -82,6 +84,25 @@ impl Reporter for CliReporter {
         }
     }
 
+    fn confirm_replace(&self, path: &Path) -> bool {
+        let _one = self.asking.lock().unwrap_or_else(|e| e.into_inner());
+        let ask = || {
+            let mut err = std::io::stderr().lock();
+            let _ = write!(err, "kopiru: overwrite {}? ", quoted(path));
+            let _ = err.flush();
+            let mut answer = String::new();
+            // As cp: the end of the input is "no".
+            match std::io::stdin().lock().read_line(&mut answer) {
+                Ok(n) if n > 0 => answer.trim_start().starts_with(['y', 'Y']),
+                _ => false,
+            }
+        };
+        match &self.progress {
+            Some(p) => p.bar.suspend(ask),
+            None => ask(),
+        }
+    }
+
     fn phase(&self, phase: Phase) {
         if let Some(p) = &self.progress {
             p.phase(phase);
@@ -125,6 +146,7 @@ pub fn run(args: CopyArgs) -> u8 {
             .bar
             .wanted(!args.explain && !args.select.dry_run && !args.select.itemize_changes)
             .then(|| Progress::start(Work::Copy, sources, args.bar.progress)),
+        asking: std::sync::Mutex::new(()),
     };
     // The one-line summary at the end goes where the bar would be: on a
     // terminal (or with --progress), never into a pipe unasked.

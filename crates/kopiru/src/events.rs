@@ -16,15 +16,18 @@ pub enum Method {
     Stream,
     /// Only the data ranges copied, holes kept.
     Sparse,
+    /// A hard link to the unchanged file of `--link-dest` (no data moved).
+    Link,
 }
 
 impl Method {
     /// Every method, in ladder order.
-    pub const ALL: [Method; 4] = [
+    pub const ALL: [Method; 5] = [
         Method::Clone,
         Method::Offload,
         Method::Stream,
         Method::Sparse,
+        Method::Link,
     ];
 
     /// The lowercase name used in output.
@@ -34,6 +37,7 @@ impl Method {
             Method::Offload => "offload",
             Method::Stream => "stream",
             Method::Sparse => "sparse",
+            Method::Link => "link",
         }
     }
 
@@ -137,6 +141,13 @@ pub trait Reporter: Sync {
     /// A destination entry was created, replaced or deleted; with
     /// `dry_run`, would be (nothing is written then).
     fn change(&self, _change: &Change) {}
+    /// With [`crate::CopyOptions::interactive`] (cp's `-i`): whether the
+    /// existing destination entry `path` may be replaced. Asked from a
+    /// worker thread, which waits for the answer; `false` leaves the entry
+    /// as it is (counted as skipped).
+    fn confirm_replace(&self, _path: &Path) -> bool {
+        true
+    }
 }
 
 /// A reporter that ignores everything.
@@ -173,7 +184,7 @@ pub struct Summary {
     /// Files compared with their source after copying (`--verify`).
     pub verified_files: u64,
     /// Files per [`Method`], indexed in [`Method::ALL`] order.
-    pub methods: [u64; 4],
+    pub methods: [u64; 5],
     /// Failures, one per file or directory.
     pub errors: Vec<Error>,
     /// Metadata that could not be kept.

@@ -38,7 +38,9 @@ pub use events::{
     Change, ChangeKind, EntryKind, FileDone, Method, NoopReporter, Phase, Reporter, Summary,
 };
 pub use filter::{Filter, PatternError, Rule, RuleKind};
-pub use options::{Backup, CopyOptions, Follow, MethodChoice, Preserve, SparseMode, SyncMode};
+pub use options::{
+    Backup, Basis, BasisKind, CopyOptions, Follow, MethodChoice, Preserve, SparseMode, SyncMode,
+};
 pub use plan::PlanError;
 
 pub use copy::copy;

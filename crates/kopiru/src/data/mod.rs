@@ -4,8 +4,11 @@
 //! device, destination device) so the ladder is not re-climbed for every file.
 
 mod offload;
+mod partial;
 mod sparse;
 mod stream;
+
+pub(crate) use partial::{continue_data, matching_prefix};
 
 use crate::error::Op;
 use crate::events::{Method, Reporter};
@@ -211,7 +214,7 @@ pub(crate) fn copy_data(
         }
     } else if try_offload {
         if pair.offload.usable() {
-            match offload::copy(src, st.size, dst, &watch) {
+            match offload::copy(src, 0, st.size, dst, &watch) {
                 Rung::Done(bytes) => {
                     return Ok(Moved {
                         method: Method::Offload,
@@ -243,7 +246,7 @@ pub(crate) fn copy_data(
     }
 
     let punch_zeros = opts.sparse == SparseMode::Always;
-    let bytes = stream::copy(src, dst, punch_zeros, buf, digest.as_mut(), &watch)?;
+    let bytes = stream::copy(src, dst, 0, punch_zeros, buf, digest.as_mut(), &watch)?;
     Ok(Moved {
         method: Method::Stream,
         bytes,

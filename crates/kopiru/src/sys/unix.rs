@@ -253,6 +253,12 @@ pub fn create_new(dir: FdRef, name: &CStr, mode: u32) -> io::Result<Fd> {
     )
 }
 
+/// Opens an existing file (not through a symlink) to read and write it:
+/// a partial copy that is continued.
+pub fn open_existing_rw(dir: FdRef, name: &CStr) -> io::Result<Fd> {
+    open_raw(dir, name, libc::O_RDWR | libc::O_NOFOLLOW, 0)
+}
+
 /// Opens an existing directory (not through a symlink) for `*at` calls.
 pub fn open_dir(dir: FdRef, name: &CStr) -> io::Result<Fd> {
     open_raw(

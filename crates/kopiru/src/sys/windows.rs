@@ -528,6 +528,22 @@ pub fn create_new(dir: FdRef, name: &CStr, mode: u32) -> io::Result<Fd> {
     )
 }
 
+/// Opens an existing file (not through a link) to read and write it: a
+/// partial copy that is continued.
+pub fn open_existing_rw(dir: FdRef, name: &CStr) -> io::Result<Fd> {
+    let fd = create_file(
+        full(dir, name)?,
+        GENERIC_READ | GENERIC_WRITE,
+        OPEN_EXISTING,
+        FILE_FLAG_OPEN_REPARSE_POINT,
+    )?;
+    match fstat(fd.as_fd())?.kind() {
+        FileKind::File => Ok(fd),
+        FileKind::Symlink => Err(super::loop_error()),
+        _ => Err(io::Error::from_raw_os_error(ERROR_ACCESS_DENIED as i32)),
+    }
+}
+
 /// Opens an existing directory (not through a link), with the right to set
 /// its times and attributes where that is granted.
 pub fn open_dir(dir: FdRef, name: &CStr) -> io::Result<Fd> {

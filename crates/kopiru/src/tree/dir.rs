@@ -103,6 +103,9 @@ impl<'scope, 'env, 'a> Worker<'scope, 'env, 'a> {
             Some(parent.clone()),
         );
         node.root_dev = st.dev;
+        node.basis = parent
+            .basis_of(dst_name)
+            .and_then(|(b, n)| sys::open_dir(b.as_fd(), n).ok());
         if !top_level {
             node.rel = parent.rel.join(sys::os_str(name));
             node.root_dev = parent.root_dev;

@@ -75,6 +75,15 @@ impl<'scope, 'env, 'a> Worker<'scope, 'env, 'a> {
             self.sh.counters.skipped.fetch_add(1, Ordering::Relaxed);
             return Existing::Keep;
         }
+        if self.sh.opts.interactive {
+            let path = join(&dir.dst_path, sys::os_str(dst_name));
+            if !self.sh.reporter.confirm_replace(&path) {
+                // Declined: left as it is, and not a copy of this source
+                // (so its hard links are not made to it).
+                self.sh.counters.skipped.fetch_add(1, Ordering::Relaxed);
+                return Existing::Refused;
+            }
+        }
         if let Some(kind) = self.sh.opts.backup {
             // Not replaced without its backup.
             if let Err(e) = self.back_up(dir, dst_name, kind) {

@@ -52,7 +52,7 @@ pub(crate) struct Counters {
     pub(crate) skipped: AtomicU64,
     /// Entries counted above and then removed by a failed final flush.
     pub(crate) withdrawn: AtomicU64,
-    pub(crate) methods: [AtomicU64; 4],
+    pub(crate) methods: [AtomicU64; 5],
 }
 
 pub(crate) struct Shared<'a> {
@@ -131,16 +131,25 @@ pub(crate) fn run(
         sh.error(e);
     }
     // Pushed in reverse so the LIFO queue starts with the first source.
-    let mut cleaned: Vec<(u64, u64)> = Vec::new();
+    // Each destination directory once, with the partial copies found there.
+    let mut cleaned: Vec<((u64, u64), Vec<sys::NameBuf>)> = Vec::new();
     for job in jobs.into_iter().rev() {
-        let dst_dev = match sys::fstat(job.dst_dir.as_fd()) {
-            Ok(st) if cleaned.contains(&(st.dev, st.ino)) => st.dev,
+        let (dst_dev, partials) = match sys::fstat(job.dst_dir.as_fd()) {
             Ok(st) => {
-                // What an interrupted run left beside its destination (a
-                // command-line file's partial copy, say), once per directory.
-                clean_temps(&sh, &job.dst_dir, &job.dst_parent);
-                cleaned.push((st.dev, st.ino));
-                st.dev
+                let id = (st.dev, st.ino);
+                let i = match cleaned.iter().position(|(d, _)| *d == id) {
+                    Some(i) => i,
+                    None => {
+                        // What an interrupted run left beside its destination
+                        // (a command-line file's temporary, say).
+                        let partials = clean_temps(&sh, &job.dst_dir, &job.dst_parent);
+                        cleaned.push((id, partials));
+                        cleaned.len() - 1
+                    }
+                };
+                let mine = partial_name(&job.dst_name);
+                let partials = cleaned[i].1.iter().filter(|p| **p == mine).cloned();
+                (st.dev, partials.collect())
             }
             Err(e) => {
                 sh.error(Error::dst(&job.dst_parent, Op::Stat, &e));
@@ -148,14 +157,23 @@ pub(crate) fn run(
             }
         };
         sh.add_filesystem(dst_dev, &job.dst_dir, &job.dst_parent);
-        let node = Arc::new(DirNode::new(
+        let mut node = DirNode::new(
             job.src_dir,
             job.dst_dir,
             job.src_parent,
             job.dst_parent,
             dst_dev,
             None,
-        ));
+        );
+        node.partials = Mutex::new(partials);
+        if let Some(basis) = &job.basis {
+            // No basis where the mirror of this source does not exist.
+            if let Ok((dir, name)) = sys::open_parent(basis) {
+                node.basis = Some(dir);
+                node.basis_top = Some(name);
+            }
+        }
+        let node = Arc::new(node);
         let item = Item {
             name: job.src_name,
             dst_name: Some(job.dst_name),
