@@ -45,8 +45,8 @@ impl Reporter for CliReporter {
         if let Some(p) = &self.progress {
             p.file();
         }
-        let src = Path::new(d.src_dir).join(d.name);
-        let dst = Path::new(d.dst_dir).join(d.dst_name);
+        let src = joined(d.src_dir, d.name);
+        let dst = joined(d.dst_dir, d.dst_name);
         if self.verbose {
             self.print(false, &format!("{} -> {}", quoted(&src), quoted(&dst)));
         }
@@ -187,6 +187,15 @@ pub fn run(args: CopyArgs) -> u8 {
 /// single quote (and nothing a shell expands in double quotes) in double
 /// quotes; otherwise a single quote as '\''. Bytes that are not UTF-8 in
 /// kopiru's lossless escape.
+/// `dir/name`, or `name` alone in the current directory (as the user named
+/// it: `big`, not `./big`).
+fn joined(dir: &Path, name: &std::ffi::OsStr) -> std::path::PathBuf {
+    match dir == Path::new(".") {
+        true => name.into(),
+        false => dir.join(name),
+    }
+}
+
 fn quoted(p: &Path) -> String {
     let s = render::path(p);
     if !s.contains('\'') {
