@@ -22,7 +22,7 @@ pub enum Command {
                           kopiru copy [OPTIONS] -t <DIR> <SOURCE>...",
         after_help = COPY_AFTER_HELP
     )]
-    Copy(CopyArgs),
+    Copy(Box<CopyArgs>),
     /// Compare two trees (or files) by content: every file hashed (BLAKE3)
     /// on both sides, the destination read from the device, not the cache.
     /// Prints each difference; exits 0 if identical, 1 if not, 2 on errors,
@@ -262,6 +262,8 @@ pub struct CopyArgs {
     pub target_directory: Option<PathBuf>,
 
     /// Accepted for cp compatibility: directories are always copied whole.
+    /// With --files-from (as rsync's -r), a listed directory is copied
+    /// whole instead of only made.
     #[arg(short = 'r', short_alias = 'R', long = "recursive", action = ArgAction::SetTrue)]
     pub recursive: bool,
 
@@ -347,6 +349,9 @@ pub struct CopyArgs {
 
     #[command(flatten)]
     pub select: crate::select::SelectArgs,
+
+    #[command(flatten)]
+    pub scale: crate::scale::ScaleArgs,
 
     #[command(flatten)]
     pub bar: ProgressArgs,
@@ -582,6 +587,7 @@ impl CopyArgs {
             ..CopyOptions::default()
         };
         self.select.apply(&mut opts)?;
+        self.scale.apply(&mut opts, self.recursive)?;
         Ok(opts)
     }
 }

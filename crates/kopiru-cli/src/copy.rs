@@ -20,6 +20,8 @@ struct CliReporter {
     progress: Option<Progress>,
     /// One -i question at a time (workers ask concurrently).
     asking: std::sync::Mutex<()>,
+    /// `--report`: a JSON line per entry.
+    report: Option<crate::scale::Report>,
 }
 
 impl CliReporter {
@@ -47,6 +49,9 @@ impl Reporter for CliReporter {
         }
         let src = joined(d.src_dir, d.name);
         let dst = joined(d.dst_dir, d.dst_name);
+        if let Some(r) = &self.report {
+            r.file_done(&src, &dst, d);
+        }
         if self.verbose {
             self.print(false, &format!("{} -> {}", quoted(&src), quoted(&dst)));
         }
@@ -71,7 +76,16 @@ impl Reporter for CliReporter {
     }
 
     fn error(&self, e: &Error) {
+        if let Some(r) = &self.report {
+            r.error(e);
+        }
         self.print(true, &format!("kopiru: {e}"));
+    }
+
+    fn kept(&self, path: &Path) {
+        if let Some(r) = &self.report {
+            r.kept(path);
+        }
     }
 
     fn warning(&self, e: &Error) {
@@ -79,6 +93,9 @@ impl Reporter for CliReporter {
     }
 
     fn change(&self, c: &Change) {
+        if let Some(r) = &self.report {
+            r.change(c);
+        }
         if let Some(style) = self.changes {
             self.print(false, &changes::line(style, c));
         }
@@ -133,6 +150,19 @@ pub fn run(args: CopyArgs) -> u8 {
         }
     };
     let dest = dest.as_path();
+    let report = match &args.scale.report {
+        Some(path) => match crate::scale::Report::open(path) {
+            Ok(r) => Some(r),
+            Err(e) => {
+                errln!("kopiru: {e}");
+                return exit::USAGE;
+            }
+        },
+        None => None,
+    };
+    // A listed or sharded copy has no total to show (the sources' walk
+    // would count the whole tree).
+    let listed = args.scale.files_from.is_some() || args.scale.shard.is_some();
     // --explain prints a line per file: no bar on top of that unless asked.
     let mut reporter = CliReporter {
         explain: args.explain,
@@ -145,8 +175,12 @@ pub fn run(args: CopyArgs) -> u8 {
         progress: args
             .bar
             .wanted(!args.explain && !args.select.dry_run && !args.select.itemize_changes)
-            .then(|| Progress::start(Work::Copy, sources, args.bar.progress)),
+            .then(|| match listed {
+                false => Progress::start(Work::Copy, sources, args.bar.progress),
+                true => Progress::start(Work::Listed, sources, args.bar.progress),
+            }),
         asking: std::sync::Mutex::new(()),
+        report,
     };
     // The one-line summary at the end goes where the bar would be: on a
     // terminal (or with --progress), never into a pipe unasked.
@@ -161,7 +195,12 @@ pub fn run(args: CopyArgs) -> u8 {
             exit::USAGE
         }
         Ok(summary) => {
-            let code = exit::for_copy(&summary);
+            let mut code = exit::for_copy(&summary);
+            if let Some(Err(e)) = reporter.report.as_ref().map(|r| r.finish()) {
+                // The copy is there, but its record is not whole.
+                errln!("kopiru: {e}");
+                code = code.max(exit::PARTIAL);
+            }
             if summary.cancelled {
                 errln!("{}", signals::stopped_line(STOPPED));
             }
@@ -183,10 +222,6 @@ pub fn run(args: CopyArgs) -> u8 {
     }
 }
 
-/// A path as cp -v shows it (GNU quoting): in single quotes; a name with a
-/// single quote (and nothing a shell expands in double quotes) in double
-/// quotes; otherwise a single quote as '\''. Bytes that are not UTF-8 in
-/// kopiru's lossless escape.
 /// `dir/name`, or `name` alone in the current directory (as the user named
 /// it: `big`, not `./big`).
 fn joined(dir: &Path, name: &std::ffi::OsStr) -> std::path::PathBuf {
@@ -196,6 +231,10 @@ fn joined(dir: &Path, name: &std::ffi::OsStr) -> std::path::PathBuf {
     }
 }
 
+/// A path as cp -v shows it (GNU quoting): in single quotes; a name with a
+/// single quote (and nothing a shell expands in double quotes) in double
+/// quotes; otherwise a single quote as '\''. Bytes that are not UTF-8 in
+/// kopiru's lossless escape.
 fn quoted(p: &Path) -> String {
     let s = render::path(p);
     if !s.contains('\'') {

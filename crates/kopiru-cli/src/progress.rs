@@ -161,6 +161,7 @@ struct Counts {
 const COPYING: u8 = 0;
 const FLUSHING: u8 = 1;
 const VERIFYING: u8 = 2;
+const WAITING: u8 = 3;
 
 /// What is being shown.
 #[derive(Clone, Copy, PartialEq, Eq)]
@@ -169,6 +170,9 @@ pub enum Work {
     Copy,
     /// Hashing for dedupe: bytes only, and no total (the engine gives none).
     Hash,
+    /// A copy of listed entries (`--files-from`) or of one share
+    /// (`--shard`): bytes and files, no total.
+    Listed,
 }
 
 pub struct Progress {
@@ -209,6 +213,7 @@ impl Progress {
         let v = match p {
             Phase::Flushing => FLUSHING,
             Phase::Verifying => VERIFYING,
+            Phase::Waiting => WAITING,
             _ => COPYING,
         };
         self.counts.phase.store(v, Ordering::Relaxed);
@@ -250,6 +255,15 @@ fn message(c: &Counts, work: Work, rates: Option<Rates>, elapsed: f64) -> (Strin
         return (
             format!(
                 "hashing: {} hashed, {rate_text} (no total: files are grouped as they are found)",
+                human(bytes)
+            ),
+            None,
+        );
+    }
+    if work == Work::Listed {
+        return (
+            format!(
+                "{} copied, {files} files, {rate_text} (no total: a list or a share)",
                 human(bytes)
             ),
             None,
@@ -332,6 +346,10 @@ fn tick(bar: &ProgressBar, c: &Counts, work: Work) {
         match phase {
             FLUSHING => bar.set_message(format!(
                 "flushing to disk… {since} (copied {}; exit 0 will mean it is all on the device)",
+                copied()
+            )),
+            WAITING => bar.set_message(format!(
+                "waiting for the other ranks… {since} (this one copied {})",
                 copied()
             )),
             VERIFYING => bar.set_message(format!(

@@ -143,7 +143,7 @@ impl Shared<'_> {
                     self.error(Error::dst(path(), Op::Sync, &e));
                     continue;
                 }
-                match self.rename_final(dir.dst.as_fd(), &tmp, &name) {
+                match self.rename_final((dir.dst.as_fd(), &dir.dst_path), &tmp, &name) {
                     Ok(_) => {}
                     Err(e) => {
                         let _ = sys::unlink_at(dir.dst.as_fd(), &tmp, false);
@@ -210,7 +210,7 @@ impl Shared<'_> {
     /// was taken meanwhile under `--no-clobber`; the temporary is removed.
     pub(crate) fn rename_final(
         &self,
-        dir: sys::FdRef,
+        (dir, dir_path): (sys::FdRef, &Path),
         tmp: &Name,
         name: &Name,
     ) -> io::Result<bool> {
@@ -220,7 +220,7 @@ impl Shared<'_> {
         match sys::rename_noreplace(dir, tmp, dir, name) {
             Err(e) if e.kind() == io::ErrorKind::AlreadyExists => {
                 let _ = sys::unlink_at(dir, tmp, false);
-                self.counters.skipped.fetch_add(1, Ordering::Relaxed);
+                self.kept(dir_path, name);
                 Ok(false)
             }
             r => r.map(|()| true),
@@ -315,7 +315,7 @@ impl<'scope, 'env, 'a> Worker<'scope, 'env, 'a> {
 
 /// FNV-1a of a name: short, stable and dependency-free; it only has to
 /// tell destinations in one directory apart.
-fn name_hash(name: &Name) -> u64 {
+pub(crate) fn name_hash(name: &Name) -> u64 {
     let mut h: u64 = 0xcbf2_9ce4_8422_2325;
     for &b in sys::name_bytes(name) {
         h = (h ^ u64::from(b)).wrapping_mul(0x0100_0000_01b3);
@@ -512,7 +512,10 @@ impl Worker<'_, '_, '_> {
                 .push((written.clone(), dst_name.to_owned()));
             return Some(written);
         }
-        match self.sh.rename_final(dir.dst.as_fd(), &written, dst_name) {
+        match self
+            .sh
+            .rename_final((dir.dst.as_fd(), &dir.dst_path), &written, dst_name)
+        {
             Ok(true) => {}
             Ok(false) => return None,
             Err(e) => {

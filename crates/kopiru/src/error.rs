@@ -82,6 +82,8 @@ pub enum Op {
     Flash,
     /// Zeroing a device (`BLKZEROOUT`, `kopiru flash --zero-first`).
     ZeroOut,
+    /// Taking a lock (a sharded copy's coordination).
+    Lock,
 }
 
 impl Op {
@@ -123,6 +125,7 @@ impl Op {
             Op::Flush => "flush",
             Op::Flash => "flash",
             Op::ZeroOut => "zero out",
+            Op::Lock => "lock",
         }
     }
 }
@@ -188,6 +191,20 @@ pub enum Refusal {
     Differs(Mismatch),
     /// Another kopiru is copying to this destination now.
     Busy,
+    /// A sharded copy (`--shard`) was not published because another rank
+    /// failed or stopped; the same command with `--resume` finishes it.
+    ShardFailed {
+        /// The rank that failed, when known.
+        rank: Option<usize>,
+    },
+    /// A sharded copy was put in place, but entries failed on other ranks.
+    ShardErrors {
+        /// How many, on the other ranks.
+        errors: u64,
+    },
+    /// A `--files-from` path that does not name an entry inside the source
+    /// (`..`, or an absolute path outside it).
+    OutsideSource,
     /// Two sources of one command go to the same destination name.
     SameDestination {
         /// The source that was there first.
@@ -320,6 +337,21 @@ impl fmt::Display for Refusal {
             Refusal::Busy => f.write_str(
                 "another kopiru is copying to this destination now (wait for it, or stop it)",
             ),
+            Refusal::ShardFailed { rank } => {
+                match rank {
+                    Some(r) => write!(f, "rank {r} failed or stopped")?,
+                    None => f.write_str("another rank failed or stopped")?,
+                }
+                f.write_str(
+                    ": the copy was not put in place; run the same command with --resume \
+                     to finish it",
+                )
+            }
+            Refusal::ShardErrors { errors } => write!(
+                f,
+                "{errors} entries failed on other ranks (see their messages); the rest is in place"
+            ),
+            Refusal::OutsideSource => f.write_str("not a path inside the source directory"),
             Refusal::SameDestination { first } => write!(
                 f,
                 "will not overwrite the copy of '{}' made by this same command",

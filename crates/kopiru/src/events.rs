@@ -123,6 +123,9 @@ pub enum Phase {
     Flushing,
     /// Reading the copy back to compare it with its source (`--verify`).
     Verifying,
+    /// This rank's share is done; waiting for the other ranks of a sharded
+    /// copy (`--shard`) and for the copy to be put in place.
+    Waiting,
 }
 
 /// Receives events from a running copy. Every method has a default that does
@@ -141,6 +144,10 @@ pub trait Reporter: Sync {
     /// A destination entry was created, replaced or deleted; with
     /// `dry_run`, would be (nothing is written then).
     fn change(&self, _change: &Change) {}
+    /// An existing destination entry was left as it was (complete under
+    /// `--resume`, `--no-clobber`, not newer under `--update`, declined
+    /// under `-i`): counted in [`Summary::skipped`].
+    fn kept(&self, _path: &Path) {}
     /// With [`crate::CopyOptions::interactive`] (cp's `-i`): whether the
     /// existing destination entry `path` may be replaced. Asked from a
     /// worker thread, which waits for the answer; `false` leaves the entry

@@ -19,6 +19,7 @@ mod events;
 mod filter;
 #[cfg(unix)]
 pub mod flash;
+mod listed;
 mod meta;
 mod options;
 mod par;
@@ -28,6 +29,7 @@ mod precheck;
 mod preview;
 pub mod probe;
 mod record;
+mod shard;
 pub(crate) mod sys;
 mod tree;
 pub mod verify;
@@ -42,6 +44,7 @@ pub use options::{
     Backup, Basis, BasisKind, CopyOptions, Follow, MethodChoice, Preserve, SparseMode, SyncMode,
 };
 pub use plan::PlanError;
+pub use shard::Shard;
 
 pub use copy::copy;
 

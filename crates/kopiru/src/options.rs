@@ -232,6 +232,21 @@ pub struct CopyOptions {
     /// part against the source and continues after the length that
     /// matches. Without either, such leftovers are removed.
     pub partial: bool,
+    /// rsync's `--files-from`: copy exactly these entries of the one source
+    /// directory, named by paths relative to it, to the same paths under
+    /// the destination, which is the copy of the source itself (as with
+    /// `no_target_directory`) and is made if missing. Parent directories
+    /// are made; a listed directory is made but not entered unless
+    /// `recursive`; directory metadata is applied at the end, deepest
+    /// first. Several processes may copy lists into one destination at
+    /// once (fpart's jobs).
+    pub files_from: Option<Vec<std::path::PathBuf>>,
+    /// With `files_from`: a listed directory is copied whole (rsync's `-r`).
+    pub recursive: bool,
+    /// Copy one share of the tree, coordinated with the processes copying
+    /// the others through the destination's filesystem (see the `shard`
+    /// module): the result is what one process would make.
+    pub shard: Option<crate::Shard>,
     /// cp's `-i`: ask [`crate::Reporter::confirm_replace`] before an
     /// existing destination entry is replaced. The copy then runs on one
     /// worker, so the questions come in a predictable order.
@@ -264,6 +279,9 @@ impl Default for CopyOptions {
             basis: None,
             partial: false,
             interactive: false,
+            files_from: None,
+            recursive: false,
+            shard: None,
         }
     }
 }
@@ -271,9 +289,12 @@ impl Default for CopyOptions {
 impl CopyOptions {
     pub(crate) fn worker_count(&self) -> usize {
         // Questions come in the order of the walk, one worker's.
-        match self.interactive {
-            true => 1,
-            false => crate::par::workers(self.jobs),
+        let per_node = self.shard.and_then(|s| s.per_node);
+        match (self.interactive, per_node) {
+            (true, _) => 1,
+            // Ranks on one machine share its CPUs.
+            (false, Some(n)) if self.jobs == 0 => (crate::par::workers(0) / n).max(1),
+            (false, _) => crate::par::workers(self.jobs),
         }
     }
 }

@@ -111,7 +111,7 @@ pub(crate) fn plan(
 /// The directory of `--link-dest`/`--clone-dest`, which must exist. A
 /// relative one is taken from DEST, as rsync takes it (`--link-dest ../prev`
 /// names `prev` beside DEST), lexically, since DEST may not exist yet.
-fn basis_dir(basis: &crate::options::Basis, dest: &Path) -> Result<PathBuf, PlanError> {
+pub(crate) fn basis_dir(basis: &crate::options::Basis, dest: &Path) -> Result<PathBuf, PlanError> {
     let mut dir = PathBuf::new();
     if basis.dir.is_relative() {
         for c in dest.join(&basis.dir).components() {

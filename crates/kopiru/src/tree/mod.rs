@@ -93,6 +93,9 @@ pub(crate) struct Shared<'a> {
     pub(crate) filesystems: Mutex<Vec<(u64, Fd, PathBuf)>>,
     /// Every entry was walked before any cancel (set when the workers end).
     pub(crate) walked: AtomicBool,
+    /// Directories made as entries of their own (`Item::shallow`), by
+    /// their path inside the source.
+    pub(crate) shallow_dirs: Mutex<Vec<PathBuf>>,
 }
 
 /// Runs every job to completion on the worker threads. Also returns the
@@ -104,29 +107,7 @@ pub(crate) fn run(
     refused: Vec<Error>,
 ) -> (Summary, SourceHashes) {
     sys::raise_fd_limit();
-    let sh = Shared {
-        opts,
-        reporter,
-        umask: sys::umask(),
-        noatime: AtomicBool::new(true),
-        caps: Caps::default(),
-        links: Mutex::new(HashMap::new()),
-        queue: Mutex::new(VecDeque::new()),
-        wake: Condvar::new(),
-        outstanding: AtomicUsize::new(0),
-        started: AtomicUsize::new(1),
-        max_workers: opts.worker_count(),
-        dst_roots: Mutex::new(Vec::new()),
-        counters: Counters::default(),
-        errors: Mutex::new(Vec::new()),
-        warnings: Mutex::new(Vec::new()),
-        tmp_counter: AtomicU64::new(0),
-        finish: Mutex::new(Vec::new()),
-        staged: Mutex::new(Vec::new()),
-        source_hashes: Mutex::new(Vec::new()),
-        filesystems: Mutex::new(Vec::new()),
-        walked: AtomicBool::new(false),
-    };
+    let sh = Shared::new(opts, reporter);
     for e in refused {
         sh.error(e);
     }
@@ -173,15 +154,60 @@ pub(crate) fn run(
                 node.basis_top = Some(name);
             }
         }
+        node.stages = true;
         let node = Arc::new(node);
         let item = Item {
             name: job.src_name,
             dst_name: Some(job.dst_name),
             kind: None,
             follow: job.follow,
+            shallow: false,
         };
         sh.push(Task::Items(node, vec![item]));
     }
+    let (summary, hashes, _) = execute(sh);
+    (summary, hashes)
+}
+
+/// Entries of one directory to copy, given by the caller rather than found
+/// by listing it (`--files-from`, a shard): the directory pair (made and
+/// opened by the caller; no metadata of its own is applied) and the items.
+pub(crate) struct Group {
+    pub(crate) node: DirNode,
+    pub(crate) items: Vec<Item>,
+}
+
+/// Copies the entries of every group, as [`run`] copies command-line
+/// sources, minus the staging of new top-level trees. Also returns the
+/// directories made as entries of their own (`Item::shallow`), relative to
+/// the source, whose metadata the caller applies.
+pub(crate) fn run_groups(
+    groups: Vec<Group>,
+    opts: &CopyOptions,
+    reporter: &dyn Reporter,
+    refused: Vec<Error>,
+) -> (Summary, SourceHashes, Vec<PathBuf>) {
+    sys::raise_fd_limit();
+    let sh = Shared::new(opts, reporter);
+    for e in refused {
+        sh.error(e);
+    }
+    for mut g in groups.into_iter().rev() {
+        sh.add_filesystem(g.node.dst_dev, &g.node.dst, &g.node.dst_path);
+        if !g.node.fresh {
+            // Leftovers of an interrupted run, as a listing would find them.
+            let partials = clean_temps(&sh, &g.node.dst, &g.node.dst_path);
+            g.node.partials = Mutex::new(partials);
+        }
+        sh.push(Task::Items(Arc::new(g.node), g.items));
+    }
+    execute(sh)
+}
+
+/// Runs the queued tasks to completion on the worker threads, then puts
+/// what waits for the end in place.
+fn execute(sh: Shared) -> (Summary, SourceHashes, Vec<PathBuf>) {
+    let opts = sh.opts;
     let copying = (Mutex::new(true), Condvar::new());
     std::thread::scope(|s| {
         if opts.sync == SyncMode::End && sys::FS_SYNC_WRITES_FILES {
@@ -207,7 +233,8 @@ pub(crate) fn run(
     sh.walked.store(walked, Ordering::SeqCst);
     sh.publish(walked);
     let hashes = std::mem::take(&mut *sh.source_hashes.lock().expect("hashes lock"));
-    (sh.into_summary(), SourceHashes::new(hashes))
+    let dirs = std::mem::take(&mut *sh.shallow_dirs.lock().expect("dirs lock"));
+    (sh.into_summary(), SourceHashes::new(hashes), dirs)
 }
 
 /// `dir/name` for messages, without a leading "./".
@@ -219,7 +246,34 @@ pub(crate) fn join(dir: &Path, name: &std::ffi::OsStr) -> PathBuf {
     }
 }
 
-impl Shared<'_> {
+impl<'a> Shared<'a> {
+    fn new(opts: &'a CopyOptions, reporter: &'a dyn Reporter) -> Shared<'a> {
+        Shared {
+            opts,
+            reporter,
+            umask: sys::umask(),
+            noatime: AtomicBool::new(true),
+            caps: Caps::default(),
+            links: Mutex::new(HashMap::new()),
+            queue: Mutex::new(VecDeque::new()),
+            wake: Condvar::new(),
+            outstanding: AtomicUsize::new(0),
+            started: AtomicUsize::new(1),
+            max_workers: opts.worker_count(),
+            dst_roots: Mutex::new(Vec::new()),
+            counters: Counters::default(),
+            errors: Mutex::new(Vec::new()),
+            warnings: Mutex::new(Vec::new()),
+            tmp_counter: AtomicU64::new(0),
+            finish: Mutex::new(Vec::new()),
+            staged: Mutex::new(Vec::new()),
+            source_hashes: Mutex::new(Vec::new()),
+            filesystems: Mutex::new(Vec::new()),
+            walked: AtomicBool::new(false),
+            shallow_dirs: Mutex::new(Vec::new()),
+        }
+    }
+
     /// Queues a task (a shared directory at the low-priority end) and wakes
     /// a waiting worker; returns how many tasks wait now.
     pub(crate) fn push(&self, task: Task) -> usize {
@@ -239,6 +293,12 @@ impl Shared<'_> {
     pub(crate) fn error(&self, e: Error) {
         self.reporter.error(&e);
         self.errors.lock().expect("errors lock").push(e);
+    }
+
+    /// An existing destination entry left as it was (counted as skipped).
+    pub(crate) fn kept(&self, dir: &Path, name: &sys::Name) {
+        self.counters.skipped.fetch_add(1, Ordering::Relaxed);
+        self.reporter.kept(&join(dir, sys::os_str(name)));
     }
 
     pub(crate) fn warn(&self, e: Error) {

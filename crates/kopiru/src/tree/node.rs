@@ -48,6 +48,9 @@ pub(crate) struct DirNode {
     /// For the parent of a command-line source: the name in `basis` that
     /// mirrors the source's copy (which need not be its name there).
     pub(crate) basis_top: Option<NameBuf>,
+    /// The parent of command-line sources: a new directory made in it is a
+    /// top-level tree, built under a staged name and renamed at the end.
+    pub(crate) stages: bool,
     /// The partial copies (`--partial`) found here when the directory was
     /// cleaned of leftovers ([`crate::durable::partial_name`]s).
     pub(crate) partials: Mutex<Vec<NameBuf>>,
@@ -80,6 +83,7 @@ impl DirNode {
             new_owner: OnceLock::new(),
             basis: None,
             basis_top: None,
+            stages: false,
             partials: Mutex::new(Vec::new()),
         }
     }
@@ -123,6 +127,9 @@ pub(crate) struct Item {
     pub(crate) kind: Option<FileKind>,
     /// Follow this entry if it is a symlink.
     pub(crate) follow: bool,
+    /// A directory listed by itself (`--files-from`, a shard): made, not
+    /// entered, its metadata applied by the caller at the end.
+    pub(crate) shallow: bool,
 }
 
 pub(crate) enum Task {

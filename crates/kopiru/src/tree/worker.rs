@@ -131,6 +131,7 @@ impl<'scope, 'env, 'a> Worker<'scope, 'env, 'a> {
                         dst_name: None,
                         kind: e.kind,
                         follow,
+                        shallow: false,
                     })
                     .collect();
                 if items.len() > SHARE_ABOVE {
@@ -309,7 +310,7 @@ impl<'scope, 'env, 'a> Worker<'scope, 'env, 'a> {
         };
         match kind {
             FileKind::File => self.file(dir, &item.name, dst_name, item.follow),
-            FileKind::Dir => self.dir(dir, &item.name, dst_name, item.follow),
+            FileKind::Dir => self.dir(dir, item, dst_name),
             FileKind::Symlink => self.symlink(dir, &item.name, dst_name),
             _ => self.special(dir, &item.name, dst_name, item.follow),
         }
