@@ -32,7 +32,7 @@ finish() {
 }
 
 # The checks below, by name: all skipped when Wine cannot be had.
-ALL_CHECKS=(starts tree long-path attributes times same-file into-itself
+ALL_CHECKS=(starts tree close-pool long-path attributes times same-file into-itself
     one-failure resume verify hard-links rerun not-supported method-clone
     bench-sweep unit-tests)
 
@@ -150,6 +150,30 @@ else
     fail "tree"
     show
     diff -r "$S" "$T/tree-dst" | head -5
+fi
+
+# close-pool: many small files, whose handles are closed on the pool of
+# closer threads (more files than its threads and queue hold), into a new
+# tree (staged, renamed into place once every handle is closed) with
+# --sync file, and into an existing directory (each file renamed while the
+# pool may still hold its handle) with --sync end.
+C=$T/pool-src
+for d in 1 2 3; do
+    mkdir -p "$C/d$d"
+    for i in $(seq 1 200); do echo "file $d/$i" >"$C/d$d/f$i.txt"; done
+done
+k copy --sync file "$C" "$T/pool-new"
+rc1=$RC
+mkdir -p "$T/pool-into"
+k copy --sync end "$C/d1" "$C/d2" "$C/d3" "$T/pool-into"
+rc2=$RC
+left=$(find "$T/pool-new" "$T/pool-into" -name '.kopiru-tmp*' | wc -l)
+if [ $rc1 -eq 0 ] && [ $rc2 -eq 0 ] && [ "$left" -eq 0 ] &&
+    diff -r "$C" "$T/pool-new" >/dev/null && diff -r "$C" "$T/pool-into" >/dev/null; then
+    pass "close-pool: 600 files closed on the closer threads, a new tree (--sync file) and into a directory (--sync end) identical, no temporaries"
+else
+    fail "close-pool: exit $rc1 and $rc2, temporaries left $left"
+    show
 fi
 
 # long-path: a file whose Windows path is longer than 260 characters.

@@ -520,6 +520,30 @@ pub fn close(fd: Fd) -> io::Result<()> {
     Ok(())
 }
 
+/// Where the tree code closes the destination files it finished: on Unix,
+/// at once on the worker ([`close`]), so that an error `close` returns is
+/// that file's error. (Windows closes them on a pool of threads.)
+#[derive(Default)]
+pub struct Closer;
+
+impl Closer {
+    /// A closer for one run.
+    pub fn new() -> Closer {
+        Closer
+    }
+
+    /// Closes `fd` now: [`close`].
+    #[inline]
+    pub fn close(&self, fd: Fd) -> io::Result<()> {
+        close(fd)
+    }
+
+    /// Nothing is left to close on Unix: no errors.
+    pub fn finish(&self) -> Vec<(std::path::PathBuf, io::Error)> {
+        Vec::new()
+    }
+}
+
 /// Alignment of buffers, offsets and lengths for uncached reads: 4096 covers
 /// every logical block size in use.
 pub const DIRECT_ALIGN: usize = 4096;

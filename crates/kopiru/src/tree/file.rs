@@ -287,7 +287,7 @@ impl<'scope, 'env, 'a> Worker<'scope, 'env, 'a> {
             fail(self, Op::Sync, &e, false);
             return None;
         }
-        if let Err(e) = sys::close(dst) {
+        if let Err(e) = self.sh.closer.close(dst) {
             fail(self, Op::Close, &e, false);
             return None;
         }

@@ -93,6 +93,9 @@ pub(crate) struct Shared<'a> {
     pub(crate) filesystems: Mutex<Vec<(u64, Fd, PathBuf)>>,
     /// Every entry was walked before any cancel (set when the workers end).
     pub(crate) walked: AtomicBool,
+    /// Closes finished destination files: at once on Unix, on a pool of
+    /// threads on Windows ([`sys::Closer`]), drained when the workers end.
+    pub(crate) closer: sys::Closer,
 }
 
 /// Runs every job to completion on the worker threads. Also returns the
@@ -126,6 +129,7 @@ pub(crate) fn run(
         source_hashes: Mutex::new(Vec::new()),
         filesystems: Mutex::new(Vec::new()),
         walked: AtomicBool::new(false),
+        closer: sys::Closer::new(),
     };
     for e in refused {
         sh.error(e);
@@ -201,6 +205,12 @@ pub(crate) fn run(
         *copying.0.lock().expect("copying lock") = false;
         copying.1.notify_all();
     });
+    // Every file is closed before staged trees are renamed into place (which
+    // Windows refuses while files below them are open) and before the
+    // summary; a close that failed on the pool is that file's error.
+    for (path, e) in sh.closer.finish() {
+        sh.error(Error::dst(path, Op::Close, &e));
+    }
     // A cancel that comes during the final flush does not withdraw a tree
     // whose walk was complete.
     let walked = !opts.cancel.is_cancelled();
