@@ -48,6 +48,8 @@ pub enum Op {
     Clone,
     /// The in-kernel copy (`copy_file_range`).
     CopyFileRange,
+    /// Windows' `CopyFile2`, which creates the copy itself.
+    CopyFile2,
     /// Copying as a whole (a refusal before any data moved).
     Copy,
     /// Moving a name into place.
@@ -106,6 +108,7 @@ impl Op {
             Op::Link => "link",
             Op::Clone => "clone",
             Op::CopyFileRange => "copy_file_range",
+            Op::CopyFile2 => "CopyFile2",
             Op::Copy => "copy",
             Op::Rename => "rename",
             Op::Remove => "remove",

@@ -520,6 +520,20 @@ pub fn close(fd: Fd) -> io::Result<()> {
     Ok(())
 }
 
+/// Whether [`copy_file_new`] exists: no, on Unix (Windows' CopyFile2).
+pub const COPY_CREATES_FILE: bool = false;
+
+/// Not on Unix: see [`COPY_CREATES_FILE`].
+pub fn copy_file_new(
+    _src: FdRef,
+    _dir: FdRef,
+    _name: &CStr,
+    _mode: u32,
+    _go_on: &mut dyn FnMut(u64) -> bool,
+) -> io::Result<Fd> {
+    Err(super::unsupported())
+}
+
 /// Where the tree code closes the destination files it finished: on Unix,
 /// at once on the worker ([`close`]), so that an error `close` returns is
 /// that file's error. (Windows closes them on a pool of threads.)
