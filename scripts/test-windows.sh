@@ -34,7 +34,7 @@ finish() {
 # The checks below, by name: all skipped when Wine cannot be had.
 ALL_CHECKS=(starts tree close-pool long-path attributes times same-file into-itself
     one-failure resume verify hard-links rerun not-supported method-clone copyfile2
-    bench-sweep unit-tests)
+    bench-sweep unit-tests rename-by-handle)
 
 WINE=/usr/lib/wine/wine64
 CC=x86_64-w64-mingw32-gcc
@@ -480,6 +480,29 @@ if cargo test -q -p kopiru --lib --target x86_64-pc-windows-gnu --no-run \
 else
     fail "unit-tests: building them for Windows"
     tail -20 "$WORK/build.err"
+fi
+
+# rename-by-handle: placement by SetFileInformationByHandle(FileRenameInfoEx)
+# with POSIX semantics (its unit test, run again to learn which way it went:
+# it checks either outcome). Where it is refused, every placement above
+# went through MoveFileExW.
+if [ -f "$BIN/kopiru-unit.exe" ]; then
+    timeout 60 "$WINE" "$BIN/kopiru-unit.exe" rename_by_handle_or_moved --nocapture \
+        >"$OUT" 2>"$ERR" </dev/null
+    RC=$?
+    how=$(grep -o 'KOPIRU-RENAME-BY-HANDLE: .*' "$OUT" | tr -d '\r')
+    if [ $RC -ne 0 ]; then
+        fail "rename-by-handle: its unit test failed (exit $RC)"
+        tail -20 "$OUT"
+    elif [[ $how == *": used" ]]; then
+        pass "rename-by-handle: FileRenameInfoEx with POSIX semantics replaced a file still open"
+    elif [[ $how == *": refused: "* ]]; then
+        skip "rename-by-handle: Wine refuses SetFileInformationByHandle(FileRenameInfoEx) (${how#*refused: }): every placement here used the MoveFileExW fallback; the handle rename is compile-checked only"
+    else
+        fail "rename-by-handle: the unit test did not say which way it went"
+    fi
+else
+    fail "rename-by-handle: no unit-test executable"
 fi
 
 skip "symlinks and junctions: Wine 8 shows Unix symlinks as their targets, and its CreateSymbolicLinkW reports success without making a link"

@@ -644,17 +644,116 @@ pub fn link_at(old_dir: FdRef, old: &CStr, new_dir: FdRef, new: &CStr) -> io::Re
     cvt(unsafe { CreateHardLinkW(n.as_ptr(), o.as_ptr(), std::ptr::null()) })
 }
 
+/// Renames `from` to `to` through a handle:
+/// `SetFileInformationByHandle(FileRenameInfoEx)` with
+/// `FILE_RENAME_FLAG_POSIX_SEMANTICS` (a replaced file still open elsewhere
+/// loses its name at once, as on Unix, instead of the rename failing), and
+/// `FILE_RENAME_FLAG_REPLACE_IF_EXISTS` when `replace`. Windows 10 1709 and
+/// later on NTFS; FAT, older Windows and Wine 8 refuse it (the callers then
+/// use MoveFileExW). The rename is one NTFS journal transaction, durable as
+/// MOVEFILE_WRITE_THROUGH's.
+fn rename_by_handle(from: &Path, to: &Path, replace: bool) -> io::Result<()> {
+    use windows_sys::Win32::Storage::FileSystem::{FileRenameInfoEx, DELETE, FILE_RENAME_INFO};
+    use windows_sys::Win32::System::WindowsProgramming::{
+        FILE_RENAME_FLAG_POSIX_SEMANTICS, FILE_RENAME_FLAG_REPLACE_IF_EXISTS,
+    };
+    let fd = create_file(
+        from.to_path_buf(),
+        DELETE | SYNCHRONIZE,
+        OPEN_EXISTING,
+        FILE_FLAG_OPEN_REPARSE_POINT | FILE_FLAG_BACKUP_SEMANTICS,
+    )?;
+    let name: Vec<u16> = to.as_os_str().encode_wide().collect();
+    let name_bytes = name.len() * 2;
+    let offset = std::mem::offset_of!(FILE_RENAME_INFO, FileName);
+    // The structure ends with the name (NUL-terminated, though its length
+    // leaves the NUL out): a buffer of u64s keeps its alignment.
+    let size = offset + name_bytes + 2;
+    let mut buf = vec![0u64; size.div_ceil(8)];
+    let info = buf.as_mut_ptr().cast::<FILE_RENAME_INFO>();
+    let mut flags = FILE_RENAME_FLAG_POSIX_SEMANTICS;
+    if replace {
+        flags |= FILE_RENAME_FLAG_REPLACE_IF_EXISTS;
+    }
+    // SAFETY: `buf` is zeroed, aligned for FILE_RENAME_INFO and `size`
+    // bytes long or more, so the header fields and `name_bytes` bytes of
+    // name after `offset` (then the zero NUL) are inside it.
+    unsafe {
+        (*info).Anonymous.Flags = flags;
+        (*info).RootDirectory = std::ptr::null_mut();
+        (*info).FileNameLength = name_bytes as u32;
+        std::ptr::copy_nonoverlapping(
+            name.as_ptr(),
+            buf.as_mut_ptr().cast::<u8>().add(offset).cast::<u16>(),
+            name.len(),
+        );
+    }
+    let h = fd.as_fd().handle()?;
+    // SAFETY: `h` is the open handle of `fd` (opened with DELETE); `info`
+    // points to `size` initialised bytes of a FILE_RENAME_INFO.
+    cvt(unsafe { SetFileInformationByHandle(h, FileRenameInfoEx, info.cast(), size as u32) })
+}
+
+/// Whether [`rename_by_handle`] failed because this Windows, filesystem or
+/// Wine does not have it (then MoveFileExW is used).
+fn rename_by_handle_refused(e: &io::Error) -> bool {
+    use windows_sys::Win32::Foundation::{
+        ERROR_CALL_NOT_IMPLEMENTED, ERROR_INVALID_FUNCTION, ERROR_INVALID_PARAMETER,
+        ERROR_NOT_SUPPORTED,
+    };
+    matches!(
+        e.raw_os_error().map(|c| c as u32),
+        Some(
+            ERROR_INVALID_PARAMETER
+                | ERROR_NOT_SUPPORTED
+                | ERROR_INVALID_FUNCTION
+                | ERROR_CALL_NOT_IMPLEMENTED
+        )
+    )
+}
+
+/// Set once [`rename_by_handle`] was refused in this process: from then on
+/// kopiru renames with MoveFileExW only (one refused call, not one per
+/// file; a run that also writes to NTFS then uses MoveFileExW there too).
+static RENAME_BY_HANDLE_REFUSED: std::sync::atomic::AtomicBool =
+    std::sync::atomic::AtomicBool::new(false);
+
+/// Renames by handle where that works, else with MoveFileExW: see
+/// [`rename_by_handle`]. Any other failure of the handle rename (the
+/// target read-only, say) is retried with MoveFileExW too, whose error is
+/// the one reported.
+fn rename_path(from: &Path, to: &Path, replace: bool) -> io::Result<()> {
+    use std::sync::atomic::Ordering;
+    if !RENAME_BY_HANDLE_REFUSED.load(Ordering::Relaxed) {
+        match rename_by_handle(from, to, replace) {
+            Ok(()) => return Ok(()),
+            Err(e) if rename_by_handle_refused(&e) => {
+                RENAME_BY_HANDLE_REFUSED.store(true, Ordering::Relaxed);
+            }
+            Err(_) => {}
+        }
+    }
+    let flags = if replace {
+        MOVEFILE_REPLACE_EXISTING
+    } else {
+        0
+    };
+    move_file(from.to_path_buf(), to.to_path_buf(), flags)
+}
+
 fn move_file(old: PathBuf, new: PathBuf, flags: u32) -> io::Result<()> {
     let (o, n) = (wide(&old), wide(&new));
     cvt(unsafe { MoveFileExW(o.as_ptr(), n.as_ptr(), flags | MOVEFILE_WRITE_THROUGH) })
 }
 
-/// `MoveFileExW(MOVEFILE_REPLACE_EXISTING | MOVEFILE_WRITE_THROUGH)`. As a
-/// Unix rename, it replaces a read-only file too (Windows refuses that until
-/// the attribute is cleared).
+/// Renames, replacing: `SetFileInformationByHandle(FileRenameInfoEx)` with
+/// POSIX semantics where that works, else `MoveFileExW(MOVEFILE_REPLACE_EXISTING
+/// | MOVEFILE_WRITE_THROUGH)` ([`rename_path`]). As a Unix rename, it
+/// replaces a read-only file too (Windows refuses that until the attribute
+/// is cleared).
 pub fn rename_at(old_dir: FdRef, old: &CStr, new_dir: FdRef, new: &CStr) -> io::Result<()> {
     let (from, to) = (full(old_dir, old)?, full(new_dir, new)?);
-    match move_file(from.clone(), to.clone(), MOVEFILE_REPLACE_EXISTING) {
+    match rename_path(&from, &to, true) {
         Err(e) if e.raw_os_error() == Some(ERROR_ACCESS_DENIED as i32) => {
             let w = wide(&to);
             let attrs = unsafe { GetFileAttributesW(w.as_ptr()) };
@@ -671,10 +770,11 @@ pub fn rename_at(old_dir: FdRef, old: &CStr, new_dir: FdRef, new: &CStr) -> io::
     }
 }
 
-/// `MoveFileExW(MOVEFILE_WRITE_THROUGH)`: fails with AlreadyExists instead
-/// of replacing.
+/// Renames without replacing ([`rename_path`]: by handle with POSIX
+/// semantics, else `MoveFileExW(MOVEFILE_WRITE_THROUGH)`): fails with
+/// AlreadyExists instead of replacing.
 pub fn rename_noreplace(old_dir: FdRef, old: &CStr, new_dir: FdRef, new: &CStr) -> io::Result<()> {
-    move_file(full(old_dir, old)?, full(new_dir, new)?, 0)
+    rename_path(&full(old_dir, old)?, &full(new_dir, new)?, false)
 }
 
 /// Removes a file (or an empty directory with `is_dir`). As on Unix, the
@@ -1659,6 +1759,47 @@ mod tests {
         );
         assert!(!d.join("dst").exists());
         drop((src, dir));
+        std::fs::remove_dir_all(&d).unwrap();
+    }
+
+    /// Placement by handle (FileRenameInfoEx, POSIX semantics) replaces a
+    /// file that is still open elsewhere; where it is refused (Wine 8, FAT,
+    /// old Windows) the error is one of those that send rename_at to
+    /// MoveFileExW, and rename_at replaces all the same. Prints which, for
+    /// test-windows.sh.
+    #[test]
+    fn rename_by_handle_or_moved() {
+        let d = scratch("rename");
+        let dir = open_path(&d, O_DIRECTORY).unwrap();
+        let p = |n: &CStr| full(dir.as_fd(), n).unwrap();
+        std::fs::write(d.join("new"), b"new").unwrap();
+        std::fs::write(d.join("old"), b"old").unwrap();
+        let held = open_source(dir.as_fd(), c"old", false, false, false).unwrap();
+        match rename_by_handle(&p(c"new"), &p(c"old"), true) {
+            Ok(()) => {
+                println!("KOPIRU-RENAME-BY-HANDLE: used");
+                assert_eq!(std::fs::read(d.join("old")).unwrap(), b"new");
+                assert!(!d.join("new").exists());
+                let mut buf = [0u8; 8];
+                let n = pread(held.as_fd(), &mut buf, 0).unwrap();
+                assert_eq!(&buf[..n], b"old", "the replaced file, still open");
+                std::fs::write(d.join("third"), b"3").unwrap();
+                let e = rename_by_handle(&p(c"third"), &p(c"old"), false).unwrap_err();
+                assert_eq!(e.kind(), io::ErrorKind::AlreadyExists, "{e}");
+            }
+            Err(e) => {
+                println!("KOPIRU-RENAME-BY-HANDLE: refused: {e}");
+                assert!(rename_by_handle_refused(&e), "{e}");
+            }
+        }
+        drop(held);
+        std::fs::write(d.join("again"), b"again").unwrap();
+        rename_at(dir.as_fd(), c"again", dir.as_fd(), c"old").unwrap();
+        assert_eq!(std::fs::read(d.join("old")).unwrap(), b"again");
+        std::fs::write(d.join("more"), b"more").unwrap();
+        let e = rename_noreplace(dir.as_fd(), c"more", dir.as_fd(), c"old").unwrap_err();
+        assert_eq!(e.kind(), io::ErrorKind::AlreadyExists, "{e}");
+        drop(dir);
         std::fs::remove_dir_all(&d).unwrap();
     }
 
