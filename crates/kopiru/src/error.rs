@@ -72,6 +72,8 @@ pub enum Op {
     ChownGroupOnly,
     /// Copying extended attributes.
     Xattr,
+    /// Copying a Windows security descriptor's DACL (with `-a`).
+    Security,
     /// Comparing a copy with its source.
     Verify,
     /// Reading a file's extent map.
@@ -120,6 +122,7 @@ impl Op {
             Op::Chown => "chown",
             Op::ChownGroupOnly => "chown (owner kept as yours)",
             Op::Xattr => "xattr",
+            Op::Security => "set security descriptor",
             Op::Verify => "verify",
             Op::MapExtents => "map extents",
             Op::Dedupe => "dedupe",

@@ -901,6 +901,164 @@ pub fn chown_at(_dir: FdRef, _name: &CStr, _uid: u32, _gid: u32) -> io::Result<(
     Ok(())
 }
 
+/// The owner, group and DACL of a file, as `GetSecurityInfo` returns them
+/// (pointers into `sd`, freed on drop).
+struct Security {
+    owner: windows_sys::Win32::Security::PSID,
+    group: windows_sys::Win32::Security::PSID,
+    dacl: *mut windows_sys::Win32::Security::ACL,
+    sd: windows_sys::Win32::Security::PSECURITY_DESCRIPTOR,
+}
+
+impl Security {
+    fn of(h: HANDLE) -> io::Result<Security> {
+        use windows_sys::Win32::Security::Authorization::{GetSecurityInfo, SE_FILE_OBJECT};
+        use windows_sys::Win32::Security::{
+            DACL_SECURITY_INFORMATION, GROUP_SECURITY_INFORMATION, OWNER_SECURITY_INFORMATION,
+        };
+        let mut s = Security {
+            owner: std::ptr::null_mut(),
+            group: std::ptr::null_mut(),
+            dacl: std::ptr::null_mut(),
+            sd: std::ptr::null_mut(),
+        };
+        // SAFETY: `h` is an open handle with READ_CONTROL; the out-pointers
+        // are valid, and GetSecurityInfo points them into one allocation
+        // it returns in `sd`, freed by Drop.
+        let e = unsafe {
+            GetSecurityInfo(
+                h,
+                SE_FILE_OBJECT,
+                OWNER_SECURITY_INFORMATION | GROUP_SECURITY_INFORMATION | DACL_SECURITY_INFORMATION,
+                &mut s.owner,
+                &mut s.group,
+                &mut s.dacl,
+                std::ptr::null_mut(),
+                &mut s.sd,
+            )
+        };
+        if e != 0 {
+            return Err(io::Error::from_raw_os_error(e as i32));
+        }
+        Ok(s)
+    }
+
+    /// Whether the DACL is protected from inheriting its parent's ACEs.
+    fn dacl_protected(&self) -> bool {
+        use windows_sys::Win32::Security::{GetSecurityDescriptorControl, SE_DACL_PROTECTED};
+        let (mut control, mut rev) = (0u16, 0u32);
+        // SAFETY: `sd` is the descriptor GetSecurityInfo returned.
+        let ok = unsafe { GetSecurityDescriptorControl(self.sd, &mut control, &mut rev) };
+        ok != 0 && control & SE_DACL_PROTECTED != 0
+    }
+}
+
+impl Drop for Security {
+    fn drop(&mut self) {
+        // SAFETY: `sd` was allocated by GetSecurityInfo (LocalAlloc) and is
+        // freed once; the SID and ACL pointers into it die with it.
+        unsafe { windows_sys::Win32::Foundation::LocalFree(self.sd) };
+    }
+}
+
+fn sid_eq(a: windows_sys::Win32::Security::PSID, b: windows_sys::Win32::Security::PSID) -> bool {
+    // SAFETY: both are SIDs inside live security descriptors, or null
+    // (checked first).
+    !a.is_null() && !b.is_null() && unsafe { windows_sys::Win32::Security::EqualSid(a, b) } != 0
+}
+
+/// With `-a` (or `--preserve owner`): the source's DACL (protected from
+/// inheritance or not, as the source's is), then its owner and group, onto
+/// `dst`, through a second handle opened with `WRITE_DAC | WRITE_OWNER`.
+/// Returns the DACL's result and the owner's: as on Unix, giving a file to
+/// another owner needs privilege (SeRestorePrivilege), so that error is a
+/// warning the caller reports as chown's. An owner and group that are
+/// already the source's are not set again.
+pub fn copy_security(src: FdRef, dst: FdRef) -> (io::Result<()>, io::Result<()>) {
+    use windows_sys::Win32::Security::Authorization::{SetSecurityInfo, SE_FILE_OBJECT};
+    use windows_sys::Win32::Security::{
+        DACL_SECURITY_INFORMATION, GROUP_SECURITY_INFORMATION, OWNER_SECURITY_INFORMATION,
+        PROTECTED_DACL_SECURITY_INFORMATION, UNPROTECTED_DACL_SECURITY_INFORMATION,
+    };
+    use windows_sys::Win32::Storage::FileSystem::{READ_CONTROL, WRITE_DAC, WRITE_OWNER};
+    let from = match src.handle().and_then(Security::of) {
+        Ok(s) => s,
+        Err(e) => return (Err(e), Ok(())),
+    };
+    let flags = FILE_FLAG_BACKUP_SEMANTICS | FILE_FLAG_OPEN_REPARSE_POINT;
+    let path = dst.path.to_path_buf();
+    let (h, owner_open) = match create_file(
+        path.clone(),
+        READ_CONTROL | WRITE_DAC | WRITE_OWNER,
+        OPEN_EXISTING,
+        flags,
+    ) {
+        Ok(fd) => (fd, Ok(())),
+        Err(e) => match create_file(path, READ_CONTROL | WRITE_DAC, OPEN_EXISTING, flags) {
+            Ok(fd) => (fd, Err(e)),
+            Err(e2) => return (Err(e2), Err(e)),
+        },
+    };
+    let hd = match h.as_fd().handle() {
+        Ok(hd) => hd,
+        Err(e) => return (Err(e), Ok(())),
+    };
+    let protection = if from.dacl_protected() {
+        PROTECTED_DACL_SECURITY_INFORMATION
+    } else {
+        UNPROTECTED_DACL_SECURITY_INFORMATION
+    };
+    let dacl = if from.dacl.is_null() {
+        // A null DACL (everyone may do anything) has nothing to copy.
+        Ok(())
+    } else {
+        // SAFETY: `hd` is open with WRITE_DAC; the ACL lives in `from.sd`.
+        let e = unsafe {
+            SetSecurityInfo(
+                hd,
+                SE_FILE_OBJECT,
+                DACL_SECURITY_INFORMATION | protection,
+                std::ptr::null_mut(),
+                std::ptr::null_mut(),
+                from.dacl,
+                std::ptr::null(),
+            )
+        };
+        match e {
+            0 => Ok(()),
+            e => Err(io::Error::from_raw_os_error(e as i32)),
+        }
+    };
+    let now = Security::of(hd);
+    let same = now
+        .as_ref()
+        .is_ok_and(|n| sid_eq(n.owner, from.owner) && sid_eq(n.group, from.group));
+    let owner = match (same, owner_open) {
+        (true, _) => Ok(()),
+        (false, Err(e)) => Err(e),
+        (false, Ok(())) => {
+            // SAFETY: `hd` is open with WRITE_OWNER; the SIDs live in
+            // `from.sd`.
+            let e = unsafe {
+                SetSecurityInfo(
+                    hd,
+                    SE_FILE_OBJECT,
+                    OWNER_SECURITY_INFORMATION | GROUP_SECURITY_INFORMATION,
+                    from.owner,
+                    from.group,
+                    std::ptr::null(),
+                    std::ptr::null(),
+                )
+            };
+            match e {
+                0 => Ok(()),
+                e => Err(io::Error::from_raw_os_error(e as i32)),
+            }
+        }
+    };
+    (dacl, owner)
+}
+
 /// The attributes kopiru keeps from a source.
 const KEPT_ATTRIBUTES: u32 = FILE_ATTRIBUTE_READONLY
     | FILE_ATTRIBUTE_HIDDEN
@@ -1055,20 +1213,116 @@ pub fn euid() -> u32 {
 /// Nothing: Windows has no per-process limit on handles to raise.
 pub fn raise_fd_limit() {}
 
-/// No extended attributes are read on Windows (alternate data streams are
-/// not copied yet): an empty list.
-pub fn xattr_list(_fd: FdRef) -> io::Result<Vec<CString>> {
-    Ok(Vec::new())
+/// The name of a named data stream as `FindFirstStreamW` spells it
+/// (`:name:$DATA`), without the colons and type; `None` for the file's
+/// own data (`::$DATA`) and for streams of other types.
+fn stream_name(raw: &[u16]) -> Option<OsString> {
+    const DATA: &[u16] = &[
+        b':' as u16,
+        b'$' as u16,
+        b'D' as u16,
+        b'A' as u16,
+        b'T' as u16,
+        b'A' as u16,
+    ];
+    let rest = raw.strip_prefix(&[b':' as u16])?;
+    let name = rest.strip_suffix(DATA)?;
+    (!name.is_empty()).then(|| OsString::from_wide(name))
 }
 
-/// Not on Windows.
-pub fn xattr_get(_fd: FdRef, _name: &CStr) -> io::Result<Vec<u8>> {
-    Err(super::unsupported())
+/// The path of the stream `name` of the file `fd` was opened by.
+fn stream_path(fd: FdRef, name: &CStr) -> PathBuf {
+    let mut p = fd.path.as_os_str().to_os_string();
+    p.push(":");
+    p.push(super::os_str(name));
+    PathBuf::from(p)
 }
 
-/// Not on Windows.
-pub fn xattr_set(_fd: FdRef, _name: &CStr, _value: &[u8]) -> io::Result<()> {
-    Err(super::unsupported())
+/// Alternate data streams play the part of extended attributes on Windows
+/// (copied with `-a` or `--preserve xattrs`): the names of the file's named
+/// data streams (`FindFirstStreamW`). A filesystem without them (FAT) or a
+/// file with none gives an empty list.
+pub fn xattr_list(fd: FdRef) -> io::Result<Vec<CString>> {
+    use windows_sys::Win32::Foundation::{
+        ERROR_CALL_NOT_IMPLEMENTED, ERROR_INVALID_FUNCTION, ERROR_INVALID_PARAMETER,
+        ERROR_NOT_SUPPORTED,
+    };
+    use windows_sys::Win32::Storage::FileSystem::{
+        FindFirstStreamW, FindNextStreamW, FindStreamInfoStandard, WIN32_FIND_STREAM_DATA,
+    };
+    let w = wide(fd.path);
+    let mut data = WIN32_FIND_STREAM_DATA::default();
+    // SAFETY: `w` is a NUL-terminated UTF-16 path and `data` a
+    // WIN32_FIND_STREAM_DATA, what FindStreamInfoStandard fills.
+    let h = unsafe {
+        FindFirstStreamW(
+            w.as_ptr(),
+            FindStreamInfoStandard,
+            (&mut data as *mut WIN32_FIND_STREAM_DATA).cast(),
+            0,
+        )
+    };
+    let mut out = Vec::new();
+    if h == INVALID_HANDLE_VALUE {
+        // SAFETY: no other call since FindFirstStreamW.
+        let e = unsafe { GetLastError() };
+        return match e {
+            ERROR_HANDLE_EOF
+            | ERROR_INVALID_PARAMETER
+            | ERROR_NOT_SUPPORTED
+            | ERROR_INVALID_FUNCTION
+            | ERROR_CALL_NOT_IMPLEMENTED => Ok(out),
+            _ => Err(io::Error::from_raw_os_error(e as i32)),
+        };
+    }
+    loop {
+        let len = data
+            .cStreamName
+            .iter()
+            .position(|&c| c == 0)
+            .unwrap_or(data.cStreamName.len());
+        if let Some(name) = stream_name(&data.cStreamName[..len]) {
+            out.push(super::cstring(&name)?);
+        }
+        // SAFETY: `h` is the open search handle, `data` as above.
+        if unsafe { FindNextStreamW(h, (&mut data as *mut WIN32_FIND_STREAM_DATA).cast()) } == 0 {
+            // SAFETY: read right after the failed call; `h` is closed once.
+            let e = unsafe { GetLastError() };
+            unsafe { FindClose(h) };
+            if e == ERROR_HANDLE_EOF {
+                return Ok(out);
+            }
+            return Err(io::Error::from_raw_os_error(e as i32));
+        }
+    }
+}
+
+/// The contents of the named stream `name` (see [`xattr_list`]).
+pub fn xattr_get(fd: FdRef, name: &CStr) -> io::Result<Vec<u8>> {
+    use std::io::Read;
+    let s = create_file(
+        stream_path(fd, name),
+        GENERIC_READ,
+        OPEN_EXISTING,
+        FILE_FLAG_BACKUP_SEMANTICS,
+    )?;
+    let mut v = Vec::new();
+    (&s.file).read_to_end(&mut v)?;
+    Ok(v)
+}
+
+/// Creates (or replaces) the named stream `name` with `value`.
+pub fn xattr_set(fd: FdRef, name: &CStr, value: &[u8]) -> io::Result<()> {
+    use std::io::Write;
+    use windows_sys::Win32::Storage::FileSystem::CREATE_ALWAYS;
+    let s = create_file(
+        stream_path(fd, name),
+        GENERIC_WRITE,
+        CREATE_ALWAYS,
+        FILE_FLAG_BACKUP_SEMANTICS,
+    )?;
+    (&s.file).write_all(value)?;
+    close(s)
 }
 
 /// Closes a handle and reports the error `CloseHandle` returns.
@@ -1800,6 +2054,169 @@ mod tests {
         let e = rename_noreplace(dir.as_fd(), c"more", dir.as_fd(), c"old").unwrap_err();
         assert_eq!(e.kind(), io::ErrorKind::AlreadyExists, "{e}");
         drop(dir);
+        std::fs::remove_dir_all(&d).unwrap();
+    }
+
+    #[test]
+    fn stream_names() {
+        let w = |s: &str| s.encode_utf16().collect::<Vec<u16>>();
+        assert_eq!(stream_name(&w("::$DATA")), None);
+        assert_eq!(
+            stream_name(&w(":Zone.Identifier:$DATA")),
+            Some("Zone.Identifier".into())
+        );
+        assert_eq!(stream_name(&w(":ünï:$DATA")), Some("ünï".into()));
+        assert_eq!(stream_name(&w(":x:$INDEX_ALLOCATION")), None);
+    }
+
+    /// Named streams listed, read and written where the filesystem has
+    /// them; where it has none (Wine 8), a file lists none, so a copy
+    /// copies none. Prints which, for test-windows.sh.
+    #[test]
+    fn alternate_data_streams_or_none() {
+        let d = scratch("ads");
+        std::fs::write(d.join("f"), b"main").unwrap();
+        std::fs::write(d.join("g"), b"other").unwrap();
+        let dir = open_path(&d, O_DIRECTORY).unwrap();
+        let f = open_source(dir.as_fd(), c"f", false, false, false).unwrap();
+        let g = open_existing_rw(dir.as_fd(), c"g").unwrap();
+        let set = xattr_set(f.as_fd(), c"note", b"a stream");
+        let listed = xattr_list(f.as_fd()).unwrap();
+        match set {
+            Ok(()) if !listed.is_empty() => {
+                println!("KOPIRU-ADS: supported");
+                assert_eq!(listed, vec![CString::from(c"note")]);
+                let v = xattr_get(f.as_fd(), c"note").unwrap();
+                assert_eq!(v, b"a stream");
+                xattr_set(g.as_fd(), c"note", &v).unwrap();
+                assert_eq!(xattr_get(g.as_fd(), c"note").unwrap(), b"a stream");
+                assert_eq!(std::fs::read(d.join("g")).unwrap(), b"other");
+            }
+            r => {
+                // Wine 8 has no streams: FindFirstStreamW lists none, and
+                // "f:note" is made as a file of that name beside f.
+                let why = match r {
+                    Ok(()) => "writing f:note made no stream (a file of that name?)".to_string(),
+                    Err(e) => e.to_string(),
+                };
+                println!("KOPIRU-ADS: none: {why}");
+                assert!(listed.is_empty());
+            }
+        }
+        assert_eq!(std::fs::read(d.join("f")).unwrap(), b"main");
+        drop((f, g, dir));
+        std::fs::remove_dir_all(&d).unwrap();
+    }
+
+    /// The DACL (in SDDL) and owner of a file.
+    fn sddl(h: HANDLE) -> String {
+        use windows_sys::Win32::Security::Authorization::{
+            ConvertSecurityDescriptorToStringSecurityDescriptorW, SDDL_REVISION_1,
+        };
+        use windows_sys::Win32::Security::{DACL_SECURITY_INFORMATION, OWNER_SECURITY_INFORMATION};
+        let s = Security::of(h).unwrap();
+        let mut out: *mut u16 = std::ptr::null_mut();
+        let mut len = 0u32;
+        // SAFETY: `s.sd` is a live descriptor; `out` receives a LocalAlloc'd
+        // string of `len` characters, freed below.
+        let ok = unsafe {
+            ConvertSecurityDescriptorToStringSecurityDescriptorW(
+                s.sd,
+                SDDL_REVISION_1,
+                OWNER_SECURITY_INFORMATION | DACL_SECURITY_INFORMATION,
+                &mut out,
+                &mut len,
+            )
+        };
+        assert_ne!(ok, 0, "{}", io::Error::last_os_error());
+        // SAFETY: `out` holds `len` UTF-16 units (with the NUL or not).
+        let text =
+            String::from_utf16_lossy(unsafe { std::slice::from_raw_parts(out, len as usize) });
+        // SAFETY: allocated by the conversion, freed once.
+        unsafe { windows_sys::Win32::Foundation::LocalFree(out.cast()) };
+        text.trim_end_matches('\0').to_string()
+    }
+
+    /// With -a, the source's DACL (here a protected one that only lets
+    /// Everyone read) and owner end up on the copy. Prints whether this
+    /// Windows (or Wine) kept a DACL set on the source, for test-windows.sh.
+    #[test]
+    fn security_descriptor_copied() {
+        use windows_sys::Win32::Security::Authorization::{
+            ConvertStringSecurityDescriptorToSecurityDescriptorW, SetSecurityInfo, SDDL_REVISION_1,
+            SE_FILE_OBJECT,
+        };
+        use windows_sys::Win32::Security::{
+            GetSecurityDescriptorDacl, ACL, DACL_SECURITY_INFORMATION,
+            PROTECTED_DACL_SECURITY_INFORMATION,
+        };
+        let d = scratch("security");
+        std::fs::write(d.join("src"), b"s").unwrap();
+        std::fs::write(d.join("dst"), b"d").unwrap();
+        let dir = open_path(&d, O_DIRECTORY).unwrap();
+        let src = create_file(
+            d.join("src"),
+            GENERIC_READ | windows_sys::Win32::Storage::FileSystem::WRITE_DAC,
+            OPEN_EXISTING,
+            0,
+        )
+        .unwrap();
+        let wanted: Vec<u16> = "D:P(A;;FR;;;WD)(A;;FA;;;SY)"
+            .encode_utf16()
+            .chain(Some(0))
+            .collect();
+        let mut sd = std::ptr::null_mut();
+        // SAFETY: a NUL-terminated SDDL string; `sd` receives a LocalAlloc'd
+        // descriptor, freed below.
+        let ok = unsafe {
+            ConvertStringSecurityDescriptorToSecurityDescriptorW(
+                wanted.as_ptr(),
+                SDDL_REVISION_1,
+                &mut sd,
+                std::ptr::null_mut(),
+            )
+        };
+        assert_ne!(ok, 0);
+        let (mut present, mut defaulted, mut acl) = (0, 0, std::ptr::null_mut::<ACL>());
+        // SAFETY: `sd` is the descriptor just made; the ACL points into it.
+        assert_ne!(
+            unsafe { GetSecurityDescriptorDacl(sd, &mut present, &mut acl, &mut defaulted) },
+            0
+        );
+        // SAFETY: `src` is open with WRITE_DAC; `acl` lives in `sd`.
+        let e = unsafe {
+            SetSecurityInfo(
+                src.as_fd().handle().unwrap(),
+                SE_FILE_OBJECT,
+                DACL_SECURITY_INFORMATION | PROTECTED_DACL_SECURITY_INFORMATION,
+                std::ptr::null_mut(),
+                std::ptr::null_mut(),
+                acl,
+                std::ptr::null(),
+            )
+        };
+        // SAFETY: made above, freed once.
+        unsafe { windows_sys::Win32::Foundation::LocalFree(sd) };
+        let dst = open_existing_rw(dir.as_fd(), c"dst").unwrap();
+        let before = sddl(dst.as_fd().handle().unwrap());
+        let src_sddl = sddl(src.as_fd().handle().unwrap());
+        let (dacl, owner) = copy_security(src.as_fd(), dst.as_fd());
+        dacl.unwrap();
+        owner.unwrap();
+        let after = sddl(dst.as_fd().handle().unwrap());
+        if e == 0 && src_sddl.contains("D:P(A;;FR;;;WD)") {
+            println!("KOPIRU-SECURITY: kept");
+            assert_ne!(before, after);
+            assert_eq!(after, src_sddl);
+        } else {
+            println!("KOPIRU-SECURITY: not kept: SetSecurityInfo gave {e}, the source reads back {src_sddl}");
+            assert_eq!(
+                after.split("D:").next(),
+                src_sddl.split("D:").next(),
+                "owner"
+            );
+        }
+        drop((src, dst, dir));
         std::fs::remove_dir_all(&d).unwrap();
     }
 
