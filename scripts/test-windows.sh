@@ -277,15 +277,17 @@ else
 fi
 
 # one-failure: one file cannot be placed (a directory is in the way): it is
-# named, the others are copied, exit 23.
+# named (with single backslashes: Windows paths print as they are), the
+# others are copied, exit 23.
 F=$T/fail
 mkdir -p "$F/src" "$F/dst/b"
 for f in a b c; do echo $f >"$F/src/$f"; done
 echo x >"$F/dst/b/inner"
 k copy "$F/src/." "$F/dst"
-if [ $RC -eq 23 ] && grep -q 'dst\\\\b' "$ERR" && cmp -s "$F/src/a" "$F/dst/a" &&
+if [ $RC -eq 23 ] && grep -q 'dst\\b' "$ERR" && ! grep -q 'dst\\\\b' "$ERR" &&
+    cmp -s "$F/src/a" "$F/dst/a" &&
     cmp -s "$F/src/c" "$F/dst/c" && [ -f "$F/dst/b/inner" ]; then
-    pass "one-failure: exit 23, the file named, the others copied"
+    pass "one-failure: exit 23, the file named (single backslashes), the others copied"
 else
     fail "one-failure"
     show
