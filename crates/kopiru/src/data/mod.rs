@@ -257,11 +257,18 @@ pub(crate) fn copy_data(
 }
 
 /// Whether [`copy_creating`] is tried with these options (never on Unix).
-pub(crate) fn copy_creating_applies(opts: &CopyOptions) -> bool {
+fn copy_creating_wanted(opts: &CopyOptions) -> bool {
     sys::COPY_CREATES_FILE
         && matches!(opts.method, MethodChoice::Auto | MethodChoice::Offload)
         && opts.sparse == SparseMode::Auto
         && !opts.verify
+}
+
+/// Whether [`copy_creating`] may create the files, so they must not be
+/// created ahead: not where this Windows lacks CopyFile2 under `--method
+/// auto` (the files of large new directories are created ahead there).
+pub(crate) fn copy_creating_applies(opts: &CopyOptions) -> bool {
+    copy_creating_wanted(opts) && (opts.method == MethodChoice::Offload || sys::has_copy_file2())
 }
 
 /// Windows' `CopyFile2`, the first rung there for a new file's whole data:
@@ -284,7 +291,7 @@ pub(crate) fn copy_creating(
     reporter: &dyn Reporter,
     why: &mut Option<Arc<str>>,
 ) -> Option<Result<(sys::Fd, Moved), DataError>> {
-    if !copy_creating_applies(opts) {
+    if !copy_creating_wanted(opts) {
         return None;
     }
     if !pair.offload.usable() {

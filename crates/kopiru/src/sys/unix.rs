@@ -529,6 +529,12 @@ pub fn copy_security(_src: FdRef, _dst: FdRef) -> (io::Result<()>, io::Result<()
 /// Whether [`copy_file_new`] exists: no, on Unix (Windows' CopyFile2).
 pub const COPY_CREATES_FILE: bool = false;
 
+/// Never on Unix: see [`COPY_CREATES_FILE`].
+#[inline]
+pub fn has_copy_file2() -> bool {
+    false
+}
+
 /// Not on Unix: see [`COPY_CREATES_FILE`].
 pub fn copy_file_new(
     _src: FdRef,
