@@ -218,27 +218,21 @@ impl<'scope, 'env, 'a> Worker<'scope, 'env, 'a> {
         };
         let (created, copied) = match copied {
             Some(Ok((fd, moved))) => (Ok(fd), Some(Ok(moved))),
-            Some(Err(e)) => (Err(None), Some(Err(e))),
+            // CopyFile2 failed or was cancelled, leaving nothing under the
+            // temporary name.
+            Some(Err(e)) => (Err(e), None),
             None => (
                 created
                     .unwrap_or_else(|| sys::create_new(dir.dst.as_fd(), tmp, perm))
-                    .map_err(Some),
+                    .map_err(|e| (Op::Create, e)),
                 None,
             ),
         };
         let dst = match created {
             Ok(fd) => fd,
-            Err(Some(e)) => {
-                self.dst_error(dir, f.dst_name, Op::Create, &e);
-                return None;
-            }
-            Err(None) => {
-                // CopyFile2 failed (or was cancelled): reported below, and
-                // nothing was left under the temporary name.
-                let Some(Err((op, e))) = copied else {
-                    unreachable!()
-                };
-                if !opts.cancel.is_cancelled() {
+            Err((op, e)) => {
+                // A cancelled CopyFile2 stopped; it did not fail.
+                if op == Op::Create || !opts.cancel.is_cancelled() {
                     self.dst_error(dir, f.dst_name, op, &e);
                 }
                 return None;
