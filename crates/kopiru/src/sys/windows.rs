@@ -189,6 +189,7 @@ const SHARE_ALL: u32 = FILE_SHARE_READ | FILE_SHARE_WRITE | FILE_SHARE_DELETE;
 /// `CreateFileW` into an [`Fd`].
 fn create_file(path: PathBuf, access: u32, disposition: u32, flags: u32) -> io::Result<Fd> {
     let w = wide(&path);
+    // SAFETY: `w` is a NUL-terminated UTF-16 path that outlives the call; null security attributes and template are allowed.
     let h = unsafe {
         CreateFileW(
             w.as_ptr(),
@@ -203,6 +204,7 @@ fn create_file(path: PathBuf, access: u32, disposition: u32, flags: u32) -> io::
     if h == INVALID_HANDLE_VALUE {
         return Err(last_error());
     }
+    // SAFETY: CreateFileW returned a valid handle that nothing else owns; the File closes it.
     let file = unsafe { File::from_raw_handle(h as _) };
     Ok(Fd { file, path })
 }
@@ -377,7 +379,9 @@ fn reparse_tag(h: HANDLE, attrs: u32) -> u32 {
     if attrs & FILE_ATTRIBUTE_REPARSE_POINT == 0 {
         return 0;
     }
+    // SAFETY: FILE_ATTRIBUTE_TAG_INFO is plain data: all zeros is a valid value.
     let mut info: FILE_ATTRIBUTE_TAG_INFO = unsafe { std::mem::zeroed() };
+    // SAFETY: `h` is an open handle; `info` is a FILE_ATTRIBUTE_TAG_INFO of the size given.
     let ok = unsafe {
         GetFileInformationByHandleEx(
             h,
@@ -397,7 +401,9 @@ fn reparse_tag(h: HANDLE, attrs: u32) -> u32 {
 /// Information on an open handle (`GetFileInformationByHandle`).
 pub fn fstat(fd: FdRef) -> io::Result<Stat> {
     let h = fd.handle()?;
+    // SAFETY: BY_HANDLE_FILE_INFORMATION is plain data: all zeros is a valid value.
     let mut i: BY_HANDLE_FILE_INFORMATION = unsafe { std::mem::zeroed() };
+    // SAFETY: `h` is an open handle and `i` a valid out-pointer.
     cvt(unsafe { GetFileInformationByHandle(h, &mut i) })?;
     let attrs = i.dwFileAttributes;
     let kind = FileKind::from_attributes(attrs, reparse_tag(h, attrs));
@@ -509,6 +515,7 @@ fn keep_atime(fd: &Fd) -> io::Result<()> {
         dwHighDateTime: u32::MAX,
     };
     let h = fd.as_fd().handle()?;
+    // SAFETY: `h` is an open handle; `keep` lives through the call; null leaves a time as it is.
     cvt(unsafe { SetFileTime(h, std::ptr::null(), &keep, std::ptr::null()) })
 }
 
@@ -607,6 +614,7 @@ pub fn open_parent(path: &Path) -> io::Result<(Fd, CString)> {
 /// attribute that means what it does on Unix).
 pub fn mkdir_at(dir: FdRef, name: &CStr, _mode: u32) -> io::Result<()> {
     let w = wide(&full(dir, name)?);
+    // SAFETY: `w` is a NUL-terminated UTF-16 path that outlives the call; null security attributes are allowed.
     cvt(unsafe { CreateDirectoryW(w.as_ptr(), std::ptr::null()) })
 }
 
@@ -631,6 +639,7 @@ pub fn symlink_at(target: &CStr, dir: FdRef, name: &CStr) -> io::Result<()> {
         flags |= SYMBOLIC_LINK_FLAG_DIRECTORY;
     }
     let (wl, wt) = (wide(&link), wide(t));
+    // SAFETY: `wl` and `wt` are NUL-terminated UTF-16 paths that outlive the call.
     if unsafe { CreateSymbolicLinkW(wl.as_ptr(), wt.as_ptr(), flags) } {
         Ok(())
     } else {
@@ -641,6 +650,7 @@ pub fn symlink_at(target: &CStr, dir: FdRef, name: &CStr) -> io::Result<()> {
 /// `CreateHardLinkW`.
 pub fn link_at(old_dir: FdRef, old: &CStr, new_dir: FdRef, new: &CStr) -> io::Result<()> {
     let (o, n) = (wide(&full(old_dir, old)?), wide(&full(new_dir, new)?));
+    // SAFETY: `n` and `o` are NUL-terminated UTF-16 paths; null security attributes are allowed.
     cvt(unsafe { CreateHardLinkW(n.as_ptr(), o.as_ptr(), std::ptr::null()) })
 }
 
@@ -743,6 +753,7 @@ fn rename_path(from: &Path, to: &Path, replace: bool) -> io::Result<()> {
 
 fn move_file(old: PathBuf, new: PathBuf, flags: u32) -> io::Result<()> {
     let (o, n) = (wide(&old), wide(&new));
+    // SAFETY: `o` and `n` are NUL-terminated UTF-16 paths that outlive the call.
     cvt(unsafe { MoveFileExW(o.as_ptr(), n.as_ptr(), flags | MOVEFILE_WRITE_THROUGH) })
 }
 
@@ -756,6 +767,7 @@ pub fn rename_at(old_dir: FdRef, old: &CStr, new_dir: FdRef, new: &CStr) -> io::
     match rename_path(&from, &to, true) {
         Err(e) if e.raw_os_error() == Some(ERROR_ACCESS_DENIED as i32) => {
             let w = wide(&to);
+            // SAFETY: `w` is a NUL-terminated UTF-16 path that outlives the call.
             let attrs = unsafe { GetFileAttributesW(w.as_ptr()) };
             let readonly_file = attrs != INVALID_FILE_ATTRIBUTES
                 && attrs & FILE_ATTRIBUTE_READONLY != 0
@@ -763,6 +775,7 @@ pub fn rename_at(old_dir: FdRef, old: &CStr, new_dir: FdRef, new: &CStr) -> io::
             if !readonly_file {
                 return Err(e);
             }
+            // SAFETY: `w` is a NUL-terminated UTF-16 path that outlives the call.
             cvt(unsafe { SetFileAttributesW(w.as_ptr(), attrs & !FILE_ATTRIBUTE_READONLY) })?;
             move_file(from, to, MOVEFILE_REPLACE_EXISTING)
         }
@@ -784,6 +797,7 @@ pub fn unlink_at(dir: FdRef, name: &CStr, is_dir: bool) -> io::Result<()> {
     let path = full(dir, name)?;
     let w = wide(&path);
     let remove = |dir: bool| {
+        // SAFETY: `w` is a NUL-terminated UTF-16 path that outlives the call (both branches).
         cvt(unsafe {
             if dir {
                 RemoveDirectoryW(w.as_ptr())
@@ -794,6 +808,7 @@ pub fn unlink_at(dir: FdRef, name: &CStr, is_dir: bool) -> io::Result<()> {
     };
     match remove(is_dir) {
         Err(e) if e.raw_os_error() == Some(ERROR_ACCESS_DENIED as i32) => {
+            // SAFETY: `w` is a NUL-terminated UTF-16 path that outlives the call.
             let attrs = unsafe { GetFileAttributesW(w.as_ptr()) };
             if attrs == INVALID_FILE_ATTRIBUTES {
                 return Err(e);
@@ -802,6 +817,7 @@ pub fn unlink_at(dir: FdRef, name: &CStr, is_dir: bool) -> io::Result<()> {
                 return remove(true);
             }
             if attrs & FILE_ATTRIBUTE_READONLY != 0 {
+                // SAFETY: `w` is a NUL-terminated UTF-16 path that outlives the call.
                 cvt(unsafe { SetFileAttributesW(w.as_ptr(), attrs & !FILE_ATTRIBUTE_READONLY) })?;
                 return remove(is_dir);
             }
@@ -817,7 +833,9 @@ pub fn mknod_at(_dir: FdRef, _name: &CStr, _mode: u32, _rdev: u64) -> io::Result
 }
 
 fn basic_info(h: HANDLE) -> io::Result<FILE_BASIC_INFO> {
+    // SAFETY: FILE_BASIC_INFO is plain data: all zeros is a valid value.
     let mut info: FILE_BASIC_INFO = unsafe { std::mem::zeroed() };
+    // SAFETY: `h` is an open handle; `info` is a FILE_BASIC_INFO of the size given.
     cvt(unsafe {
         GetFileInformationByHandleEx(
             h,
@@ -843,6 +861,7 @@ fn set_basic(h: HANDLE, attrs: u32, creation: i64) -> io::Result<()> {
             attrs
         },
     };
+    // SAFETY: `h` is an open handle; `info` is a FILE_BASIC_INFO of the size given.
     cvt(unsafe {
         SetFileInformationByHandle(
             h,
@@ -880,6 +899,7 @@ pub fn fchmod(fd: FdRef, mode: u32) -> io::Result<()> {
 /// [`fchmod`] by name.
 pub fn chmod_at(dir: FdRef, name: &CStr, mode: u32) -> io::Result<()> {
     let w = wide(&full(dir, name)?);
+    // SAFETY: `w` is a NUL-terminated UTF-16 path that outlives the call.
     let attrs = unsafe { GetFileAttributesW(w.as_ptr()) };
     if attrs == INVALID_FILE_ATTRIBUTES {
         return Err(last_error());
@@ -887,6 +907,7 @@ pub fn chmod_at(dir: FdRef, name: &CStr, mode: u32) -> io::Result<()> {
     if attrs & FILE_ATTRIBUTE_DIRECTORY != 0 {
         return Ok(());
     }
+    // SAFETY: `w` is a NUL-terminated UTF-16 path that outlives the call.
     cvt(unsafe { SetFileAttributesW(w.as_ptr(), with_readonly(attrs, mode)) })
 }
 
@@ -1089,6 +1110,7 @@ pub fn platform_meta(fd: FdRef, st: &Stat, attributes: bool, times: bool) -> io:
 pub fn futimens(fd: FdRef, atime: Timespec, mtime: Timespec) -> io::Result<()> {
     let h = fd.handle()?;
     let (a, m) = (atime.filetime(), mtime.filetime());
+    // SAFETY: `h` is an open handle; `a` and `m` live through the call.
     cvt(unsafe { SetFileTime(h, std::ptr::null(), &a, &m) })
 }
 
@@ -1104,6 +1126,7 @@ pub fn utimens_at(dir: FdRef, name: &CStr, atime: Timespec, mtime: Timespec) -> 
 }
 
 fn overlapped(offset: u64) -> OVERLAPPED {
+    // SAFETY: OVERLAPPED is plain data: all zeros is a valid value.
     let mut ov: OVERLAPPED = unsafe { std::mem::zeroed() };
     ov.Anonymous.Anonymous.Offset = offset as u32;
     ov.Anonymous.Anonymous.OffsetHigh = (offset >> 32) as u32;
@@ -1118,8 +1141,10 @@ fn read_at(fd: FdRef, buf: &mut [u8], offset: Option<u64>) -> io::Result<usize> 
     let ovp = ov
         .as_mut()
         .map_or(std::ptr::null_mut(), |o| o as *mut OVERLAPPED);
+    // SAFETY: `h` is an open synchronous handle; `buf` holds at least `len` bytes; `ovp` is null or points to `ov`, alive through the (synchronous) call.
     let ok = unsafe { ReadFile(h, buf.as_mut_ptr(), len, &mut got, ovp) };
     if ok == 0 {
+        // SAFETY: read right after the failed ReadFile.
         let e = unsafe { GetLastError() };
         if e == ERROR_HANDLE_EOF || e == ERROR_BROKEN_PIPE {
             return Ok(0);
@@ -1146,6 +1171,7 @@ pub fn pwrite_all(fd: FdRef, mut buf: &[u8], mut offset: u64) -> io::Result<()> 
         let len = buf.len().min(1 << 30) as u32;
         let mut put = 0u32;
         let mut ov = overlapped(offset);
+        // SAFETY: `h` is an open synchronous handle; `buf` holds at least `len` bytes; `ov` lives through the (synchronous) call.
         cvt(unsafe { WriteFile(h, buf.as_ptr(), len, &mut put, &mut ov) })?;
         if put == 0 {
             return Err(io::Error::from(io::ErrorKind::WriteZero));
@@ -1162,6 +1188,7 @@ pub fn ftruncate(fd: FdRef, len: u64) -> io::Result<()> {
     let info = FILE_END_OF_FILE_INFO {
         EndOfFile: len as i64,
     };
+    // SAFETY: `h` is an open handle; `info` is a FILE_END_OF_FILE_INFO of the size given.
     cvt(unsafe {
         SetFileInformationByHandle(
             h,
@@ -1185,13 +1212,17 @@ pub fn umask() -> u32 {
 
 /// Whether a process with this id is running.
 pub fn process_alive(pid: u32) -> bool {
+    // SAFETY: OpenProcess takes any id; a null result is handled.
     let h = unsafe { OpenProcess(PROCESS_QUERY_LIMITED_INFORMATION, 0, pid) };
     if h.is_null() {
         // Access denied means it exists; an invalid id means it does not.
+        // SAFETY: read right after the failed OpenProcess.
         return unsafe { GetLastError() } == ERROR_ACCESS_DENIED;
     }
     let mut code = 0u32;
+    // SAFETY: `h` is the process handle just opened; `code` a valid out-pointer.
     let ok = unsafe { GetExitCodeProcess(h, &mut code) };
+    // SAFETY: `h` was opened above and is closed once.
     unsafe { CloseHandle(h) };
     ok == 0 || code == STILL_ACTIVE as u32
 }
@@ -1288,6 +1319,7 @@ pub fn xattr_list(fd: FdRef) -> io::Result<Vec<CString>> {
         if unsafe { FindNextStreamW(h, (&mut data as *mut WIN32_FIND_STREAM_DATA).cast()) } == 0 {
             // SAFETY: read right after the failed call; `h` is closed once.
             let e = unsafe { GetLastError() };
+            // SAFETY: `h` is the open search handle, closed once.
             unsafe { FindClose(h) };
             if e == ERROR_HANDLE_EOF {
                 return Ok(out);
@@ -1328,6 +1360,7 @@ pub fn xattr_set(fd: FdRef, name: &CStr, value: &[u8]) -> io::Result<()> {
 /// Closes a handle and reports the error `CloseHandle` returns.
 pub fn close(fd: Fd) -> io::Result<()> {
     let h = fd.file.into_raw_handle();
+    // SAFETY: the handle was taken out of the File (into_raw_handle), so it is closed exactly once, here.
     cvt(unsafe { CloseHandle(h as HANDLE) })
 }
 
@@ -1478,7 +1511,9 @@ impl Aligned {
 /// name comes with its attributes, so no entry is opened to learn its kind.
 pub fn read_dir(dir: FdRef) -> io::Result<Vec<DirEntry>> {
     let pattern = wide(&dir.path.join("*"));
+    // SAFETY: WIN32_FIND_DATAW is plain data: all zeros is a valid value.
     let mut data: WIN32_FIND_DATAW = unsafe { std::mem::zeroed() };
+    // SAFETY: `pattern` is a NUL-terminated UTF-16 path; `data` is the WIN32_FIND_DATAW that FindExInfoBasic fills; no filter is passed.
     let h = unsafe {
         FindFirstFileExW(
             pattern.as_ptr(),
@@ -1491,6 +1526,7 @@ pub fn read_dir(dir: FdRef) -> io::Result<Vec<DirEntry>> {
     };
     let mut out = Vec::new();
     if h == INVALID_HANDLE_VALUE {
+        // SAFETY: read right after the failed FindFirstFileExW.
         let e = unsafe { GetLastError() };
         if e == ERROR_FILE_NOT_FOUND {
             return Ok(out);
@@ -1516,8 +1552,11 @@ pub fn read_dir(dir: FdRef) -> io::Result<Vec<DirEntry>> {
                 ino: 0,
             });
         }
+        // SAFETY: `h` is the open search handle and `data` as above.
         if unsafe { FindNextFileW(h, &mut data) } == 0 {
+            // SAFETY: read right after the failed FindNextFileW.
             let e = unsafe { GetLastError() };
+            // SAFETY: `h` is the open search handle, closed once.
             unsafe { FindClose(h) };
             if e == ERROR_NO_MORE_FILES {
                 return Ok(out);
@@ -1586,6 +1625,10 @@ struct CopyProgress<'a> {
 /// CopyFile2's progress routine: passes the bytes copied so far to the
 /// caller's `go_on` at each chunk, and at every other message (so a cancel
 /// is seen before the first chunk ends too); cancels when it says stop.
+///
+/// # Safety
+/// Only CopyFile2 calls it, during [`copy_file_new`]'s call, with a valid
+/// message and the context pointer given there (see the body).
 unsafe extern "system" fn copy_file_progress(
     msg: *const windows_sys::Win32::Storage::FileSystem::COPYFILE2_MESSAGE,
     ctx: *const core::ffi::c_void,
@@ -1749,6 +1792,7 @@ fn refs_clone(src: FdRef, dst: FdRef) -> io::Result<()> {
     use windows_sys::Win32::System::IO::DeviceIoControl;
     let (sh, dh) = (src.handle()?, dst.handle()?);
     let mut fs_flags = 0u32;
+    // SAFETY: `dh` is an open handle; null buffers with 0 lengths are allowed, `fs_flags` is a valid out-pointer.
     cvt(unsafe {
         GetVolumeInformationByHandleW(
             dh,
@@ -1786,6 +1830,7 @@ fn refs_clone(src: FdRef, dst: FdRef) -> io::Result<()> {
             ByteCount: len as i64,
         };
         let mut ret = 0u32;
+        // SAFETY: `dh` and `sh` are open handles; `req` is a DUPLICATE_EXTENTS_DATA of the size given, alive through the (synchronous) call; no output buffer.
         cvt(unsafe {
             DeviceIoControl(
                 dh,
@@ -1808,8 +1853,10 @@ fn cluster_size(fd: FdRef) -> io::Result<u64> {
     use windows_sys::Win32::Storage::FileSystem::{GetDiskFreeSpaceW, GetVolumePathNameW};
     let path = wide(fd.path);
     let mut root = vec![0u16; path.len() + 1];
+    // SAFETY: `path` is NUL-terminated UTF-16; `root` holds `root.len()` units.
     cvt(unsafe { GetVolumePathNameW(path.as_ptr(), root.as_mut_ptr(), root.len() as u32) })?;
     let (mut per_cluster, mut bytes, mut free, mut total) = (0u32, 0u32, 0u32, 0u32);
+    // SAFETY: `root` is the NUL-terminated volume path just filled; the others are valid out-pointers.
     cvt(unsafe {
         GetDiskFreeSpaceW(
             root.as_ptr(),
@@ -1826,6 +1873,7 @@ fn cluster_size(fd: FdRef) -> io::Result<u64> {
 pub fn fs_type(fd: FdRef) -> io::Result<String> {
     let h = fd.handle()?;
     let mut name = [0u16; 64];
+    // SAFETY: `h` is an open handle; `name` holds `name.len()` units; null buffers with 0 lengths are allowed.
     cvt(unsafe {
         GetVolumeInformationByHandleW(
             h,
@@ -1858,6 +1906,7 @@ pub fn before_fs_sync(fd: FdRef) -> io::Result<()> {
 /// with MOVEFILE_WRITE_THROUGH, so that refusal is not an error.
 pub fn sync_file(fd: FdRef) -> io::Result<()> {
     let h = fd.handle()?;
+    // SAFETY: `h` is an open handle.
     match cvt(unsafe { FlushFileBuffers(h) }) {
         Err(e) if e.raw_os_error() == Some(ERROR_ACCESS_DENIED as i32) => {
             match fstat(fd).map(|st| st.kind()) {
