@@ -1620,6 +1620,8 @@ pub fn has_copy_file2() -> bool {
 struct CopyProgress<'a> {
     go_on: &'a mut dyn FnMut(u64) -> bool,
     total: u64,
+    /// The failure a COPYFILE2_CALLBACK_ERROR message reported.
+    failed: Option<windows_sys::core::HRESULT>,
 }
 
 /// CopyFile2's progress routine: passes the bytes copied so far to the
@@ -1634,7 +1636,8 @@ unsafe extern "system" fn copy_file_progress(
     ctx: *const core::ffi::c_void,
 ) -> windows_sys::Win32::Storage::FileSystem::COPYFILE2_MESSAGE_ACTION {
     use windows_sys::Win32::Storage::FileSystem::{
-        COPYFILE2_CALLBACK_CHUNK_FINISHED, COPYFILE2_PROGRESS_CANCEL, COPYFILE2_PROGRESS_CONTINUE,
+        COPYFILE2_CALLBACK_CHUNK_FINISHED, COPYFILE2_CALLBACK_ERROR, COPYFILE2_PROGRESS_CANCEL,
+        COPYFILE2_PROGRESS_CONTINUE,
     };
     // SAFETY: CopyFile2 calls this routine only during the call in
     // `copy_file_new`, on that thread, with the context pointer given there
@@ -1643,6 +1646,14 @@ unsafe extern "system" fn copy_file_progress(
     if msg.Type == COPYFILE2_CALLBACK_CHUNK_FINISHED {
         // SAFETY: ChunkFinished is the union member this message type holds.
         p.total = unsafe { msg.Info.ChunkFinished.uliTotalBytesTransferred };
+    }
+    if msg.Type == COPYFILE2_CALLBACK_ERROR {
+        // An error is not retried (CONTINUE could mean "try again"): the
+        // copy is stopped, and copy_file_new reports this error rather
+        // than the cancel's.
+        // SAFETY: Error is the union member this message type holds.
+        p.failed = Some(unsafe { msg.Info.Error.hrFailure });
+        return COPYFILE2_PROGRESS_CANCEL;
     }
     if (p.go_on)(p.total) {
         COPYFILE2_PROGRESS_CONTINUE
@@ -1693,7 +1704,11 @@ pub fn copy_file_new(
     }
     let to = full(dir, name)?;
     let (ws, wd) = (wide(src.path), wide(&to));
-    let mut ctx = CopyProgress { go_on, total: 0 };
+    let mut ctx = CopyProgress {
+        go_on,
+        total: 0,
+        failed: None,
+    };
     let params = COPYFILE2_EXTENDED_PARAMETERS {
         dwSize: std::mem::size_of::<COPYFILE2_EXTENDED_PARAMETERS>() as u32,
         dwCopyFlags: COPY_FILE_FAIL_IF_EXISTS | COPY_FILE_COPY_SYMLINK,
@@ -1706,7 +1721,7 @@ pub fn copy_file_new(
     // progress routine matches PCOPYFILE2_PROGRESS_ROUTINE.
     let hr = unsafe { CopyFile2(ws.as_ptr(), wd.as_ptr(), &params) };
     if hr < 0 {
-        let e = hresult_error(hr);
+        let e = hresult_error(ctx.failed.filter(|&f| f < 0).unwrap_or(hr));
         // CopyFile2 removes a destination it created and could not finish;
         // should one be left, it is removed here, unless the name was
         // taken before (then it is not kopiru's).
