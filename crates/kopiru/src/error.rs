@@ -48,6 +48,8 @@ pub enum Op {
     Clone,
     /// The in-kernel copy (`copy_file_range`).
     CopyFileRange,
+    /// Windows' `CopyFile2`, which creates the copy itself.
+    CopyFile2,
     /// Copying as a whole (a refusal before any data moved).
     Copy,
     /// Moving a name into place.
@@ -70,6 +72,8 @@ pub enum Op {
     ChownGroupOnly,
     /// Copying extended attributes.
     Xattr,
+    /// Copying a Windows security descriptor's DACL (with `-a`).
+    Security,
     /// Comparing a copy with its source.
     Verify,
     /// Reading a file's extent map.
@@ -108,6 +112,7 @@ impl Op {
             Op::Link => "link",
             Op::Clone => "clone",
             Op::CopyFileRange => "copy_file_range",
+            Op::CopyFile2 => "CopyFile2",
             Op::Copy => "copy",
             Op::Rename => "rename",
             Op::Remove => "remove",
@@ -119,6 +124,7 @@ impl Op {
             Op::Chown => "chown",
             Op::ChownGroupOnly => "chown (owner kept as yours)",
             Op::Xattr => "xattr",
+            Op::Security => "set security descriptor",
             Op::Verify => "verify",
             Op::MapExtents => "map extents",
             Op::Dedupe => "dedupe",

@@ -196,16 +196,45 @@ impl<'scope, 'env, 'a> Worker<'scope, 'env, 'a> {
         let pair = self.pair_caps(st.dev, dir.dst_dev);
         let perm = st.perm() & 0o777;
         let created_perm = perm & !self.sh.umask;
+        // Windows' CopyFile2 creates the file and copies its data at once.
+        let mut why = None;
+        let copied = match &start {
+            Start::New(None) if sys::COPY_CREATES_FILE => data::copy_creating(
+                f.src.as_fd(),
+                dir.dst.as_fd(),
+                tmp,
+                perm,
+                &pair,
+                opts,
+                self.sh.reporter,
+                &mut why,
+            ),
+            _ => None,
+        };
         let (created, from, basis) = match start {
             Start::New(c) => (c, 0, None),
             Start::Continue(fd, len) => (Some(Ok(fd)), len, None),
             Start::CloneOf(b) => (None, 0, Some(b)),
         };
-        let created = created.unwrap_or_else(|| sys::create_new(dir.dst.as_fd(), tmp, perm));
+        let (created, copied) = match copied {
+            Some(Ok((fd, moved))) => (Ok(fd), Some(Ok(moved))),
+            // CopyFile2 failed or was cancelled, leaving nothing under the
+            // temporary name.
+            Some(Err(e)) => (Err(e), None),
+            None => (
+                created
+                    .unwrap_or_else(|| sys::create_new(dir.dst.as_fd(), tmp, perm))
+                    .map_err(|e| (Op::Create, e)),
+                None,
+            ),
+        };
         let dst = match created {
             Ok(fd) => fd,
-            Err(e) => {
-                self.dst_error(dir, f.dst_name, Op::Create, &e);
+            Err((op, e)) => {
+                // A cancelled CopyFile2 stopped; it did not fail.
+                if op == Op::Create || !opts.cancel.is_cancelled() {
+                    self.dst_error(dir, f.dst_name, op, &e);
+                }
                 return None;
             }
         };
@@ -223,8 +252,9 @@ impl<'scope, 'env, 'a> Worker<'scope, 'env, 'a> {
             }
         };
         let cloned = basis.and_then(|b| sys::clone_fd(b.as_fd(), dst.as_fd()).ok());
-        let moved = match (cloned, from) {
-            (Some(()), _) => {
+        let moved = match (copied, cloned, from) {
+            (Some(moved), _, _) => moved,
+            (None, Some(()), _) => {
                 self.sh.reporter.bytes(st.size);
                 Ok(data::Moved {
                     method: Method::Clone,
@@ -233,7 +263,7 @@ impl<'scope, 'env, 'a> Worker<'scope, 'env, 'a> {
                     source_hash: None,
                 })
             }
-            (None, 0) => data::copy_data(
+            (None, None, 0) => data::copy_data(
                 f.src.as_fd(),
                 st,
                 dst.as_fd(),
@@ -242,7 +272,7 @@ impl<'scope, 'env, 'a> Worker<'scope, 'env, 'a> {
                 &mut self.buf,
                 self.sh.reporter,
             ),
-            (None, from) => data::continue_data(
+            (None, None, from) => data::continue_data(
                 f.src.as_fd(),
                 st,
                 dst.as_fd(),
@@ -254,7 +284,13 @@ impl<'scope, 'env, 'a> Worker<'scope, 'env, 'a> {
             ),
         };
         let moved = match moved {
-            Ok(m) => m,
+            Ok(mut m) => {
+                if let Some(w) = why {
+                    // Why CopyFile2 was not used, before the ladder's own.
+                    m.why_not = Some(data::join_why(Some(w), m.why_not.as_deref().unwrap_or("")));
+                }
+                m
+            }
             Err((op, e)) => {
                 drop(dst);
                 fail(self, op, &e, true);
@@ -287,7 +323,7 @@ impl<'scope, 'env, 'a> Worker<'scope, 'env, 'a> {
             fail(self, Op::Sync, &e, false);
             return None;
         }
-        if let Err(e) = sys::close(dst) {
+        if let Err(e) = self.sh.closer.close(dst) {
             fail(self, Op::Close, &e, false);
             return None;
         }

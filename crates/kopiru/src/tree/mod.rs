@@ -96,6 +96,9 @@ pub(crate) struct Shared<'a> {
     /// Directories made as entries of their own (`Item::shallow`), by
     /// their path inside the source.
     pub(crate) shallow_dirs: Mutex<Vec<PathBuf>>,
+    /// Closes finished destination files: at once on Unix, on a pool of
+    /// threads on Windows ([`sys::Closer`]), drained when the workers end.
+    pub(crate) closer: sys::Closer,
 }
 
 /// Runs every job to completion on the worker threads. Also returns the
@@ -227,6 +230,12 @@ fn execute(sh: Shared) -> (Summary, SourceHashes, Vec<PathBuf>) {
         *copying.0.lock().expect("copying lock") = false;
         copying.1.notify_all();
     });
+    // Every file is closed before staged trees are renamed into place (which
+    // Windows refuses while files below them are open) and before the
+    // summary; a close that failed on the pool is that file's error.
+    for (path, e) in sh.closer.finish() {
+        sh.error(Error::dst(path, Op::Close, &e));
+    }
     // A cancel that comes during the final flush does not withdraw a tree
     // whose walk was complete.
     let walked = !opts.cancel.is_cancelled();
@@ -271,6 +280,7 @@ impl<'a> Shared<'a> {
             filesystems: Mutex::new(Vec::new()),
             walked: AtomicBool::new(false),
             shallow_dirs: Mutex::new(Vec::new()),
+            closer: sys::Closer::new(),
         }
     }
 
