@@ -23,6 +23,7 @@ mod help;
 mod manifest;
 mod options;
 mod reruns;
+mod scale;
 mod signals;
 mod snapshots;
 mod trees;
@@ -1036,6 +1037,7 @@ fn main() {
     };
     options::trials(&mut add);
     snapshots::trials(&mut add);
+    scale::trials(&mut add);
     add(
         "out_of_inodes".into(),
         Fs::Ext4.unavailable(),

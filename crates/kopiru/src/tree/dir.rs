@@ -66,9 +66,13 @@ impl<'scope, 'env, 'a> Worker<'scope, 'env, 'a> {
         {
             return stage_it(self, None);
         }
-        let Some(made) = self.make_dir(parent, &st, target, dst_name) else {
+        let Some(mut made) = self.make_dir(parent, &st, target, dst_name) else {
             return;
         };
+        // Another rank of a sharded copy made this listed directory in the
+        // run's fresh staged tree (as a parent of its entries): made by this
+        // run all the same.
+        made.fresh |= item.shallow && parent.fresh && parent.staged;
         let MadeDir {
             dst,
             created_perm,

@@ -1,0 +1,310 @@
+//! Copies past one process (issue 17): --files-from, --report, --shard
+//! under OpenMPI's mpirun, and fpart's live mode with kopiru as its job
+//! command.
+
+use super::*;
+use crate::durability::no_temporaries;
+use std::collections::BTreeMap;
+use std::fs;
+
+/// `kopiru copy ARGS...`.
+fn copy(args: &[&OsStr]) -> Output {
+    let mut all = vec![OsStr::new("copy")];
+    all.extend_from_slice(args);
+    kopiru(all)
+}
+
+/// The lines of a --report file, parsed.
+fn report_lines(p: &Path) -> Result<Vec<serde_json::Value>, Failed> {
+    fs::read_to_string(p)?
+        .lines()
+        .map(|l| serde_json::from_str(l).map_err(|e| format!("{e}: {l:?}").into()))
+        .collect()
+}
+
+/// How many report lines have each (type, outcome).
+fn tally(lines: &[serde_json::Value]) -> BTreeMap<(String, String), u64> {
+    let mut t = BTreeMap::new();
+    for l in lines {
+        let key = (
+            l["type"].as_str().unwrap_or("").to_string(),
+            l["outcome"].as_str().unwrap_or("").to_string(),
+        );
+        *t.entry(key).or_default() += 1;
+    }
+    t
+}
+
+fn key(t: &str, o: &str) -> (String, String) {
+    (t.to_string(), o.to_string())
+}
+
+/// `--files-from`: exactly the listed entries (nested paths, absolute
+/// ones under SOURCE, a listed directory made but not entered, or with -r
+/// copied whole), their parents made, every directory with its source's
+/// mode and times; a path outside SOURCE is an error of its own; --from0;
+/// --report lines add up to the JSON summary.
+pub fn files_from(fs: Fs) -> R {
+    let w = fixture::workdir(fs, "files_from")?;
+    let src = w.join("src");
+    trees::rich(&src)?;
+    let list = w.join("list");
+    let abs_small = src.canonicalize()?.join("a/small");
+    fs::write(
+        &list,
+        format!(
+            "a/b/c/exec\n./a/one\n{}\nempty\nro\n../escape\n",
+            abs_small.display()
+        ),
+    )?;
+    let dst = w.join("dst");
+    let report = w.join("report.jsonl");
+    let o = copy(&[
+        "--files-from".as_ref(),
+        list.as_os_str(),
+        "--report".as_ref(),
+        report.as_os_str(),
+        "--json".as_ref(),
+        src.as_os_str(),
+        dst.as_os_str(),
+    ]);
+    fails_with(
+        &o,
+        23,
+        "../escape: copy: not a path inside the source directory",
+    )?;
+    let j = json(&o)?;
+    // Exactly what was listed, and the directories above it.
+    let m = manifest(&dst)?;
+    let mut names: Vec<String> = m
+        .keys()
+        .map(|k| String::from_utf8_lossy(k).into_owned())
+        .collect();
+    names.sort();
+    let want = [
+        "",
+        "a",
+        "a/b",
+        "a/b/c",
+        "a/b/c/exec",
+        "a/one",
+        "a/small",
+        "empty",
+        "ro",
+    ];
+    ensure!(names == want, "{names:?}");
+    // Each with its source's metadata (directories included, after their
+    // entries were made).
+    let want_m = manifest(&src)?;
+    for (k, e) in &m {
+        let diffs = compare(
+            &BTreeMap::from([(k.clone(), want_m[k].clone())]),
+            &BTreeMap::from([(k.clone(), e.clone())]),
+            Fields {
+                links: false,
+                ..manifest::DEFAULT
+            },
+        );
+        ensure!(diffs.is_empty(), "{diffs:?}");
+    }
+    let lines = report_lines(&report)?;
+    let t = tally(&lines);
+    ensure!(
+        t.get(&key("file", "copied")).copied() == j["files"].as_u64()
+            && j["files"] == 3
+            && t.get(&key("dir", "created")).copied() == Some(2)
+            && t.get(&key("", "failed")).copied() == Some(1),
+        "report {t:?} against {j}"
+    );
+
+    // NUL-separated, -r: a listed directory copied whole; run again, it
+    // converges (nothing nests, nothing is left).
+    let list0 = w.join("list0");
+    fs::write(&list0, b"a/b\0setuid\0")?;
+    let dst2 = w.join("dst2");
+    for _ in 0..2 {
+        let o = copy(&[
+            "--files-from".as_ref(),
+            list0.as_os_str(),
+            "--from0".as_ref(),
+            "-r".as_ref(),
+            src.as_os_str(),
+            dst2.as_os_str(),
+        ]);
+        ensure!(code(&o) == 0 && o.stderr.is_empty(), "{}", show(&o));
+        let m = manifest(&dst2)?;
+        ensure!(
+            m.contains_key(&b"a/b/c/exec"[..]) && m.contains_key(&b"setuid"[..]) && m.len() == 9,
+            "{:?}",
+            m.keys()
+                .map(|k| String::from_utf8_lossy(k))
+                .collect::<Vec<_>>()
+        );
+    }
+    no_temporaries(&w)
+}
+
+/// `mpirun` as root, oversubscribed (2 cores here), with `args`.
+fn mpirun(n: usize) -> Command {
+    let mut c = Command::new("mpirun");
+    c.args([
+        "--allow-run-as-root",
+        "--oversubscribe",
+        "-n",
+        &n.to_string(),
+    ]);
+    c
+}
+
+/// The names in `dir` that kopiru leaves only while it works.
+fn leftovers(dir: &Path) -> Result<Vec<String>, Failed> {
+    Ok(fs::read_dir(dir)?
+        .flatten()
+        .map(|e| e.file_name().to_string_lossy().into_owned())
+        .filter(|n| n.starts_with(".kopiru-tmp."))
+        .collect())
+}
+
+/// `mpirun -n 4 kopiru copy --shard auto -a`: the same copy one process
+/// makes (every field, hard links included), nothing left beside it, every
+/// rank's --report lines together add up to the tree; and the same command
+/// again converges (merges, nests nothing).
+pub fn shard_mpirun(fs: Fs) -> R {
+    let w = fixture::workdir(fs, "shard_mpirun")?;
+    let src = w.join("src");
+    trees::rich(&src)?;
+    trees::large_dir(&src.join("flat"), 300)?;
+    let dst = w.join("dst");
+    let report = w.join("report.jsonl");
+    let o = mpirun(4)
+        .arg(env!("CARGO_BIN_EXE_kopiru"))
+        .args(["copy", "--shard", "auto", "-a", "--report"])
+        .arg(&report)
+        .arg(&src)
+        .arg(&dst)
+        .output()?;
+    ensure!(o.status.success(), "{}", show(&o));
+    same_tree(&src, &dst, manifest::ALL)?;
+    ensure!(leftovers(&w)?.is_empty(), "left: {:?}", leftovers(&w)?);
+    let m = manifest(&src)?;
+    let count = |k: char| m.values().filter(|e| e.kind == k).count() as u64;
+    // Names of hard-linked files beyond the first of each inode.
+    let names = m.values().filter(|e| e.link_group.is_some()).count() as u64;
+    let inodes = m
+        .values()
+        .filter_map(|e| e.link_group.as_ref())
+        .collect::<std::collections::BTreeSet<_>>()
+        .len() as u64;
+    let links = names - inodes;
+    let t = tally(&report_lines(&report)?);
+    let got = |t2: &str, o: &str| t.get(&key(t2, o)).copied().unwrap_or(0);
+    ensure!(
+        got("file", "copied") == count('f') - links
+            && got("hardlink", "created") == links
+            && got("symlink", "created") == count('l')
+            && got("dir", "created") == count('d') - 1,
+        "report {t:?}; source has {} files ({links} more names), {} links, {} dirs",
+        count('f'),
+        count('l'),
+        count('d')
+    );
+    let o = mpirun(2)
+        .arg(env!("CARGO_BIN_EXE_kopiru"))
+        .args(["copy", "--shard", "auto", "-a"])
+        .arg(&src)
+        .arg(&dst)
+        .output()?;
+    ensure!(o.status.success(), "again: {}", show(&o));
+    ensure!(!dst.join("src").exists(), "the second run nested a copy");
+    same_tree(&src, &dst, manifest::ALL)?;
+    no_temporaries(&w)
+}
+
+/// fpart's live mode with kopiru as the job: `fpart -L -f 50 -W 'kopiru
+/// copy --files-from "$FPART_PARTFILENAME" ...'` copies the tree, each job
+/// a list of 50 files, into one DEST; a last `kopiru copy -T --resume`
+/// then finds nothing to copy and only puts directory times right.
+pub fn fpart_live(fs: Fs) -> R {
+    let w = fixture::workdir(fs, "fpart_live")?;
+    let src = w.join("src");
+    trees::large_dir(&src.join("x"), 300)?;
+    trees::large_dir(&src.join("y/z"), 120)?;
+    let dst = w.join("dst");
+    let parts = w.join("parts");
+    fs::create_dir(&parts)?;
+    let hook = format!(
+        "{} copy --files-from \"$FPART_PARTFILENAME\" {} {}",
+        env!("CARGO_BIN_EXE_kopiru"),
+        src.display(),
+        dst.display()
+    );
+    let o = Command::new("fpart")
+        .args(["-L", "-f", "50", "-o"])
+        .arg(parts.join("part"))
+        .args(["-W", &hook])
+        .arg(&src)
+        .output()?;
+    ensure!(o.status.success(), "{}", show(&o));
+    let jobs = fs::read_dir(&parts)?.count();
+    ensure!(jobs >= 9, "only {jobs} parts");
+    // fpart lists files, not the hard links' shared inode: its jobs copy
+    // each name apart. Compare content, modes and file times.
+    let fields = Fields {
+        links: false,
+        ..manifest::DEFAULT
+    };
+    let a = manifest(&src)?;
+    let b = manifest(&dst)?;
+    let diffs: Vec<String> = compare(&a, &b, fields)
+        .into_iter()
+        .filter(|d| !d.contains("time"))
+        .collect();
+    ensure!(diffs.is_empty(), "{diffs:?}");
+    let o = copy(&[
+        "-T".as_ref(),
+        "--resume".as_ref(),
+        "--json".as_ref(),
+        src.as_os_str(),
+        dst.as_os_str(),
+    ]);
+    ensure!(code(&o) == 0, "{}", show(&o));
+    let j = json(&o)?;
+    ensure!(j["files"] == 0, "the last pass copied files: {j}");
+    let diffs: Vec<String> = compare(&a, &manifest(&dst)?, fields)
+        .into_iter()
+        .filter(|d| !d.contains("hard-link"))
+        .collect();
+    ensure!(diffs.is_empty(), "{diffs:?}");
+    no_temporaries(&w)
+}
+
+type Add<'a> = &'a mut dyn FnMut(String, Option<String>, Box<dyn FnOnce() -> R + Send>);
+
+pub fn trials(add: Add) {
+    let need = |cmd: &'static str, pkg: &'static str| {
+        move || {
+            (!fixture::have(cmd)).then(|| format!("{cmd} not installed (apt-get install {pkg})"))
+        }
+    };
+    for fs in Fs::ALL {
+        let (n, why) = (fs.name(), fs.unavailable());
+        add(
+            format!("files_from::{n}"),
+            why.clone(),
+            Box::new(move || files_from(fs)),
+        );
+        add(
+            format!("fpart_live::{n}"),
+            why.clone().or_else(need("fpart", "fpart")),
+            Box::new(move || fpart_live(fs)),
+        );
+        if fs == Fs::Btrfs {
+            continue; // the issue asks for ext4 and XFS; Btrfs adds minutes
+        }
+        add(
+            format!("shard_mpirun::{n}"),
+            why.clone().or_else(need("mpirun", "openmpi-bin")),
+            Box::new(move || shard_mpirun(fs)),
+        );
+    }
+}
