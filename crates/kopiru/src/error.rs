@@ -82,6 +82,9 @@ pub enum Op {
     Flash,
     /// Zeroing a device (`BLKZEROOUT`, `kopiru flash --zero-first`).
     ZeroOut,
+    /// Reading a device into an image as a whole (a refusal before
+    /// anything is written).
+    Image,
 }
 
 impl Op {
@@ -123,6 +126,7 @@ impl Op {
             Op::Flush => "flush",
             Op::Flash => "flash",
             Op::ZeroOut => "zero out",
+            Op::Image => "image",
         }
     }
 }
@@ -233,6 +237,10 @@ pub enum Refusal {
     /// does not match its block map.
     #[cfg(unix)]
     Bmap(crate::flash::BmapError),
+    /// `kopiru image`: the device (or its output) refused before anything
+    /// is written.
+    #[cfg(target_os = "linux")]
+    Image(crate::image::ImageRefusal),
 }
 
 /// How a copy differs from its source (`--verify`, `kopiru verify`).
@@ -358,6 +366,8 @@ impl fmt::Display for Refusal {
             ),
             #[cfg(unix)]
             Refusal::Bmap(e) => e.fmt(f),
+            #[cfg(target_os = "linux")]
+            Refusal::Image(e) => e.fmt(f),
         }
     }
 }

@@ -32,6 +32,8 @@ mod write;
 pub use bmap::{Bmap, BmapError};
 pub use decode::DEFAULT_MEMORY;
 pub use size::uncompressed_size;
+#[cfg(target_os = "linux")]
+pub(crate) use targets::chunk_size;
 pub use targets::{check_targets, Target};
 
 use crate::{Cancel, Error, Op, Refusal, Side};

@@ -1,0 +1,270 @@
+//! The output: raw (all-zero blocks left as holes), or compressed on
+//! several threads: zstd and xz by their C libraries' own multi-threaded
+//! encoders, gzip as independent members (one per chunk, compressed on a
+//! pool of threads and written in order; `gzip -d` and `kopiru flash` read
+//! the members as one stream).
+
+use std::collections::BTreeMap;
+use std::fs::File;
+use std::io::{self, BufWriter, Write};
+use std::os::unix::fs::FileExt;
+use std::path::Path;
+use std::sync::{mpsc, Arc, Mutex};
+
+/// The output's format, from its name.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Format {
+    /// The bytes as read; all-zero 4 KiB blocks become holes.
+    Raw,
+    /// zstd (`.zst`, `.zstd`).
+    Zstd,
+    /// xz (`.xz`).
+    Xz,
+    /// gzip (`.gz`).
+    Gzip,
+}
+
+impl Format {
+    /// By OUTPUT's extension: `.zst`/`.zstd`, `.xz`, `.gz`; anything else
+    /// is raw.
+    pub fn from_path(p: &Path) -> Format {
+        match p.extension().and_then(|e| e.to_str()) {
+            Some("zst" | "zstd") => Format::Zstd,
+            Some("xz") => Format::Xz,
+            Some("gz") => Format::Gzip,
+            _ => Format::Raw,
+        }
+    }
+
+    /// "raw", "zstd", "xz" or "gzip" (as `kopiru flash` names them).
+    pub fn name(self) -> &'static str {
+        match self {
+            Format::Raw => "raw",
+            Format::Zstd => "zstd",
+            Format::Xz => "xz",
+            Format::Gzip => "gzip",
+        }
+    }
+
+    /// The levels the format takes (none for raw).
+    pub fn levels(self) -> Option<(i32, i32)> {
+        match self {
+            Format::Raw => None,
+            Format::Zstd => Some((1, 19)),
+            Format::Xz => Some((0, 9)),
+            Format::Gzip => Some((1, 9)),
+        }
+    }
+
+    /// The default level, chosen by measurement: a 256 MiB tar of
+    /// /usr/lib and /usr/share compressed by the C tools on two threads
+    /// (`-T2`), on the 2-core machine this was built on. The rule: keep up
+    /// with the slow devices most such images come from (an SD card or USB
+    /// stick read at 20-90 MB/s) on two cores, and among those levels take
+    /// the format's usual trade.
+    /// - zstd 3 (zstd's default): 420 MB/s, 130.5 MB. Level 1: 560 MB/s,
+    ///   6 % larger; 6: 170 MB/s, 3.5 % smaller; 9: 91 MB/s, 5 % smaller.
+    ///   zstd is the format for speed: 3 also keeps up with an NVMe drive.
+    /// - xz 0: 33 MB/s, 126.1 MB (smaller than zstd 3 already). Level 1:
+    ///   14 MB/s, 3 % smaller; 3: 7 MB/s, 5 % smaller; 6 (xz's default):
+    ///   4.9 MB/s and 310 MB of memory, 10 % smaller. Only 0 keeps up with
+    ///   an SD card; `--level 6` gives xz's usual trade.
+    /// - gzip 6 (gzip's default): 30 MB/s a thread, 138.3 MB; level 1 is
+    ///   54 MB/s a thread for 5 % more. Chunks are compressed in parallel,
+    ///   so two threads give 60 MB/s.
+    pub fn default_level(self) -> i32 {
+        match self {
+            Format::Raw => 0,
+            Format::Zstd => 3,
+            Format::Xz => 0,
+            Format::Gzip => 6,
+        }
+    }
+}
+
+/// Where the image's bytes go.
+pub(super) enum Out {
+    /// Non-zero runs written at their offsets; holes elsewhere.
+    Raw(File),
+    Zstd(zstd::stream::write::Encoder<'static, BufWriter<File>>),
+    Xz(liblzma::write::XzEncoder<BufWriter<File>>),
+    Gzip(GzPool),
+}
+
+/// The encoder's output buffer.
+const OUT_BUF: usize = 1 << 20;
+
+impl Out {
+    /// An encoder writing to `file` for an image of `size` bytes.
+    pub(super) fn new(
+        format: Format,
+        file: File,
+        level: i32,
+        threads: u32,
+        size: u64,
+    ) -> io::Result<Out> {
+        let threads = threads.max(1);
+        let w = || -> io::Result<BufWriter<File>> {
+            Ok(BufWriter::with_capacity(OUT_BUF, file.try_clone()?))
+        };
+        Ok(match format {
+            Format::Raw => Out::Raw(file),
+            Format::Zstd => {
+                let mut e = zstd::stream::write::Encoder::new(w()?, level)?;
+                e.include_checksum(true)?;
+                // The frame records the image's size: `kopiru flash` shows
+                // a bar scaled to it.
+                e.set_pledged_src_size(Some(size))?;
+                // Workers even for one thread: compression then overlaps
+                // reading and hashing, on another core.
+                e.multithread(threads)?;
+                Out::Zstd(e)
+            }
+            Format::Xz => {
+                // Blocks that record their sizes, so that `kopiru flash` and
+                // `xz -d -T0` decode them on several threads.
+                let stream = liblzma::stream::MtStreamBuilder::new()
+                    .threads(threads)
+                    .preset(level as u32)
+                    .check(liblzma::stream::Check::Crc64)
+                    .encoder()
+                    .map_err(|e| io::Error::other(format!("xz: {e}")))?;
+                Out::Xz(liblzma::write::XzEncoder::new_stream(w()?, stream))
+            }
+            Format::Gzip => Out::Gzip(GzPool::new(w()?, level as u32, threads)),
+        })
+    }
+
+    /// The next image bytes, `data` at `off`, with their non-zero runs.
+    pub(super) fn put(&mut self, off: u64, data: &[u8], runs: &[(usize, usize)]) -> io::Result<()> {
+        match self {
+            Out::Raw(f) => {
+                for &(a, e) in runs {
+                    f.write_all_at(&data[a..e], off + a as u64)?;
+                }
+                Ok(())
+            }
+            Out::Zstd(e) => e.write_all(data),
+            Out::Xz(e) => e.write_all(data),
+            Out::Gzip(p) => p.put(data),
+        }
+    }
+
+    /// Ends the stream (a raw output gets its full length, the holes at
+    /// its end included).
+    pub(super) fn finish(self, size: u64) -> io::Result<()> {
+        match self {
+            Out::Raw(f) => f.set_len(size),
+            Out::Zstd(e) => e.finish()?.flush(),
+            Out::Xz(e) => e.finish()?.flush(),
+            Out::Gzip(p) => p.finish(),
+        }
+    }
+}
+
+/// A chunk to compress: its sequence number and bytes.
+type Job = (u64, Vec<u8>);
+/// A compressed chunk: its number, the member, and the input buffer back.
+type Done = (u64, io::Result<Vec<u8>>, Vec<u8>);
+
+/// gzip on several threads: each chunk becomes a gzip member of its own,
+/// compressed on a worker, written in order.
+pub(super) struct GzPool {
+    out: BufWriter<File>,
+    jobs: Option<mpsc::SyncSender<Job>>,
+    done: mpsc::Receiver<Done>,
+    workers: Vec<std::thread::JoinHandle<()>>,
+    /// Members finished out of order, waiting for their turn.
+    waiting: BTreeMap<u64, Vec<u8>>,
+    next_in: u64,
+    next_out: u64,
+    /// Input buffers back from the workers, reused.
+    spare: Vec<Vec<u8>>,
+    /// Most chunks in flight: memory stays at this many chunks and members.
+    limit: u64,
+}
+
+impl GzPool {
+    fn new(out: BufWriter<File>, level: u32, threads: u32) -> GzPool {
+        let (jobs, rx) = mpsc::sync_channel::<Job>(threads as usize);
+        let rx = Arc::new(Mutex::new(rx));
+        let (done_tx, done) = mpsc::channel::<Done>();
+        let workers = (0..threads)
+            .map(|_| {
+                let rx = Arc::clone(&rx);
+                let done_tx = done_tx.clone();
+                std::thread::spawn(move || loop {
+                    let job = rx.lock().map(|r| r.recv());
+                    let Ok(Ok((seq, input))) = job else { return };
+                    let level = flate2::Compression::new(level);
+                    let mut e =
+                        flate2::write::GzEncoder::new(Vec::with_capacity(input.len() / 2), level);
+                    let member = e.write_all(&input).and_then(|()| e.finish());
+                    if done_tx.send((seq, member, input)).is_err() {
+                        return;
+                    }
+                })
+            })
+            .collect();
+        GzPool {
+            out,
+            jobs: Some(jobs),
+            done,
+            workers,
+            waiting: BTreeMap::new(),
+            next_in: 0,
+            next_out: 0,
+            spare: Vec::new(),
+            limit: 2 * u64::from(threads),
+        }
+    }
+
+    fn put(&mut self, data: &[u8]) -> io::Result<()> {
+        while self.next_in - self.next_out >= self.limit {
+            self.collect_one()?;
+        }
+        let mut input = self.spare.pop().unwrap_or_default();
+        input.clear();
+        input.extend_from_slice(data);
+        let jobs = self.jobs.as_ref().expect("open");
+        jobs.send((self.next_in, input))
+            .map_err(|_| io::Error::other("gzip worker stopped"))?;
+        self.next_in += 1;
+        Ok(())
+    }
+
+    /// Waits for one member, then writes every member whose turn it is.
+    fn collect_one(&mut self) -> io::Result<()> {
+        let (seq, member, input) = self
+            .done
+            .recv()
+            .map_err(|_| io::Error::other("gzip worker stopped"))?;
+        self.spare.push(input);
+        self.waiting.insert(seq, member?);
+        while let Some(m) = self.waiting.remove(&self.next_out) {
+            self.out.write_all(&m)?;
+            self.next_out += 1;
+        }
+        Ok(())
+    }
+
+    fn finish(mut self) -> io::Result<()> {
+        while self.next_out < self.next_in {
+            self.collect_one()?;
+        }
+        self.jobs = None;
+        for w in self.workers.drain(..) {
+            let _ = w.join();
+        }
+        self.out.flush()
+    }
+}
+
+impl Drop for GzPool {
+    /// Abandoned (an error, a cancel): the workers see the closed queue
+    /// and stop.
+    fn drop(&mut self) {
+        self.jobs = None;
+        while self.done.try_recv().is_ok() {}
+    }
+}
