@@ -104,7 +104,9 @@ impl MapBuilder {
              <!-- The block map of a disk image, written by kopiru image: the\n     \
              blocks that hold anything but zeros, in ranges, each with the\n     \
              SHA-256 of its bytes. Only they need to be written to a device\n     \
-             that reads as zeros elsewhere (kopiru flash --bmap, bmaptool copy). -->\n\n\
+             that reads as zeros elsewhere: kopiru flash and bmaptool copy\n     \
+             take this file. (No two dashes in a row in here: XML forbids them\n     \
+             in comments.) -->\n\n\
              <bmap version=\"2.0\">\n    \
              <!-- Image size in bytes -->\n    \
              <ImageSize> {size} </ImageSize>\n\n    \
@@ -188,5 +190,10 @@ mod tests {
         ];
         assert_eq!(b.ranges, want);
         assert!(text.contains("> 1-3 <") && text.contains("> 7 <"), "{text}");
+        // XML comments may not hold "--" (bmaptool's parser refuses them).
+        for c in text.split("<!--").skip(1) {
+            let body = c.split("-->").next().unwrap_or_default();
+            assert!(!body.contains("--"), "{body}");
+        }
     }
 }
