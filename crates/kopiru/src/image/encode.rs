@@ -11,6 +11,8 @@ use std::os::unix::fs::FileExt;
 use std::path::Path;
 use std::sync::{mpsc, Arc, Mutex};
 
+use crate::Cancel;
+
 /// The output's format, from its name.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Format {
@@ -87,7 +89,7 @@ pub(super) enum Out {
     /// Non-zero runs written at their offsets; holes elsewhere.
     Raw(File),
     Zstd(zstd::stream::write::Encoder<'static, BufWriter<File>>),
-    Xz(liblzma::write::XzEncoder<BufWriter<File>>),
+    Xz(XzOut),
     Gzip(GzPool),
 }
 
@@ -127,16 +129,30 @@ impl Out {
                     .threads(threads)
                     .preset(level as u32)
                     .check(liblzma::stream::Check::Crc64)
+                    // A call that waits for a busy thread returns after
+                    // this long, so that a cancel is seen within it.
+                    .timeout_ms(100)
                     .encoder()
                     .map_err(|e| io::Error::other(format!("xz: {e}")))?;
-                Out::Xz(liblzma::write::XzEncoder::new_stream(w()?, stream))
+                Out::Xz(XzOut {
+                    stream,
+                    out: w()?,
+                    buf: Vec::with_capacity(OUT_BUF),
+                })
             }
             Format::Gzip => Out::Gzip(GzPool::new(w()?, level as u32, threads)),
         })
     }
 
     /// The next image bytes, `data` at `off`, with their non-zero runs.
-    pub(super) fn put(&mut self, off: u64, data: &[u8], runs: &[(usize, usize)]) -> io::Result<()> {
+    /// A compressor is fed in pieces, `cancel` checked between them.
+    pub(super) fn put(
+        &mut self,
+        off: u64,
+        data: &[u8],
+        runs: &[(usize, usize)],
+        cancel: &Cancel,
+    ) -> io::Result<()> {
         match self {
             Out::Raw(f) => {
                 for &(a, e) in runs {
@@ -144,8 +160,11 @@ impl Out {
                 }
                 Ok(())
             }
-            Out::Zstd(e) => e.write_all(data),
-            Out::Xz(e) => e.write_all(data),
+            Out::Zstd(e) => data.chunks(FEED).try_for_each(|p| {
+                cancel.check()?;
+                e.write_all(p)
+            }),
+            Out::Xz(x) => x.write_all(data, cancel),
             Out::Gzip(p) => p.put(data),
         }
     }
@@ -156,9 +175,48 @@ impl Out {
         match self {
             Out::Raw(f) => f.set_len(size),
             Out::Zstd(e) => e.finish()?.flush(),
-            Out::Xz(e) => e.finish()?.flush(),
+            Out::Xz(x) => x.finish(),
             Out::Gzip(p) => p.finish(),
         }
+    }
+}
+
+/// Bytes handed to zstd at a time, between checks of the cancel handle.
+const FEED: usize = 1 << 20;
+
+/// The xz encoder driven directly: dropped (an error, a cancel), it stops
+/// at once, where liblzma's `XzEncoder` would finish the stream first.
+pub(super) struct XzOut {
+    stream: liblzma::stream::Stream,
+    out: BufWriter<File>,
+    buf: Vec<u8>,
+}
+
+impl XzOut {
+    fn code(&mut self, input: &[u8], action: liblzma::stream::Action) -> io::Result<(usize, bool)> {
+        self.buf.clear();
+        let before = self.stream.total_in();
+        let st = self
+            .stream
+            .process_vec(input, &mut self.buf, action)
+            .map_err(|e| io::Error::other(format!("xz: {e}")))?;
+        self.out.write_all(&self.buf)?;
+        let used = (self.stream.total_in() - before) as usize;
+        Ok((used, st == liblzma::stream::Status::StreamEnd))
+    }
+
+    fn write_all(&mut self, mut data: &[u8], cancel: &Cancel) -> io::Result<()> {
+        while !data.is_empty() {
+            cancel.check()?;
+            let (used, _) = self.code(data, liblzma::stream::Action::Run)?;
+            data = &data[used..];
+        }
+        Ok(())
+    }
+
+    fn finish(mut self) -> io::Result<()> {
+        while !self.code(&[], liblzma::stream::Action::Finish)?.1 {}
+        self.out.flush()
     }
 }
 

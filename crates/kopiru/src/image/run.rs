@@ -185,7 +185,7 @@ fn run(
                 if let Some(m) = &mut map {
                     m.feed(off, data, &runs);
                 }
-                enc.put(off, data, &runs)
+                enc.put(off, data, &runs, &opts.cancel)
                     .map_err(out_err(output, Op::Write))?;
                 total += len as u64;
                 events.read(len as u64);
