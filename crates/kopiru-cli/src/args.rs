@@ -370,7 +370,9 @@ chunk is written), so progress counts bytes the device has acknowledged. The
 first MiB is written last, after everything else is flushed. Refused unless
 --force: a mounted device (or one with a mounted partition), the device
 holding the root filesystem or the image. On a terminal kopiru shows the
-device's size and model and asks before writing (--yes to skip).
+device's size and model and asks before writing (--yes to skip). Once every
+device is verified, the image's SHA-256 (uncompressed) ends the summary line
+shown on a terminal, and is in --json, to compare with the publisher's.
 
 Exit codes: 0 every device written and verified; 23 some devices failed, the
 others are good; 1 nothing was written correctly; 2 usage error or refusal;
@@ -456,7 +458,8 @@ blocks become holes in a raw OUTPUT. OUTPUT (and the block map) are written
 under a temporary name beside them (.NAME.kopiru-image.PID), flushed, read back
 around the page cache, decoded and compared by SHA-256 with what was read, and
 only then renamed into place: an error or Ctrl-C leaves nothing under their
-names. The SHA-256 of the image (uncompressed) is printed at the end.
+names. The SHA-256 of the image (uncompressed) ends the summary line shown on a
+terminal, and is in --json.
 
 Default levels (measured; see docs/BENCHMARKS.md): zstd 3, xz 0, gzip 6.
 
