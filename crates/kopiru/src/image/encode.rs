@@ -96,6 +96,13 @@ pub(super) enum Out {
 /// The encoder's output buffer.
 const OUT_BUF: usize = 1 << 20;
 
+/// Most memory the xz encoder may take (liblzma's own estimate): its
+/// threads are cut until it fits; one thread is used whatever it needs.
+/// `xz -T2 -6` peaked at 310 MB here, so about six threads of level 6
+/// fit; level 9 needs over 674 MiB a thread (xz's manual), so one; level
+/// 0, the default, needs a few MiB a thread.
+const XZ_MEMORY: u64 = 1 << 30;
+
 impl Out {
     /// An encoder writing to `file` for an image of `size` bytes.
     pub(super) fn new(
@@ -125,13 +132,20 @@ impl Out {
             Format::Xz => {
                 // Blocks that record their sizes, so that `kopiru flash` and
                 // `xz -d -T0` decode them on several threads.
-                let stream = liblzma::stream::MtStreamBuilder::new()
-                    .threads(threads)
+                let mut b = liblzma::stream::MtStreamBuilder::new();
+                b.threads(threads)
                     .preset(level as u32)
                     .check(liblzma::stream::Check::Crc64)
                     // A call that waits for a busy thread returns after
                     // this long, so that a cancel is seen within it.
-                    .timeout_ms(100)
+                    .timeout_ms(100);
+                // Fewer threads where that many would not fit the budget.
+                let mut t = threads;
+                while t > 1 && b.memusage() > XZ_MEMORY {
+                    t -= 1;
+                    b.threads(t);
+                }
+                let stream = b
                     .encoder()
                     .map_err(|e| io::Error::other(format!("xz: {e}")))?;
                 Out::Xz(XzOut {

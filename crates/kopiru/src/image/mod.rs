@@ -3,9 +3,10 @@
 //!
 //! A reader thread reads the device with O_DIRECT in chunks sized from its
 //! topology, into a few aligned buffers allocated once and passed back and
-//! forth; this thread hashes each chunk (SHA-256 of the whole image, and of
-//! each run of non-zero 4 KiB blocks for the block map) and hands it to the
-//! encoder (raw: only the non-zero runs are written, the rest stays holes).
+//! forth, and hashes each chunk as it comes in (SHA-256 of the whole image,
+//! and of each run of non-zero 4 KiB blocks for the block map); this thread
+//! hands it to the encoder (raw: only the non-zero runs are written, the
+//! rest stays holes).
 //! Memory is those buffers plus the encoder's, whatever the device's size.
 //!
 //! OUTPUT is written under a temporary name beside it, flushed, read back

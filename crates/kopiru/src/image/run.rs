@@ -1,5 +1,5 @@
-//! The run: a reader thread fills aligned buffers from the device; this
-//! thread hashes each, maps its zero blocks and hands it to the encoder.
+//! The run: a reader thread fills aligned buffers from the device, hashes
+//! each and maps its zero blocks; this thread hands it to the encoder.
 //! Then the output is flushed, read back, and renamed into place.
 
 use super::encode::Out;
@@ -88,8 +88,18 @@ impl Drop for Temp {
     }
 }
 
-/// A chunk read (offset, buffer, bytes), or a read that failed (offset).
-type Read = Result<(u64, Aligned, usize), (u64, io::Error)>;
+/// A chunk read (offset, buffer, bytes, its runs of non-zero blocks), or a
+/// read that failed (offset).
+type Read = Result<(u64, Aligned, usize, Vec<(usize, usize)>), (u64, io::Error)>;
+
+/// What the reader works out of the bytes as it reads them, off the
+/// encoder's thread: the image's SHA-256, its zero blocks, the block map.
+struct Hashed {
+    sha: sha2::Sha256,
+    map: Option<MapBuilder>,
+    /// Bytes in blocks that are not all zeros.
+    mapped: u64,
+}
 
 /// Reads `src` into an image at `output` (see the module's doc). Stops
 /// within a chunk once [`ImageOptions::cancel`] is set; on an error or a
@@ -158,33 +168,30 @@ fn run(
     let threads = opts.threads;
     let mut enc = Out::new(opts.format, file, level, threads, src.size)
         .map_err(out_err(output, Op::Create))?;
-    let mut sha = sha2::Sha256::new();
-    let mut map = opts.bmap.as_ref().map(|_| MapBuilder::new());
-    let mut mapped = 0u64;
+    let hashed = Hashed {
+        sha: sha2::Sha256::new(),
+        map: opts.bmap.as_ref().map(|_| MapBuilder::new()),
+        mapped: 0,
+    };
     let (full_tx, full_rx) = mpsc::sync_channel::<Read>(BUFFERS);
     let (empty_tx, empty_rx) = mpsc::channel::<Aligned>();
     for _ in 0..BUFFERS {
         let _ = empty_tx.send(Aligned::new(src.chunk));
     }
     let mut total = 0u64;
-    let result = std::thread::scope(|sc| {
+    let (result, hashed) = std::thread::scope(|sc| {
         let cancel = &opts.cancel;
         let fd = &fd;
-        sc.spawn(move || read_all(fd, src.size, src.chunk, full_tx, empty_rx, cancel));
+        let reader =
+            sc.spawn(move || read_all(fd, src.size, src.chunk, full_tx, empty_rx, cancel, hashed));
         let r = (|| {
             for got in full_rx.iter() {
                 opts.cancel.check().map_err(out_err(output, Op::Write))?;
-                let (off, buf, len) = got.map_err(|(off, e)| {
+                let (off, buf, len, runs) = got.map_err(|(off, e)| {
                     s.error_at = Some(off);
                     Error::io(Side::Source, &src.path, Op::Read, e)
                 })?;
                 let data = &buf.get()[..len];
-                sha.update(data);
-                let runs = data_runs(data);
-                mapped += runs.iter().map(|&(a, e)| (e - a) as u64).sum::<u64>();
-                if let Some(m) = &mut map {
-                    m.feed(off, data, &runs);
-                }
                 enc.put(off, data, &runs, &opts.cancel)
                     .map_err(out_err(output, Op::Write))?;
                 total += len as u64;
@@ -198,7 +205,7 @@ fn run(
         // the queue, stops now.
         drop(full_rx);
         drop(empty_tx);
-        r
+        (r, reader.join().ok())
     });
     s.image_bytes = total;
     result?;
@@ -211,9 +218,14 @@ fn run(
         s.error_at = Some(total);
         return Err(Error::io(Side::Source, &src.path, Op::Read, e));
     }
-    let sum: [u8; 32] = sha.finalize().into();
+    let hashed = hashed.ok_or_else(|| {
+        let e = io::Error::other("the reader panicked");
+        Error::io(Side::Source, &src.path, Op::Read, e)
+    })?;
+    let sum: [u8; 32] = hashed.sha.finalize().into();
     s.sha256 = Some(sum);
-    s.mapped_bytes = mapped;
+    s.mapped_bytes = hashed.mapped;
+    let map = hashed.map;
     enc.finish(total).map_err(out_err(output, Op::Write))?;
     s.output_bytes = out
         .file()
@@ -292,8 +304,9 @@ fn open_source(path: &Path) -> Result<(Fd, bool), Error> {
 }
 
 /// The reader: `size` bytes of `fd` in chunks of `chunk`, each into a free
-/// buffer, handed over in order; stops at the first error (sent with its
-/// offset), when cancelled, or when this side stops listening.
+/// buffer, hashed and mapped, handed over in order; stops at the first
+/// error (sent with its offset), when cancelled, or when this side stops
+/// listening.
 fn read_all(
     fd: &Fd,
     size: u64,
@@ -301,10 +314,11 @@ fn read_all(
     full: mpsc::SyncSender<Read>,
     empty: mpsc::Receiver<Aligned>,
     cancel: &Cancel,
-) {
+    mut h: Hashed,
+) -> Hashed {
     let mut off = 0u64;
     while off < size && !cancel.is_cancelled() {
-        let Ok(mut buf) = empty.recv() else { return };
+        let Ok(mut buf) = empty.recv() else { return h };
         let want = chunk.min((size - off) as usize);
         // O_DIRECT reads whole aligned blocks; a file's tail comes short.
         let ask = want.div_ceil(sys::DIRECT_ALIGN) * sys::DIRECT_ALIGN;
@@ -320,11 +334,22 @@ fn read_all(
                 Err(e) => break Err((at, e)),
             }
         };
-        let item = r.map(|()| (off, buf, got.min(want)));
+        let len = got.min(want);
+        let item = r.map(|()| {
+            let data = &buf.get()[..len];
+            h.sha.update(data);
+            let runs = data_runs(data);
+            h.mapped += runs.iter().map(|&(a, e)| (e - a) as u64).sum::<u64>();
+            if let Some(m) = &mut h.map {
+                m.feed(off, data, &runs);
+            }
+            (off, buf, len, runs)
+        });
         let stop = item.is_err() || got < want;
         if full.send(item).is_err() || stop {
-            return;
+            return h;
         }
         off += want as u64;
     }
+    h
 }
