@@ -8,7 +8,7 @@
 #   zstd -3:  kopiru image (--no-verify, and with its read-back) against
 #             `dd iflag=direct bs=4M | zstd -T0 -3 > out`, with and
 #             without a `sync out` after it (kopiru flushes its output)
-#   xz -0:    kopiru image --no-verify against `dd ... | xz -T0 -0`, synced
+#   xz -2:    kopiru image --no-verify against `dd ... | xz -T0 -2`, synced
 #   gzip -6:  kopiru image --no-verify against `dd ... | gzip -6`, synced
 #             (and pigz -6 where installed)
 # Wall and CPU time (user + system, children included) and peak RSS (from
@@ -111,10 +111,10 @@ check zst "zstd -dc"
 fi
 
 if [[ $formats == *" xz "* ]]; then
-echo "-- xz -0"
+echo "-- xz -2"
 python3 scripts/interleave.py "$runs" "rm -f $out/*" \
   "$(timed kopiru "$k image --no-progress --no-verify $dev $out/k.img.xz")" \
-  "$(pipe dd-xz-T0+sync 'xz -T0 -0' sync)" 2> "$tmp/out" >/dev/null
+  "$(pipe dd-xz-T0+sync 'xz -T0 -2' sync)" 2> "$tmp/out" >/dev/null
 report "$tmp/out"
 check xz "xz -dc"
 fi

@@ -461,7 +461,7 @@ only then renamed into place: an error or Ctrl-C leaves nothing under their
 names. The SHA-256 of the image (uncompressed) ends the summary line shown on a
 terminal, and is in --json.
 
-Default levels (measured; see docs/BENCHMARKS.md): zstd 3, xz 0, gzip 6.
+Default levels (measured; see docs/BENCHMARKS.md): zstd 3, xz 2, gzip 6.
 
 Refused (exit 2, nothing written): a device mounted read-write, or with a
 partition mounted read-write (unless --force; read-only mounts are fine);
@@ -493,7 +493,7 @@ pub struct ImageArgs {
     #[arg(long)]
     pub partitions_only: bool,
 
-    /// Compression level [default: zstd 3, xz 0, gzip 6; zstd 1-19, xz 0-9,
+    /// Compression level [default: zstd 3, xz 2, gzip 6; zstd 1-19, xz 0-9,
     /// gzip 1-9].
     #[arg(long, value_name = "N", allow_negative_numbers = false)]
     pub level: Option<i32>,

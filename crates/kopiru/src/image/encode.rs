@@ -58,27 +58,31 @@ impl Format {
         }
     }
 
-    /// The default level, chosen by measurement: a 256 MiB tar of
-    /// /usr/lib and /usr/share compressed by the C tools on two threads
-    /// (`-T2`), on the 2-core machine this was built on. The rule: keep up
-    /// with the slow devices most such images come from (an SD card or USB
-    /// stick read at 20-90 MB/s) on two cores, and among those levels take
-    /// the format's usual trade.
-    /// - zstd 3 (zstd's default): 420 MB/s, 130.5 MB. Level 1: 560 MB/s,
-    ///   6 % larger; 6: 170 MB/s, 3.5 % smaller; 9: 91 MB/s, 5 % smaller.
-    ///   zstd is the format for speed: 3 also keeps up with an NVMe drive.
-    /// - xz 0: 33 MB/s, 126.1 MB (smaller than zstd 3 already). Level 1:
-    ///   14 MB/s, 3 % smaller; 3: 7 MB/s, 5 % smaller; 6 (xz's default):
-    ///   4.9 MB/s and 310 MB of memory, 10 % smaller. Only 0 keeps up with
-    ///   an SD card; `--level 6` gives xz's usual trade.
-    /// - gzip 6 (gzip's default): 30 MB/s a thread, 138.3 MB; level 1 is
-    ///   54 MB/s a thread for 5 % more. Chunks are compressed in parallel,
-    ///   so two threads give 60 MB/s.
+    /// The default level, chosen by measurement (C tools on two threads,
+    /// `-T2`, on the 2-core machine this was built on; docs/BENCHMARKS.md).
+    /// Two samples: a 256 MiB tar of /usr/lib and /usr/share (dense
+    /// files), and 256 MiB from the middle of a 1 GiB ext4 image of such
+    /// files (what an image looks like: files, metadata, free space).
+    /// - zstd 3 (zstd's default): tar 420 MB/s, 130.5 MB; ext4 slice 38.3
+    ///   MB. Level 1 is 33 % faster for 6 % more; 9 is 4.6x slower for 5 %
+    ///   (tar) to 14 % (ext4) less. zstd is the format for speed: level 3
+    ///   keeps up with an NVMe drive, and `kopiru image` at 3 matches
+    ///   `dd | zstd -T0 -3` (docs/BENCHMARKS.md).
+    /// - xz 2: ext4 slice 35.0 MB in 7.2 s (36 MB/s), 9 % smaller than
+    ///   zstd 3. Level 0 is faster (3.9 s) but 42 % larger than level 1,
+    ///   and larger than zstd 3 on both samples; level 1 is zstd 3's size
+    ///   (39.5 MB, 5.0 s), so .xz would buy nothing; 3 is 33.1 MB in 11 s,
+    ///   6 (xz's default) 29.8 MB in 24.8 s and 260 MB of memory. Level 2
+    ///   is the first that makes .xz worth choosing, and still keeps up
+    ///   with an SD card being read. `--level 6` gives xz's usual trade.
+    /// - gzip 6 (gzip's default): tar 30 MB/s a thread, 138.3 MB; level 1
+    ///   is 54 MB/s a thread for 5 % more. Chunks are compressed in
+    ///   parallel, so two threads give about 60 MB/s.
     pub fn default_level(self) -> i32 {
         match self {
             Format::Raw => 0,
             Format::Zstd => 3,
-            Format::Xz => 0,
+            Format::Xz => 2,
             Format::Gzip => 6,
         }
     }
@@ -100,7 +104,7 @@ const OUT_BUF: usize = 1 << 20;
 /// threads are cut until it fits; one thread is used whatever it needs.
 /// `xz -T2 -6` peaked at 310 MB here, so about six threads of level 6
 /// fit; level 9 needs over 674 MiB a thread (xz's manual), so one; level
-/// 0, the default, needs a few MiB a thread.
+/// 2, the default, needs about 30 MiB a thread.
 const XZ_MEMORY: u64 = 1 << 30;
 
 impl Out {
