@@ -1312,6 +1312,11 @@ fn main() {
         Box::new(image::read_error),
     );
     add(
+        "image::verify_catches_corruption".into(),
+        image_needs.clone().or_else(strace),
+        Box::new(image::verify_catches_corruption),
+    );
+    add(
         "image::interrupted".into(),
         image_needs,
         Box::new(image::interrupted),
