@@ -38,6 +38,13 @@ impl ImageEvents for Bar {
 const STOPPED: &str = "stopped; no image written";
 
 pub fn run(args: ImageArgs) -> u8 {
+    if args.output.as_os_str() == "-" {
+        errln!(
+            "kopiru: image: OUTPUT must be a file (it is written under a temporary name, \
+             verified, then renamed), not standard output"
+        );
+        return exit::USAGE;
+    }
     let format = Format::from_path(&args.output);
     if let Some(l) = args.level {
         match format.levels() {

@@ -293,8 +293,8 @@ pub fn partitions_only() -> R {
 /// Refused before anything is written (exit 2): a device mounted
 /// read-write, OUTPUT on the device, an existing OUTPUT (unless --force,
 /// which replaces it), a regular file without --file, OUTPUT that is not a
-/// regular file, the map on OUTPUT, a level out of range. A read-only
-/// mount is fine.
+/// regular file (or is standard output), the map on OUTPUT, a level out of
+/// range. A read-only mount is fine.
 pub fn refusals() -> R {
     let d = dir("image-refusals")?;
     let out = d.join("out.img");
@@ -373,6 +373,11 @@ pub fn refusals() -> R {
         ]),
         2,
         "would overwrite the image",
+    )?;
+    fails_with(
+        &image(&[lo.dev.as_os_str(), OsStr::new("-")]),
+        2,
+        "not standard output",
     )?;
     let zst = d.join("fresh.img.zst");
     fails_with(
