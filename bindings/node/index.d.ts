@@ -31,7 +31,7 @@ export interface Summary {
   withdrawn: number
   verifiedFiles: number
   /** Files per data method. */
-  methods: { clone: number; offload: number; stream: number; sparse: number }
+  methods: { clone: number; offload: number; stream: number; sparse: number; link: number }
   errors: EntryError[]
   warnings: EntryError[]
   elapsedSeconds: number

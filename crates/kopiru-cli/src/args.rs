@@ -22,7 +22,7 @@ pub enum Command {
                           kopiru copy [OPTIONS] -t <DIR> <SOURCE>...",
         after_help = COPY_AFTER_HELP
     )]
-    Copy(CopyArgs),
+    Copy(Box<CopyArgs>),
     /// Compare two trees (or files) by content: every file hashed (BLAKE3)
     /// on both sides, the destination read from the device, not the cache.
     /// Prints each difference; exits 0 if identical, 1 if not, 2 on errors,
@@ -169,9 +169,10 @@ Where cp and rsync differ, kopiru follows cp: -n is --no-clobber (rsync's
 -n is --dry-run, long form only here); SOURCE/ is the same as SOURCE, the directory itself
 (write SOURCE/. for its contents, which rsync spells SOURCE/); -u is cp's
 --update (use --resume to finish an interrupted copy). cp's spellings work
-too: -t DIR, -p, -v, -u, -x, -b, --reflink[=auto|always|never]; and rsync's
---exclude/--include/--exclude-from, --dry-run, --itemize-changes, -c and
---delete (long forms where cp's short ones differ).
+too: -t DIR, -p, -v, -u, -x, -b, -i, -f, --reflink[=auto|always|never]; and
+rsync's --exclude/--include/--exclude-from, --dry-run, --itemize-changes, -c,
+--delete, --partial and --link-dest (long forms where cp's short ones
+differ), and --clone-dest, --link-dest's clone twin.
 
 Nothing is ever half-written under its final name: a new directory tree is
 built under a temporary name (.kopiru-tmp.tree.*) beside its destination and
@@ -266,6 +267,8 @@ pub struct CopyArgs {
     pub target_directory: Option<PathBuf>,
 
     /// Accepted for cp compatibility: directories are always copied whole.
+    /// With --files-from (as rsync's -r), a listed directory is copied
+    /// whole instead of only made.
     #[arg(short = 'r', short_alias = 'R', long = "recursive", action = ArgAction::SetTrue)]
     pub recursive: bool,
 
@@ -336,8 +339,9 @@ pub struct CopyArgs {
     #[arg(long)]
     pub verify: bool,
 
-    /// Never replace an existing destination file.
-    #[arg(short = 'n', long)]
+    /// Never replace an existing destination file (a later -i overrides
+    /// it, and it overrides an earlier -i).
+    #[arg(short = 'n', long, overrides_with = "interactive")]
     pub no_clobber: bool,
 
     /// Print 'SOURCE' -> 'DEST' on stdout for each file copied, as cp -v.
@@ -350,6 +354,9 @@ pub struct CopyArgs {
 
     #[command(flatten)]
     pub select: crate::select::SelectArgs,
+
+    #[command(flatten)]
+    pub scale: crate::scale::ScaleArgs,
 
     #[command(flatten)]
     pub bar: ProgressArgs,
@@ -659,6 +666,7 @@ impl CopyArgs {
             ..CopyOptions::default()
         };
         self.select.apply(&mut opts)?;
+        self.scale.apply(&mut opts, self.recursive)?;
         Ok(opts)
     }
 }

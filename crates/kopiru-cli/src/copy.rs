@@ -9,7 +9,7 @@ use crate::progress::{self, Progress, Work};
 use crate::render;
 use crate::signals::{self, OnSignal};
 use kopiru::{Change, Error, FileDone, Method, Phase, Reporter, Summary};
-use std::io::{IsTerminal, Write};
+use std::io::{BufRead, IsTerminal, Write};
 use std::path::Path;
 
 struct CliReporter {
@@ -18,6 +18,10 @@ struct CliReporter {
     /// How --dry-run and --itemize-changes show each change.
     changes: Option<changes::Style>,
     progress: Option<Progress>,
+    /// One -i question at a time (workers ask concurrently).
+    asking: std::sync::Mutex<()>,
+    /// `--report`: a JSON line per entry.
+    report: Option<crate::scale::Report>,
 }
 
 impl CliReporter {
@@ -43,8 +47,11 @@ impl Reporter for CliReporter {
         if let Some(p) = &self.progress {
             p.file();
         }
-        let src = Path::new(d.src_dir).join(d.name);
-        let dst = Path::new(d.dst_dir).join(d.dst_name);
+        let src = joined(d.src_dir, d.name);
+        let dst = joined(d.dst_dir, d.dst_name);
+        if let Some(r) = &self.report {
+            r.file_done(&src, &dst, d);
+        }
         if self.verbose {
             self.print(false, &format!("{} -> {}", quoted(&src), quoted(&dst)));
         }
@@ -69,7 +76,16 @@ impl Reporter for CliReporter {
     }
 
     fn error(&self, e: &Error) {
+        if let Some(r) = &self.report {
+            r.error(e);
+        }
         self.print(true, &format!("kopiru: {e}"));
+    }
+
+    fn kept(&self, path: &Path) {
+        if let Some(r) = &self.report {
+            r.kept(path);
+        }
     }
 
     fn warning(&self, e: &Error) {
@@ -77,8 +93,30 @@ impl Reporter for CliReporter {
     }
 
     fn change(&self, c: &Change) {
+        if let Some(r) = &self.report {
+            r.change(c);
+        }
         if let Some(style) = self.changes {
             self.print(false, &changes::line(style, c));
+        }
+    }
+
+    fn confirm_replace(&self, path: &Path) -> bool {
+        let _one = self.asking.lock().unwrap_or_else(|e| e.into_inner());
+        let ask = || {
+            let mut err = std::io::stderr().lock();
+            let _ = write!(err, "kopiru: overwrite {}? ", quoted(path));
+            let _ = err.flush();
+            let mut answer = String::new();
+            // As cp: the end of the input is "no".
+            match std::io::stdin().lock().read_line(&mut answer) {
+                Ok(n) if n > 0 => answer.trim_start().starts_with(['y', 'Y']),
+                _ => false,
+            }
+        };
+        match &self.progress {
+            Some(p) => p.bar.suspend(ask),
+            None => ask(),
         }
     }
 
@@ -112,6 +150,19 @@ pub fn run(args: CopyArgs) -> u8 {
         }
     };
     let dest = dest.as_path();
+    let report = match &args.scale.report {
+        Some(path) => match crate::scale::Report::open(path) {
+            Ok(r) => Some(r),
+            Err(e) => {
+                errln!("kopiru: {e}");
+                return exit::USAGE;
+            }
+        },
+        None => None,
+    };
+    // A listed or sharded copy has no total to show (the sources' walk
+    // would count the whole tree).
+    let listed = args.scale.files_from.is_some() || args.scale.shard.is_some();
     // --explain prints a line per file: no bar on top of that unless asked.
     let mut reporter = CliReporter {
         explain: args.explain,
@@ -124,7 +175,12 @@ pub fn run(args: CopyArgs) -> u8 {
         progress: args
             .bar
             .wanted(!args.explain && !args.select.dry_run && !args.select.itemize_changes)
-            .then(|| Progress::start(Work::Copy, sources, args.bar.progress)),
+            .then(|| match listed {
+                false => Progress::start(Work::Copy, sources, args.bar.progress),
+                true => Progress::start(Work::Listed, sources, args.bar.progress),
+            }),
+        asking: std::sync::Mutex::new(()),
+        report,
     };
     // The one-line summary at the end goes where the bar would be: on a
     // terminal (or with --progress), never into a pipe unasked.
@@ -139,7 +195,12 @@ pub fn run(args: CopyArgs) -> u8 {
             exit::USAGE
         }
         Ok(summary) => {
-            let code = exit::for_copy(&summary);
+            let mut code = exit::for_copy(&summary);
+            if let Some(Err(e)) = reporter.report.as_ref().map(|r| r.finish()) {
+                // The copy is there, but its record is not whole.
+                errln!("kopiru: {e}");
+                code = code.max(exit::PARTIAL);
+            }
             if summary.cancelled {
                 errln!("{}", signals::stopped_line(STOPPED));
             }
@@ -158,6 +219,15 @@ pub fn run(args: CopyArgs) -> u8 {
             }
             code
         }
+    }
+}
+
+/// `dir/name`, or `name` alone in the current directory (as the user named
+/// it: `big`, not `./big`).
+fn joined(dir: &Path, name: &std::ffi::OsStr) -> std::path::PathBuf {
+    match dir == Path::new(".") {
+        true => name.into(),
+        false => dir.join(name),
     }
 }
 

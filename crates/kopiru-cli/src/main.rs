@@ -22,6 +22,7 @@ mod plot;
 mod probe;
 mod progress;
 mod render;
+mod scale;
 mod select;
 mod signals;
 mod verify;
@@ -37,7 +38,7 @@ fn main() -> ExitCode {
         a.select.order(m); // --exclude/--include in the order given
     }
     let code = match cli.command {
-        args::Command::Copy(a) => copy::run(a),
+        args::Command::Copy(a) => copy::run(*a),
         args::Command::Probe(a) => probe::run(a),
         args::Command::Verify(a) => verify::run(a),
         #[cfg(unix)]

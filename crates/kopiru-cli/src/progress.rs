@@ -106,9 +106,8 @@ pub fn eta(bytes_left: u64, files_left: u64, r: Rates) -> Option<f64> {
 }
 
 /// How far along the bar is, 0 to 1: time spent over time spent plus the
-/// ETA when there is one; else the smaller of the byte and file fractions
-/// (so the bar does not reach the end while many small files remain). The
-/// caller keeps the largest value shown, so the bar never goes back.
+/// ETA when there is one; else the work counted ([`fraction`]). The caller
+/// keeps the largest value shown, so the bar never goes back.
 pub fn bar_fraction(elapsed: f64, eta: Option<f64>, counted: f64) -> f64 {
     match eta {
         Some(e) if elapsed + e > 0.0 => elapsed / (elapsed + e),
@@ -116,14 +115,21 @@ pub fn bar_fraction(elapsed: f64, eta: Option<f64>, counted: f64) -> f64 {
     }
 }
 
-/// How much of the work is done by count, 0 to 1: the smaller of the byte
-/// and file fractions.
+/// What one file costs besides its bytes, counted as this many bytes: its
+/// create, metadata and close take about as long as moving 256 KiB (from
+/// ~40 KiB on an NVMe drive to ~450 KiB on a disk at 3 ms a file).
+const FILE_AS_BYTES: f64 = 256.0 * 1024.0;
+
+/// How much of the work is done by count, 0 to 1: bytes and files added
+/// up, each file weighing [`FILE_AS_BYTES`]. A large file in flight moves
+/// the bar with its bytes (no file of it is finished yet), and many small
+/// files still to come keep it from the end.
 pub fn fraction(bytes: u64, total_bytes: u64, files: u64, total_files: u64) -> f64 {
-    let part = |done: u64, total: u64| match total {
-        0 => 1.0,
-        t => (done as f64 / t as f64).min(1.0),
-    };
-    part(bytes, total_bytes).min(part(files, total_files))
+    let work = |b: u64, f: u64| b as f64 + f as f64 * FILE_AS_BYTES;
+    match work(total_bytes, total_files) {
+        t if t > 0.0 => (work(bytes, files) / t).min(1.0),
+        _ => 1.0,
+    }
 }
 
 /// A duration as a person reads it: `45s`, `3m 20s`, `2h 05m`.
@@ -155,6 +161,7 @@ struct Counts {
 const COPYING: u8 = 0;
 const FLUSHING: u8 = 1;
 const VERIFYING: u8 = 2;
+const WAITING: u8 = 3;
 
 /// What is being shown.
 #[derive(Clone, Copy, PartialEq, Eq)]
@@ -163,6 +170,9 @@ pub enum Work {
     Copy,
     /// Hashing for dedupe: bytes only, and no total (the engine gives none).
     Hash,
+    /// A copy of listed entries (`--files-from`) or of one share
+    /// (`--shard`): bytes and files, no total.
+    Listed,
 }
 
 pub struct Progress {
@@ -203,6 +213,7 @@ impl Progress {
         let v = match p {
             Phase::Flushing => FLUSHING,
             Phase::Verifying => VERIFYING,
+            Phase::Waiting => WAITING,
             _ => COPYING,
         };
         self.counts.phase.store(v, Ordering::Relaxed);
@@ -244,6 +255,15 @@ fn message(c: &Counts, work: Work, rates: Option<Rates>, elapsed: f64) -> (Strin
         return (
             format!(
                 "hashing: {} hashed, {rate_text} (no total: files are grouped as they are found)",
+                human(bytes)
+            ),
+            None,
+        );
+    }
+    if work == Work::Listed {
+        return (
+            format!(
+                "{} copied, {files} files, {rate_text} (no total: a list or a share)",
                 human(bytes)
             ),
             None,
@@ -326,6 +346,10 @@ fn tick(bar: &ProgressBar, c: &Counts, work: Work) {
         match phase {
             FLUSHING => bar.set_message(format!(
                 "flushing to disk… {since} (copied {}; exit 0 will mean it is all on the device)",
+                copied()
+            )),
+            WAITING => bar.set_message(format!(
+                "waiting for the other ranks… {since} (this one copied {})",
                 copied()
             )),
             VERIFYING => bar.set_message(format!(
@@ -490,9 +514,16 @@ mod tests {
     }
 
     #[test]
-    fn fraction_is_the_smaller() {
-        assert_eq!(fraction(90, 100, 60, 100), 0.6);
-        assert_eq!(fraction(10, 100, 60, 100), 0.1);
+    fn fraction_weighs_bytes_and_files() {
+        // One 2 GiB file, half copied: half way, though no file is done.
+        let f = fraction(1 << 30, 2 << 30, 0, 1);
+        assert!((0.49..0.5).contains(&f), "{f}");
+        // 10,000 files of 1 KiB, the 9 MiB of the first 9,000 done: 90%.
+        let f = fraction(9_000 << 10, 10_000 << 10, 9_000, 10_000);
+        assert!((f - 0.9).abs() < 1e-9, "{f}");
+        // 1 GiB of big files done, 40,000 empty files left: far from done.
+        let f = fraction(1 << 30, 1 << 30, 10, 40_010);
+        assert!(f < 0.1, "{f}");
         assert_eq!(fraction(0, 0, 0, 0), 1.0);
         assert_eq!(fraction(200, 100, 1, 1), 1.0);
     }

@@ -3,7 +3,7 @@
 //! --exclude-from and the others, kept out of args.rs.
 
 use clap::{ArgMatches, Args, ValueEnum};
-use kopiru::{Backup, CopyOptions, Filter, Rule, RuleKind};
+use kopiru::{Backup, Basis, BasisKind, CopyOptions, Filter, Rule, RuleKind};
 use std::io::Read;
 use std::path::PathBuf;
 
@@ -96,6 +96,51 @@ pub struct SelectArgs {
     #[arg(short = 'b', conflicts_with = "no_clobber")]
     pub backup_default: bool,
 
+    /// Ask before replacing an existing destination entry (cp's -i): the
+    /// question "kopiru: overwrite 'DEST'?" on stderr, a line read from
+    /// standard input as the answer; one starting with y or Y replaces,
+    /// anything else (or the end of the input) keeps it. A later -n
+    /// overrides -i, and a later -i overrides -n, as in cp. No question
+    /// for a new name, nor for a directory merged into. With -i the copy
+    /// runs on one thread, so the questions come in the order of the walk.
+    #[arg(short = 'i', long, overrides_with = "no_clobber")]
+    pub interactive: bool,
+
+    /// Accepted for cp's -f, which changes nothing here: kopiru always
+    /// replaces a destination file by renaming a complete new file over
+    /// it, so one that cannot be opened for writing (read-only) is
+    /// replaced anyway, as cp -f replaces it. As in GNU cp, -f does not
+    /// cancel -i or -n.
+    #[arg(short = 'f', long)]
+    pub force: bool,
+
+    /// rsync's --link-dest: a file unchanged against the same path in DIR
+    /// (same size and modification time; with -c the same content) is
+    /// made a hard link to DIR's file instead of being copied, so each
+    /// snapshot costs only what changed. A hard link shares its metadata,
+    /// so DIR's file must also have the mode, owner and times being kept.
+    /// DIR mirrors DEST; a relative DIR is taken from DEST, as rsync takes
+    /// it (--link-dest ../prev is prev beside DEST). One DIR only.
+    #[arg(long, value_name = "DIR", conflicts_with = "clone_dest")]
+    pub link_dest: Option<PathBuf>,
+
+    /// Like --link-dest, but an unchanged file is cloned from DIR (its
+    /// blocks shared, on XFS, Btrfs and other filesystems that can), and
+    /// gets the source's own metadata: an independent file that costs no
+    /// data space. Where DIR's file cannot be cloned (another filesystem)
+    /// the file is copied from the source.
+    #[arg(long, value_name = "DIR")]
+    pub clone_dest: Option<PathBuf>,
+
+    /// rsync's --partial: a file whose copy is interrupted (Ctrl-C, a read
+    /// or write error) keeps the part written so far, hidden beside it as
+    /// .kopiru-tmp.part.*, never under its own name. The next run with
+    /// --partial or --resume compares that part with the source and
+    /// continues after the length that matches; a run with neither removes
+    /// it.
+    #[arg(long)]
+    pub partial: bool,
+
     /// The rules in command-line order, filled by [`SelectArgs::order`].
     #[arg(skip)]
     pub order: Vec<(RuleKind, Source)>,
@@ -164,6 +209,19 @@ impl SelectArgs {
         opts.report_changes = self.itemize_changes;
         opts.checksum = self.checksum;
         opts.delete = self.delete;
+        opts.interactive = self.interactive;
+        opts.partial = self.partial;
+        opts.basis = match (&self.link_dest, &self.clone_dest) {
+            (Some(dir), _) => Some(Basis {
+                dir: dir.clone(),
+                kind: BasisKind::Link,
+            }),
+            (None, Some(dir)) => Some(Basis {
+                dir: dir.clone(),
+                kind: BasisKind::Clone,
+            }),
+            (None, None) => None,
+        };
         opts.backup = match (self.backup, self.backup_default) {
             (Some(BackupArg::None), _) => None,
             (Some(BackupArg::Simple), _) => Some(Backup::Simple),

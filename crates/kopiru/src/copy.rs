@@ -26,6 +26,12 @@ pub fn copy(
     reporter: &dyn Reporter,
 ) -> Result<Summary, PlanError> {
     let start = Instant::now();
+    if let Some(summary) = listed_copy(sources, dest, opts, reporter)? {
+        return Ok(Summary {
+            elapsed: start.elapsed(),
+            ..summary
+        });
+    }
     let (mut jobs, mut refused) = plan::plan(sources, dest, opts)?;
     let mut pairs: Vec<(PathBuf, PathBuf)> = jobs
         .iter()
@@ -62,6 +68,43 @@ pub fn copy(
     }
     summary.elapsed = start.elapsed();
     Ok(summary)
+}
+
+/// `--files-from` and `--shard`: copies of listed entries (`None`: neither).
+fn listed_copy(
+    sources: &[PathBuf],
+    dest: &Path,
+    opts: &CopyOptions,
+    reporter: &dyn Reporter,
+) -> Result<Option<Summary>, PlanError> {
+    if opts.files_from.is_none() && opts.shard.is_none() {
+        return Ok(None);
+    }
+    let what = match opts.shard {
+        Some(_) => "--shard",
+        None => "--files-from",
+    };
+    for (on, other) in [
+        (opts.dry_run, "--dry-run"),
+        (opts.delete, "--delete"),
+        (opts.verify, "--verify"),
+        (
+            opts.files_from.is_some() && opts.shard.is_some(),
+            "--files-from",
+        ),
+    ] {
+        if on {
+            return Err(PlanError(format!("{what} does not work with {other} yet")));
+        }
+    }
+    if let Some(list) = &opts.files_from {
+        return crate::listed::copy(sources, dest, list, opts, reporter).map(Some);
+    }
+    #[cfg(unix)]
+    if let Some(shard) = opts.shard {
+        return crate::shard::copy(sources, dest, shard, opts, reporter).map(Some);
+    }
+    Err(PlanError("--shard is not supported on Windows yet".into()))
 }
 
 /// `--verify`: compares what is now at `dst` with `src`, the destination

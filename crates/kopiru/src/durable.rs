@@ -143,7 +143,7 @@ impl Shared<'_> {
                     self.error(Error::dst(path(), Op::Sync, &e));
                     continue;
                 }
-                match self.rename_final(dir.dst.as_fd(), &tmp, &name) {
+                match self.rename_final((dir.dst.as_fd(), &dir.dst_path), &tmp, &name) {
                     Ok(_) => {}
                     Err(e) => {
                         let _ = sys::unlink_at(dir.dst.as_fd(), &tmp, false);
@@ -210,7 +210,7 @@ impl Shared<'_> {
     /// was taken meanwhile under `--no-clobber`; the temporary is removed.
     pub(crate) fn rename_final(
         &self,
-        dir: sys::FdRef,
+        (dir, dir_path): (sys::FdRef, &Path),
         tmp: &Name,
         name: &Name,
     ) -> io::Result<bool> {
@@ -220,7 +220,7 @@ impl Shared<'_> {
         match sys::rename_noreplace(dir, tmp, dir, name) {
             Err(e) if e.kind() == io::ErrorKind::AlreadyExists => {
                 let _ = sys::unlink_at(dir, tmp, false);
-                self.counters.skipped.fetch_add(1, Ordering::Relaxed);
+                self.kept(dir_path, name);
                 Ok(false)
             }
             r => r.map(|()| true),
@@ -315,7 +315,7 @@ impl<'scope, 'env, 'a> Worker<'scope, 'env, 'a> {
 
 /// FNV-1a of a name: short, stable and dependency-free; it only has to
 /// tell destinations in one directory apart.
-fn name_hash(name: &Name) -> u64 {
+pub(crate) fn name_hash(name: &Name) -> u64 {
     let mut h: u64 = 0xcbf2_9ce4_8422_2325;
     for &b in sys::name_bytes(name) {
         h = (h ^ u64::from(b)).wrapping_mul(0x0100_0000_01b3);
@@ -329,6 +329,16 @@ pub(crate) fn staged_name(dst_name: &Name) -> NameBuf {
     let h = name_hash(dst_name);
     sys::name(&format!("{TMP_PREFIX}tree.{h:016x}"))
 }
+
+/// The name a file's partial copy is kept under (`--partial`) in its
+/// destination directory: the same for every run, so a later run finds it.
+pub(crate) fn partial_name(dst_name: &Name) -> NameBuf {
+    let h = name_hash(dst_name);
+    sys::name(&format!("{TMP_PREFIX}{PARTIAL}{h:016x}"))
+}
+
+/// What follows [`TMP_PREFIX`] in a partial copy's name.
+const PARTIAL: &str = "part.";
 
 /// The process id in a temporary name `.kopiru-tmp.<pid>.<n>`.
 fn leftover_pid(name: &Name) -> Option<u32> {
@@ -381,20 +391,29 @@ pub(crate) fn remove_tree(dir: sys::FdRef, name: &Name, removed: &mut u64) -> io
 /// Removes the temporary files an interrupted run left in a destination
 /// directory this run merges into: `.kopiru-tmp.<pid>.<n>` whose process
 /// is gone. (Staged trees are directories, resumed or removed by
-/// [`Worker::stage`]; a command-line file's temporary has a name of its
-/// own, removed by [`clean_file_leftover`].)
-pub(crate) fn clean_temps(sh: &Shared, dir: &Fd, path: &Path) {
+/// [`Worker::stage`].) Partial copies ([`partial_name`]) are returned, to
+/// be continued, under `--partial` or `--resume`; otherwise removed too.
+pub(crate) fn clean_temps(sh: &Shared, dir: &Fd, path: &Path) -> Vec<NameBuf> {
+    let mut partials = Vec::new();
     let entries = match sys::read_dir(dir.as_fd()) {
         Ok(e) => e,
-        Err(e) => return sh.warn(Error::dst(path, Op::ReadDirectory, &e)),
+        Err(e) => {
+            sh.warn(Error::dst(path, Op::ReadDirectory, &e));
+            return partials;
+        }
     };
+    let partial_prefix = format!("{TMP_PREFIX}{PARTIAL}");
     for e in entries {
-        if !sys::name_bytes(&e.name).starts_with(TMP_PREFIX.as_bytes())
-            || e.kind == Some(FileKind::Dir)
-        {
+        let bytes = sys::name_bytes(&e.name);
+        if !bytes.starts_with(TMP_PREFIX.as_bytes()) || e.kind == Some(FileKind::Dir) {
             continue;
         }
-        if leftover_pid(&e.name).is_none_or(sys::process_alive) {
+        if bytes.starts_with(partial_prefix.as_bytes()) {
+            if sh.opts.partial || sh.opts.resume {
+                partials.push(e.name);
+                continue;
+            }
+        } else if leftover_pid(&e.name).is_none_or(sys::process_alive) {
             continue;
         }
         if let Err(err) = sys::unlink_at(dir.as_fd(), &e.name, false) {
@@ -407,9 +426,37 @@ pub(crate) fn clean_temps(sh: &Shared, dir: &Fd, path: &Path) {
             }
         }
     }
+    partials
 }
 
 impl Worker<'_, '_, '_> {
+    /// Removes the partial copies found in `dir` that no file of this run
+    /// continued (their source is gone, excluded or failed again before
+    /// its data): nothing is kept that no run would use.
+    pub(crate) fn drop_partials(&self, dir: &DirNode) {
+        let left = std::mem::take(&mut *dir.partials.lock().expect("partials lock"));
+        for name in left {
+            match sys::unlink_at(dir.dst.as_fd(), &name, false) {
+                Err(e) if e.kind() != io::ErrorKind::NotFound => {
+                    let path = join(&dir.dst_path, sys::os_str(&name));
+                    self.sh.warn(Error::dst(path, Op::Remove, &e));
+                }
+                _ => {}
+            }
+        }
+    }
+
+    /// After a file's data failed or was cancelled part-way (`--partial`):
+    /// keeps what `written` holds under the file's partial name, for a later
+    /// run to continue; an empty one is removed. True if kept.
+    pub(crate) fn keep_partial(&self, dir: &DirNode, written: &Name, dst_name: &Name) -> bool {
+        let part = partial_name(dst_name);
+        let has_data = sys::stat_at(dir.dst.as_fd(), written, false).is_ok_and(|st| st.size > 0);
+        has_data
+            && (written == part.as_c_str()
+                || sys::rename_at(dir.dst.as_fd(), written, dir.dst.as_fd(), &part).is_ok())
+    }
+
     /// The name a new file is written under: its final name in a staged
     /// tree this run made (nobody can see it yet, and a rename per file
     /// cost half as much again on ext4, measured), else a new temporary
@@ -465,7 +512,10 @@ impl Worker<'_, '_, '_> {
                 .push((written.clone(), dst_name.to_owned()));
             return Some(written);
         }
-        match self.sh.rename_final(dir.dst.as_fd(), &written, dst_name) {
+        match self
+            .sh
+            .rename_final((dir.dst.as_fd(), &dir.dst_path), &written, dst_name)
+        {
             Ok(true) => {}
             Ok(false) => return None,
             Err(e) => {

@@ -48,6 +48,8 @@ pub enum Op {
     Clone,
     /// The in-kernel copy (`copy_file_range`).
     CopyFileRange,
+    /// Windows' `CopyFile2`, which creates the copy itself.
+    CopyFile2,
     /// Copying as a whole (a refusal before any data moved).
     Copy,
     /// Moving a name into place.
@@ -70,6 +72,8 @@ pub enum Op {
     ChownGroupOnly,
     /// Copying extended attributes.
     Xattr,
+    /// Copying a Windows security descriptor's DACL (with `-a`).
+    Security,
     /// Comparing a copy with its source.
     Verify,
     /// Reading a file's extent map.
@@ -85,6 +89,8 @@ pub enum Op {
     /// Reading a device into an image as a whole (a refusal before
     /// anything is written).
     Image,
+    /// Taking a lock (a sharded copy's coordination).
+    Lock,
 }
 
 impl Op {
@@ -109,6 +115,7 @@ impl Op {
             Op::Link => "link",
             Op::Clone => "clone",
             Op::CopyFileRange => "copy_file_range",
+            Op::CopyFile2 => "CopyFile2",
             Op::Copy => "copy",
             Op::Rename => "rename",
             Op::Remove => "remove",
@@ -120,6 +127,7 @@ impl Op {
             Op::Chown => "chown",
             Op::ChownGroupOnly => "chown (owner kept as yours)",
             Op::Xattr => "xattr",
+            Op::Security => "set security descriptor",
             Op::Verify => "verify",
             Op::MapExtents => "map extents",
             Op::Dedupe => "dedupe",
@@ -127,6 +135,7 @@ impl Op {
             Op::Flash => "flash",
             Op::ZeroOut => "zero out",
             Op::Image => "image",
+            Op::Lock => "lock",
         }
     }
 }
@@ -192,6 +201,20 @@ pub enum Refusal {
     Differs(Mismatch),
     /// Another kopiru is copying to this destination now.
     Busy,
+    /// A sharded copy (`--shard`) was not published because another rank
+    /// failed or stopped; the same command with `--resume` finishes it.
+    ShardFailed {
+        /// The rank that failed, when known.
+        rank: Option<usize>,
+    },
+    /// A sharded copy was put in place, but entries failed on other ranks.
+    ShardErrors {
+        /// How many, on the other ranks.
+        errors: u64,
+    },
+    /// A `--files-from` path that does not name an entry inside the source
+    /// (`..`, or an absolute path outside it).
+    OutsideSource,
     /// Two sources of one command go to the same destination name.
     SameDestination {
         /// The source that was there first.
@@ -328,6 +351,21 @@ impl fmt::Display for Refusal {
             Refusal::Busy => f.write_str(
                 "another kopiru is copying to this destination now (wait for it, or stop it)",
             ),
+            Refusal::ShardFailed { rank } => {
+                match rank {
+                    Some(r) => write!(f, "rank {r} failed or stopped")?,
+                    None => f.write_str("another rank failed or stopped")?,
+                }
+                f.write_str(
+                    ": the copy was not put in place; run the same command with --resume \
+                     to finish it",
+                )
+            }
+            Refusal::ShardErrors { errors } => write!(
+                f,
+                "{errors} entries failed on other ranks (see their messages); the rest is in place"
+            ),
+            Refusal::OutsideSource => f.write_str("not a path inside the source directory"),
             Refusal::SameDestination { first } => write!(
                 f,
                 "will not overwrite the copy of '{}' made by this same command",

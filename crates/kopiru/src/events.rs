@@ -16,15 +16,18 @@ pub enum Method {
     Stream,
     /// Only the data ranges copied, holes kept.
     Sparse,
+    /// A hard link to the unchanged file of `--link-dest` (no data moved).
+    Link,
 }
 
 impl Method {
     /// Every method, in ladder order.
-    pub const ALL: [Method; 4] = [
+    pub const ALL: [Method; 5] = [
         Method::Clone,
         Method::Offload,
         Method::Stream,
         Method::Sparse,
+        Method::Link,
     ];
 
     /// The lowercase name used in output.
@@ -34,6 +37,7 @@ impl Method {
             Method::Offload => "offload",
             Method::Stream => "stream",
             Method::Sparse => "sparse",
+            Method::Link => "link",
         }
     }
 
@@ -119,6 +123,9 @@ pub enum Phase {
     Flushing,
     /// Reading the copy back to compare it with its source (`--verify`).
     Verifying,
+    /// This rank's share is done; waiting for the other ranks of a sharded
+    /// copy (`--shard`) and for the copy to be put in place.
+    Waiting,
 }
 
 /// Receives events from a running copy. Every method has a default that does
@@ -137,6 +144,17 @@ pub trait Reporter: Sync {
     /// A destination entry was created, replaced or deleted; with
     /// `dry_run`, would be (nothing is written then).
     fn change(&self, _change: &Change) {}
+    /// An existing destination entry was left as it was (complete under
+    /// `--resume`, `--no-clobber`, not newer under `--update`, declined
+    /// under `-i`): counted in [`Summary::skipped`].
+    fn kept(&self, _path: &Path) {}
+    /// With [`crate::CopyOptions::interactive`] (cp's `-i`): whether the
+    /// existing destination entry `path` may be replaced. Asked from a
+    /// worker thread, which waits for the answer; `false` leaves the entry
+    /// as it is (counted as skipped).
+    fn confirm_replace(&self, _path: &Path) -> bool {
+        true
+    }
 }
 
 /// A reporter that ignores everything.
@@ -173,7 +191,7 @@ pub struct Summary {
     /// Files compared with their source after copying (`--verify`).
     pub verified_files: u64,
     /// Files per [`Method`], indexed in [`Method::ALL`] order.
-    pub methods: [u64; 4],
+    pub methods: [u64; 5],
     /// Failures, one per file or directory.
     pub errors: Vec<Error>,
     /// Metadata that could not be kept.

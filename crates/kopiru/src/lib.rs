@@ -21,6 +21,7 @@ mod filter;
 pub mod flash;
 #[cfg(target_os = "linux")]
 pub mod image;
+mod listed;
 mod meta;
 mod options;
 mod par;
@@ -30,6 +31,7 @@ mod precheck;
 mod preview;
 pub mod probe;
 mod record;
+mod shard;
 pub(crate) mod sys;
 mod tree;
 pub mod verify;
@@ -40,8 +42,11 @@ pub use events::{
     Change, ChangeKind, EntryKind, FileDone, Method, NoopReporter, Phase, Reporter, Summary,
 };
 pub use filter::{Filter, PatternError, Rule, RuleKind};
-pub use options::{Backup, CopyOptions, Follow, MethodChoice, Preserve, SparseMode, SyncMode};
+pub use options::{
+    Backup, Basis, BasisKind, CopyOptions, Follow, MethodChoice, Preserve, SparseMode, SyncMode,
+};
 pub use plan::PlanError;
+pub use shard::Shard;
 
 pub use copy::copy;
 

@@ -41,6 +41,17 @@ pub(crate) fn apply(
             }
         }
     }
+    // Windows: the security descriptor, with the owner (nothing on Unix,
+    // whose owners are the chown below).
+    if let (true, Some(src), Target::Fd(dst)) = (preserve.owner, src, &target) {
+        let (dacl, owner) = sys::copy_security(src, *dst);
+        if let Err(e) = dacl {
+            warnings.push((Op::Security, e));
+        }
+        if let Err(e) = owner {
+            warnings.push((Op::Chown, e));
+        }
+    }
     let mut owner_changed = false;
     if preserve.owner && owner_now != Some((st.uid, st.gid)) {
         match chown(&target, st.uid, st.gid) {

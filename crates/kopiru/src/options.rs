@@ -136,6 +136,27 @@ pub enum Backup {
     Existing,
 }
 
+/// What `--link-dest` and `--clone-dest` do with an unchanged file.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum BasisKind {
+    /// Hard-link it from the basis directory (rsync's `--link-dest`).
+    Link,
+    /// Clone its blocks from the basis directory, with the source's
+    /// metadata (`--clone-dest`); another copy method where that fails.
+    Clone,
+}
+
+/// An earlier copy that unchanged files are taken from instead of the
+/// source (rsync's `--link-dest DIR`, and `--clone-dest DIR`).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Basis {
+    /// The directory that mirrors the destination. A relative path is
+    /// relative to the destination (as rsync's): `../prev` beside it.
+    pub dir: std::path::PathBuf,
+    /// Link or clone.
+    pub kind: BasisKind,
+}
+
 /// Options of one copy.
 #[derive(Clone, Debug)]
 pub struct CopyOptions {
@@ -201,6 +222,35 @@ pub struct CopyOptions {
     /// copy merges into it instead of nesting (see the `record` module).
     /// `None`: cp's rule only.
     pub copies_record: Option<std::path::PathBuf>,
+    /// A file whose source is unchanged against the same path in this
+    /// directory (same size and modification time, or the same content
+    /// with `checksum`) is linked or cloned from there instead of copied.
+    pub basis: Option<Basis>,
+    /// rsync's `--partial`: a file whose copy is interrupted (cancel, or a
+    /// read or write error) keeps its written part under a hidden name
+    /// beside it, and a later run with `partial` or `resume` checks that
+    /// part against the source and continues after the length that
+    /// matches. Without either, such leftovers are removed.
+    pub partial: bool,
+    /// rsync's `--files-from`: copy exactly these entries of the one source
+    /// directory, named by paths relative to it, to the same paths under
+    /// the destination, which is the copy of the source itself (as with
+    /// `no_target_directory`) and is made if missing. Parent directories
+    /// are made; a listed directory is made but not entered unless
+    /// `recursive`; directory metadata is applied at the end, deepest
+    /// first. Several processes may copy lists into one destination at
+    /// once (fpart's jobs).
+    pub files_from: Option<Vec<std::path::PathBuf>>,
+    /// With `files_from`: a listed directory is copied whole (rsync's `-r`).
+    pub recursive: bool,
+    /// Copy one share of the tree, coordinated with the processes copying
+    /// the others through the destination's filesystem (see the `shard`
+    /// module): the result is what one process would make.
+    pub shard: Option<crate::Shard>,
+    /// cp's `-i`: ask [`crate::Reporter::confirm_replace`] before an
+    /// existing destination entry is replaced. The copy then runs on one
+    /// worker, so the questions come in a predictable order.
+    pub interactive: bool,
 }
 
 impl Default for CopyOptions {
@@ -226,12 +276,25 @@ impl Default for CopyOptions {
             report_changes: false,
             cancel: crate::Cancel::new(),
             copies_record: None,
+            basis: None,
+            partial: false,
+            interactive: false,
+            files_from: None,
+            recursive: false,
+            shard: None,
         }
     }
 }
 
 impl CopyOptions {
     pub(crate) fn worker_count(&self) -> usize {
-        crate::par::workers(self.jobs)
+        // Questions come in the order of the walk, one worker's.
+        let per_node = self.shard.and_then(|s| s.per_node);
+        match (self.interactive, per_node) {
+            (true, _) => 1,
+            // Ranks on one machine share its CPUs.
+            (false, Some(n)) if self.jobs == 0 => (crate::par::workers(0) / n).max(1),
+            (false, _) => crate::par::workers(self.jobs),
+        }
     }
 }

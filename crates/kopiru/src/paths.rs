@@ -3,6 +3,15 @@
 //! such bytes are written as `\xHH`, and a backslash as `\\`; everything
 //! else is written as it is. Reading `\\` as `\` and `\xHH` as that byte
 //! gives the name back exactly.
+//!
+//! On Windows a path is UTF-16, `\` is its separator and no name can hold
+//! one, so backslashes are written as they are (`C:\Users`). What a name
+//! can hold that text cannot show is an unpaired surrogate (and, made
+//! through the NT API, a control character): those are written as
+//! `<U+XXXX>`, the UTF-16 code unit in hex, and so is `<` itself (which
+//! Win32 names cannot hold, but NT names can), so that every `<` in the
+//! text starts an escape. Reading each `<U+XXXX>` as that code unit gives
+//! the path back exactly.
 
 use std::ffi::OsStr;
 use std::fmt::{self, Write};
@@ -10,6 +19,22 @@ use std::fmt::{self, Write};
 /// Displays an `OsStr` with the lossless escape above.
 pub struct Escaped<'a>(pub &'a OsStr);
 
+#[cfg(windows)]
+impl fmt::Display for Escaped<'_> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        use std::os::windows::ffi::OsStrExt;
+        for c in char::decode_utf16(self.0.encode_wide()) {
+            match c {
+                Ok(c) if c == '<' || c.is_control() => write!(f, "<U+{:04X}>", c as u32)?,
+                Ok(c) => f.write_char(c)?,
+                Err(e) => write!(f, "<U+{:04X}>", e.unpaired_surrogate())?,
+            }
+        }
+        Ok(())
+    }
+}
+
+#[cfg(not(windows))]
 impl fmt::Display for Escaped<'_> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         let mut bytes = self.0.as_encoded_bytes();
@@ -67,5 +92,57 @@ mod tests {
         assert_eq!(escape(os(b"back\\slash")), "back\\\\slash");
         assert_eq!(escape(os(b"new\nline")), "new\\x0aline");
         assert_eq!(escape(os(b"\xe2\x82")), "\\xe2\\x82");
+    }
+}
+
+#[cfg(all(test, windows))]
+mod tests {
+    use super::*;
+    use std::ffi::OsString;
+    use std::os::windows::ffi::{OsStrExt, OsStringExt};
+
+    fn wide(units: &[u16]) -> OsString {
+        OsString::from_wide(units)
+    }
+
+    fn w(s: &str) -> Vec<u16> {
+        s.encode_utf16().collect()
+    }
+
+    /// The reverse of the escape: each `<U+XXXX>` back to its code unit.
+    fn unescape(s: &str) -> OsString {
+        let mut out = Vec::new();
+        let mut rest = s;
+        while let Some(i) = rest.find("<U+") {
+            out.extend(rest[..i].encode_utf16());
+            let end = rest[i..].find('>').expect("an escape ends with >") + i;
+            out.push(u16::from_str_radix(&rest[i + 3..end], 16).expect("hex"));
+            rest = &rest[end + 1..];
+        }
+        out.extend(rest.encode_utf16());
+        OsString::from_wide(&out)
+    }
+
+    #[test]
+    fn windows_paths_keep_single_backslashes_and_escape_only_what_they_must() {
+        let plain = wide(&w(r"C:\Users\naïve\日本語.txt"));
+        assert_eq!(escape(&plain), r"C:\Users\naïve\日本語.txt");
+        let verbatim = wide(&w(r"\\?\C:\x41\u{D800}"));
+        assert_eq!(escape(&verbatim), r"\\?\C:\x41\u{D800}");
+        let mut lone = w(r"C:\a");
+        lone.push(0xD800);
+        lone.extend(w("b"));
+        let lone = wide(&lone);
+        assert_eq!(escape(&lone), r"C:\a<U+D800>b");
+        let odd = wide(&w("C:\\less<than\nnew"));
+        assert_eq!(escape(&odd), r"C:\less<U+003C>than<U+000A>new");
+        let low = wide(&[0xDC00, b'<' as u16, b'U' as u16]);
+        assert_eq!(escape(&low), "<U+DC00><U+003C>U");
+        for p in [plain, verbatim, lone, odd, low] {
+            assert_eq!(
+                unescape(&escape(&p)).encode_wide().collect::<Vec<_>>(),
+                p.encode_wide().collect::<Vec<_>>()
+            );
+        }
     }
 }

@@ -31,6 +31,9 @@ pub(crate) struct Job {
     pub dst_parent: PathBuf,
     /// Follow the source if it is a symlink (`-H`/`-L`).
     pub follow: bool,
+    /// `--link-dest`/`--clone-dest`: the path in the basis directory that
+    /// mirrors this job's copy.
+    pub basis: Option<PathBuf>,
 }
 
 /// Decides every job, or refuses a source with a per-source error.
@@ -65,12 +68,16 @@ pub(crate) fn plan(
             dest.display()
         )));
     }
+    let basis = match &opts.basis {
+        Some(b) => Some(basis_dir(b, dest)?),
+        None => None,
+    };
     let mut jobs = Vec::new();
     let mut refused = Vec::new();
     // (destination directory, name) of each job so far, and its source.
     let mut targets: Vec<((u64, u64), CString, &Path)> = Vec::new();
     for src in sources {
-        match plan_one(src, dest, dest_is_dir, opts) {
+        match plan_one(src, dest, dest_is_dir, opts, basis.as_deref()) {
             Ok(job) => {
                 let dir = sys::fstat(job.dst_dir.as_fd()).map(|st| (st.dev, st.ino));
                 let taken = dir.as_ref().ok().and_then(|d| {
@@ -99,6 +106,47 @@ pub(crate) fn plan(
         }
     }
     Ok((jobs, refused))
+}
+
+/// The directory of `--link-dest`/`--clone-dest`, which must exist. A
+/// relative one is taken from DEST, as rsync takes it (`--link-dest ../prev`
+/// names `prev` beside DEST), lexically, since DEST may not exist yet.
+pub(crate) fn basis_dir(basis: &crate::options::Basis, dest: &Path) -> Result<PathBuf, PlanError> {
+    let mut dir = PathBuf::new();
+    if basis.dir.is_relative() {
+        for c in dest.join(&basis.dir).components() {
+            match c {
+                Component::CurDir => {}
+                Component::ParentDir
+                    if matches!(dir.components().next_back(), Some(Component::Normal(_))) =>
+                {
+                    dir.pop();
+                }
+                c => dir.push(c),
+            }
+        }
+        if dir.as_os_str().is_empty() {
+            dir.push(".");
+        }
+    } else {
+        dir.clone_from(&basis.dir);
+    }
+    if sys::stat_path(&dir, true).is_ok_and(|st| st.kind() == FileKind::Dir) {
+        return Ok(dir);
+    }
+    let option = match basis.kind {
+        crate::options::BasisKind::Link => "--link-dest",
+        crate::options::BasisKind::Clone => "--clone-dest",
+    };
+    let relative = match basis.dir.is_relative() {
+        true => " (a relative DIR is taken from DEST, as rsync takes it)",
+        false => "",
+    };
+    Err(PlanError(format!(
+        "{option} {}: {} is not a directory{relative}",
+        crate::paths::escape(basis.dir.as_os_str()),
+        crate::paths::escape(dir.as_os_str()),
+    )))
 }
 
 /// Whether a path ends in a name of its own: not `.`, `..` or `/`. (Rust's
@@ -146,7 +194,13 @@ fn is_recorded_copy(dest: &Path, src: &Path, src_st: &sys::Stat, opts: &CopyOpti
         && crate::record::is_copy_of(file, (src_st.dev, src_st.ino), (d.dev, d.ino), &real)
 }
 
-fn plan_one(src: &Path, dest: &Path, dest_is_dir: bool, opts: &CopyOptions) -> Result<Job, Error> {
+fn plan_one(
+    src: &Path,
+    dest: &Path,
+    dest_is_dir: bool,
+    opts: &CopyOptions,
+    basis: Option<&Path>,
+) -> Result<Job, Error> {
     let follow = opts.follow != Follow::Never;
     let src_st = sys::stat_path(src, follow).map_err(|e| Error::src(src, Op::Stat, &e))?;
     let src_is_dir = src_st.kind() == FileKind::Dir;
@@ -235,7 +289,15 @@ fn plan_one(src: &Path, dest: &Path, dest_is_dir: bool, opts: &CopyOptions) -> R
         ));
     }
     let cname = |n: &OsStr, p: &Path| sys::cstring(n).map_err(|e| Error::dst(p, Op::Name, &e));
+    // The basis mirrors DEST: a directory copied as DEST itself is the
+    // basis directory; anything copied into DEST (or a file copied to a
+    // new name) is the same name there.
+    let basis = basis.map(|b| match src_is_dir && dst_path == dest {
+        true => b.to_path_buf(),
+        false => b.join(&dst_name),
+    });
     Ok(Job {
+        basis,
         src_name: cname(&src_name, src)?,
         dst_name: cname(&dst_name, &dst_path)?,
         src_dir,

@@ -25,6 +25,7 @@ mod manifest;
 mod options;
 mod reruns;
 mod signals;
+mod snapshots;
 mod trees;
 
 use fixture::Fs;
@@ -1035,6 +1036,7 @@ fn main() {
             .then(|| "strace not installed (apt-get install strace)".to_string())
     };
     options::trials(&mut add);
+    snapshots::trials(&mut add);
     add(
         "out_of_inodes".into(),
         Fs::Ext4.unavailable(),
@@ -1374,6 +1376,11 @@ fn main() {
         "sigint_large_file::ext4".into(),
         Fs::Ext4.unavailable(),
         Box::new(signals::sigint_large_file),
+    );
+    add(
+        "sigint_partial::ext4".into(),
+        Fs::Ext4.unavailable(),
+        Box::new(signals::sigint_partial),
     );
     add(
         "sigint_many_files::ext4".into(),

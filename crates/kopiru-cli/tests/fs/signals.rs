@@ -133,6 +133,67 @@ pub fn sigint_large_file() -> R {
     Ok(())
 }
 
+/// `--partial`: SIGINT while a 1 GiB file is copied by read/write keeps
+/// the part written under a hidden name (never the final one); `--resume`
+/// continues after it, reading it back against the source, and the result
+/// is the source's bytes.
+pub fn sigint_partial() -> R {
+    let mnt = fixture::make_fs(Fs::Ext4, "sigint-partial", 3 << 10, &[])?;
+    let src = mnt.join("big.bin");
+    let mut f = std::io::BufWriter::new(std::fs::File::create(&src)?);
+    let chunk = crate::trees::bytes(1 << 20, 43);
+    for i in 0..1024u32 {
+        f.write_all(&i.to_le_bytes())?;
+        f.write_all(&chunk[4..])?;
+    }
+    f.into_inner().map_err(|e| e.to_string())?.sync_all()?;
+    let into = mnt.join("into");
+    std::fs::create_dir(&into)?;
+    let dst = into.join("big.bin");
+    let args = [
+        "--method".as_ref(),
+        "stream".as_ref(),
+        src.as_os_str(),
+        into.as_os_str(),
+    ];
+    let mut first = vec!["--partial".as_ref()];
+    first.extend(args);
+    let child = start(&first)?;
+    wait_for("partial temporary", || {
+        temporaries_in(&into).is_ok_and(|t| {
+            t.iter()
+                .any(|p| std::fs::metadata(p).is_ok_and(|m| m.len() > 64 << 20))
+        })
+    })?;
+    sigint(&child);
+    let o = child.wait_with_output()?;
+    stopped(&o)?;
+    ensure!(!dst.exists(), "a final name appeared: {}", dst.display());
+    let kept = temporaries_in(&into)?;
+    let kept_len = match kept.as_slice() {
+        [p] if p.to_string_lossy().contains(".kopiru-tmp.part.") => std::fs::metadata(p)?.len(),
+        _ => return Err(format!("want one partial copy, found {kept:?}").into()),
+    };
+    ensure!(
+        ((64 << 20)..(1 << 30)).contains(&kept_len),
+        "partial of {kept_len} bytes"
+    );
+    let o = kopiru_cmd()
+        .args(["copy", "--resume", "--explain"])
+        .args(args)
+        .output()?;
+    ensure!(code(&o) == 0, "{}", show(&o));
+    let want = format!("continued a partial copy after its first {kept_len} bytes");
+    ensure!(
+        String::from_utf8_lossy(&o.stdout).contains(&want),
+        "want {want:?}: {}",
+        show(&o)
+    );
+    same_file(&src, &dst)?;
+    no_temporaries(&mnt)?;
+    Ok(())
+}
+
 /// SIGINT while a tree of 50,000 files is copied to a new name: the copy
 /// is left under its staged name only (no final name, no temporary file in
 /// or beside it); `--resume` finishes it exactly, copying only what was

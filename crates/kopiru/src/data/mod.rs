@@ -4,8 +4,11 @@
 //! device, destination device) so the ladder is not re-climbed for every file.
 
 mod offload;
+mod partial;
 mod sparse;
 mod stream;
+
+pub(crate) use partial::{continue_data, matching_prefix};
 
 use crate::error::Op;
 use crate::events::{Method, Reporter};
@@ -151,10 +154,11 @@ pub(crate) enum Rung<T> {
     Failed(DataError),
 }
 
-fn join_why(a: Option<Arc<str>>, b: &str) -> Arc<str> {
-    match a {
-        Some(a) => format!("{a}; {b}").into(),
-        None => b.into(),
+pub(crate) fn join_why(a: Option<Arc<str>>, b: &str) -> Arc<str> {
+    match (a, b) {
+        (Some(a), "") => a,
+        (Some(a), b) => format!("{a}; {b}").into(),
+        (None, b) => b.into(),
     }
 }
 
@@ -211,7 +215,7 @@ pub(crate) fn copy_data(
         }
     } else if try_offload {
         if pair.offload.usable() {
-            match offload::copy(src, st.size, dst, &watch) {
+            match offload::copy(src, 0, st.size, dst, &watch) {
                 Rung::Done(bytes) => {
                     return Ok(Moved {
                         method: Method::Offload,
@@ -243,13 +247,107 @@ pub(crate) fn copy_data(
     }
 
     let punch_zeros = opts.sparse == SparseMode::Always;
-    let bytes = stream::copy(src, dst, punch_zeros, buf, digest.as_mut(), &watch)?;
+    let bytes = stream::copy(src, dst, 0, punch_zeros, buf, digest.as_mut(), &watch)?;
     Ok(Moved {
         method: Method::Stream,
         bytes,
         why_not: why,
         source_hash: digest.map(|d| d.finish(bytes)),
     })
+}
+
+/// Whether [`copy_creating`] is tried with these options (never on Unix).
+fn copy_creating_wanted(opts: &CopyOptions) -> bool {
+    sys::COPY_CREATES_FILE
+        && matches!(opts.method, MethodChoice::Auto | MethodChoice::Offload)
+        && opts.sparse == SparseMode::Auto
+        && !opts.verify
+}
+
+/// Whether [`copy_creating`] may create the files, so they must not be
+/// created ahead: not where this Windows lacks CopyFile2 under `--method
+/// auto` (the files of large new directories are created ahead there).
+pub(crate) fn copy_creating_applies(opts: &CopyOptions) -> bool {
+    copy_creating_wanted(opts) && (opts.method == MethodChoice::Offload || sys::has_copy_file2())
+}
+
+/// Windows' `CopyFile2`, the first rung there for a new file's whole data:
+/// it creates the copy itself under `name` (a temporary name kopiru chose,
+/// which must be free), so it runs before the file is created. Used with
+/// `--method auto`/`offload` and `--sparse auto`, without `--verify` (which
+/// hashes the source as kopiru reads it). Its progress feeds the reporter's
+/// byte count, and the engine's cancel stops it. Returns the new file, open
+/// to read and write (metadata still to apply), and how its data was moved;
+/// `None`: not used here (why added to `why`), so the file is created and
+/// the ladder below runs (the stream loop on Windows).
+#[allow(clippy::too_many_arguments)]
+pub(crate) fn copy_creating(
+    src: FdRef,
+    dir: FdRef,
+    name: &sys::Name,
+    mode: u32,
+    pair: &PairCaps,
+    opts: &CopyOptions,
+    reporter: &dyn Reporter,
+    why: &mut Option<Arc<str>>,
+) -> Option<Result<(sys::Fd, Moved), DataError>> {
+    if !copy_creating_wanted(opts) {
+        return None;
+    }
+    if !pair.offload.usable() {
+        *why = pair.offload.why();
+        return None;
+    }
+    let mut reported = 0u64;
+    let mut go_on = |total: u64| {
+        if total > reported {
+            reporter.bytes(total - reported);
+            reported = total;
+        }
+        !opts.cancel.is_cancelled()
+    };
+    match sys::copy_file_new(src, dir, name, mode, &mut go_on) {
+        Ok(fd) => {
+            let bytes = match sys::fstat(sys::AsFd::as_fd(&fd)) {
+                Ok(d) => d.size,
+                Err(e) => {
+                    drop(fd);
+                    let _ = sys::unlink_at(dir, name, false);
+                    return Some(Err((Op::Stat, e)));
+                }
+            };
+            reporter.bytes(bytes.saturating_sub(reported));
+            Some(Ok((
+                fd,
+                Moved {
+                    method: Method::Offload,
+                    bytes,
+                    why_not: Some(join_why(why.take(), "CopyFile2")),
+                    source_hash: None,
+                },
+            )))
+        }
+        Err(_) if opts.cancel.is_cancelled() => Some(Err((Op::CopyFile2, crate::Cancel::error()))),
+        Err(e) if opts.method == MethodChoice::Offload => Some(Err((Op::CopyFile2, e))),
+        Err(e) => {
+            // Any other failure: this file is streamed instead (a real
+            // error, of the source say, comes back there, and is reported).
+            // Errors that say CopyFile2 does not work here keep the other
+            // files of this pair of volumes from trying it.
+            let w: Arc<str> = format!(
+                "CopyFile2: {} ({})",
+                crate::error::reason(&e),
+                sys::errno_name(&e)
+            )
+            .into();
+            if sys::copy_refused_here(&e) {
+                let _ = pair.offload.why.set(w.clone());
+                pair.offload.broken.store(1, Ordering::Relaxed);
+            }
+            *why = Some(join_why(why.take(), &w));
+            None
+        }
+    }
 }
 
 /// The clone rung: `Some` when it decided the outcome (cloned, a real

@@ -9,11 +9,12 @@ use crate::sys::{self, FdRef};
 /// at one call and lets a cancel stop a large one within one call.
 pub(super) const MAX_CHUNK: u64 = 64 << 20;
 
-/// Copies `size` bytes (the size known from `fstat`). Stops early if the file
-/// shrank. A file that grows meanwhile is copied up to the size it had when
-/// opened, so that small files cost one call.
-pub(super) fn copy(src: FdRef, size: u64, dst: FdRef, watch: &Watch) -> Rung<u64> {
-    let mut off = 0u64;
+/// Copies the bytes from `from` to `size` (the size known from `fstat`) to
+/// the same offsets. Stops early if the file shrank. A file that grows
+/// meanwhile is copied up to the size it had when opened, so that small
+/// files cost one call. Returns the offset reached.
+pub(super) fn copy(src: FdRef, from: u64, size: u64, dst: FdRef, watch: &Watch) -> Rung<u64> {
+    let mut off = from;
     while off < size {
         if let Err(e) = watch.check(Op::CopyFileRange) {
             return Rung::Failed(e);
@@ -31,7 +32,7 @@ pub(super) fn copy(src: FdRef, size: u64, dst: FdRef, watch: &Watch) -> Rung<u64
                 off += n as u64;
                 watch.bytes(n as u64);
             }
-            Err(e) if off == 0 && sys::is_not_supported(&e) => {
+            Err(e) if off == from && sys::is_not_supported(&e) => {
                 let w = format!(
                     "offload: {} ({})",
                     crate::error::reason(&e),

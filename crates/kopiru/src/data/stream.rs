@@ -4,23 +4,29 @@ use super::{DataError, SourceDigest, Watch};
 use crate::error::Op;
 use crate::sys::{self, FdRef};
 
-/// Copies everything `src` yields. With `punch_zeros`, blocks of zeros are
-/// skipped (left as holes) and the size set at the end. What is read is
-/// added to `digest`.
+/// Copies everything `src` yields from offset `from` on (0: by plain reads,
+/// which pseudo-files need; else at positions). With `punch_zeros`, blocks
+/// of zeros are skipped (left as holes) and the size set at the end. What
+/// is read is added to `digest`. Returns the offset reached.
 pub(super) fn copy(
     src: FdRef,
     dst: FdRef,
+    from: u64,
     punch_zeros: bool,
     buf: &mut Vec<u8>,
     mut digest: Option<&mut SourceDigest>,
     watch: &Watch,
 ) -> Result<u64, DataError> {
     let buf = super::buffer(buf);
-    let mut off = 0u64;
+    let mut off = from;
     let mut skipped_tail = false;
     loop {
         watch.check(Op::Read)?;
-        let n = sys::read(src, buf).map_err(|e| (Op::Read, e))?;
+        let n = match from {
+            0 => sys::read(src, buf),
+            _ => sys::pread(src, buf, off),
+        };
+        let n = n.map_err(|e| (Op::Read, e))?;
         if n == 0 {
             break;
         }

@@ -190,6 +190,23 @@ pub fn is_not_supported(err: &io::Error) -> bool {
     )
 }
 
+/// Whether a `CopyFile2` error means it cannot work between these volumes
+/// at all (not: this one file failed).
+#[cfg(windows)]
+pub fn copy_refused_here(err: &io::Error) -> bool {
+    use winerr::*;
+    matches!(
+        err.raw_os_error(),
+        Some(NOT_SUPPORTED | INVALID_FUNCTION | CALL_NOT_IMPLEMENTED)
+    )
+}
+
+/// Never on Unix (no `copy_file_new` there).
+#[cfg(unix)]
+pub fn copy_refused_here(_err: &io::Error) -> bool {
+    false
+}
+
 /// A short name for a Windows error, for `--explain`.
 #[cfg(windows)]
 pub fn errno_name(err: &io::Error) -> &'static str {

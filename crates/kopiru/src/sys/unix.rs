@@ -253,6 +253,12 @@ pub fn create_new(dir: FdRef, name: &CStr, mode: u32) -> io::Result<Fd> {
     )
 }
 
+/// Opens an existing file (not through a symlink) to read and write it:
+/// a partial copy that is continued.
+pub fn open_existing_rw(dir: FdRef, name: &CStr) -> io::Result<Fd> {
+    open_raw(dir, name, libc::O_RDWR | libc::O_NOFOLLOW, 0)
+}
+
 /// Opens an existing directory (not through a symlink) for `*at` calls.
 pub fn open_dir(dir: FdRef, name: &CStr) -> io::Result<Fd> {
     open_raw(
@@ -512,6 +518,56 @@ pub fn close(fd: Fd) -> io::Result<()> {
     use std::os::fd::IntoRawFd;
     cvt(unsafe { libc::close(fd.into_raw_fd()) })?;
     Ok(())
+}
+
+/// Nothing on Unix: owners are `fchown`'s, ACLs are xattrs.
+#[inline]
+pub fn copy_security(_src: FdRef, _dst: FdRef) -> (io::Result<()>, io::Result<()>) {
+    (Ok(()), Ok(()))
+}
+
+/// Whether [`copy_file_new`] exists: no, on Unix (Windows' CopyFile2).
+pub const COPY_CREATES_FILE: bool = false;
+
+/// Never on Unix: see [`COPY_CREATES_FILE`].
+#[inline]
+pub fn has_copy_file2() -> bool {
+    false
+}
+
+/// Not on Unix: see [`COPY_CREATES_FILE`].
+pub fn copy_file_new(
+    _src: FdRef,
+    _dir: FdRef,
+    _name: &CStr,
+    _mode: u32,
+    _go_on: &mut dyn FnMut(u64) -> bool,
+) -> io::Result<Fd> {
+    Err(super::unsupported())
+}
+
+/// Where the tree code closes the destination files it finished: on Unix,
+/// at once on the worker ([`close`]), so that an error `close` returns is
+/// that file's error. (Windows closes them on a pool of threads.)
+#[derive(Default)]
+pub struct Closer;
+
+impl Closer {
+    /// A closer for one run.
+    pub fn new() -> Closer {
+        Closer
+    }
+
+    /// Closes `fd` now: [`close`].
+    #[inline]
+    pub fn close(&self, fd: Fd) -> io::Result<()> {
+        close(fd)
+    }
+
+    /// Nothing is left to close on Unix: no errors.
+    pub fn finish(&self) -> Vec<(std::path::PathBuf, io::Error)> {
+        Vec::new()
+    }
 }
 
 /// Alignment of buffers, offsets and lengths for uncached reads: 4096 covers

@@ -17,13 +17,8 @@ use std::sync::atomic::Ordering;
 use std::sync::Arc;
 
 impl<'scope, 'env, 'a> Worker<'scope, 'env, 'a> {
-    pub(crate) fn dir(
-        &mut self,
-        parent: &Arc<DirNode>,
-        name: &Name,
-        dst_name: &Name,
-        follow: bool,
-    ) {
+    pub(crate) fn dir(&mut self, parent: &Arc<DirNode>, item: &Item, dst_name: &Name) {
+        let (name, follow) = (item.name.as_c_str(), item.follow);
         let Some((src, st)) = self.open_and_stat(parent, name, true, follow) else {
             return;
         };
@@ -44,7 +39,7 @@ impl<'scope, 'env, 'a> Worker<'scope, 'env, 'a> {
                 .sh
                 .error(Error::refused(Side::Source, path, Op::Copy, why));
         }
-        let top_level = parent.stat.is_none();
+        let top_level = parent.stages;
         let staged_tmp = match top_level {
             true => match self.stage(parent, dst_name) {
                 Ok(tmp) => tmp,
@@ -103,13 +98,21 @@ impl<'scope, 'env, 'a> Worker<'scope, 'env, 'a> {
             Some(parent.clone()),
         );
         node.root_dev = st.dev;
+        node.basis = parent
+            .basis_of(dst_name)
+            .and_then(|(b, n)| sys::open_dir(b.as_fd(), n).ok());
         if !top_level {
             node.rel = parent.rel.join(sys::os_str(name));
             node.root_dev = parent.root_dev;
         }
-        // -x: a directory on another filesystem is made, not entered.
-        let enter = !self.sh.opts.one_file_system || st.dev == node.root_dev;
-        node.stat = Some(st);
+        // -x: a directory on another filesystem is made, not entered; so is
+        // a directory listed by itself, whose metadata the caller applies.
+        let enter = !item.shallow && (!self.sh.opts.one_file_system || st.dev == node.root_dev);
+        node.stat = (!item.shallow).then_some(st);
+        if item.shallow {
+            let dirs = &self.sh.shallow_dirs;
+            dirs.lock().expect("dirs lock").push(node.rel.clone());
+        }
         node.created_perm = created_perm;
         node.staged = parent.staged || staged_tmp.is_some();
         node.fresh = fresh;
@@ -135,7 +138,7 @@ impl<'scope, 'env, 'a> Worker<'scope, 'env, 'a> {
         target: &Name,
         dst_name: &Name,
     ) -> Option<MadeDir> {
-        let top_level = parent.stat.is_none();
+        let top_level = parent.stages;
         let umask = self.sh.umask;
         // Made with its final permission bits when they let us fill it, so no
         // chmod is needed at the end; otherwise owner-only until it is full.

@@ -72,8 +72,17 @@ impl<'scope, 'env, 'a> Worker<'scope, 'env, 'a> {
             }
         };
         if keeps(self.sh.opts, &d, src, dir.staged, resume_keeps, same) {
-            self.sh.counters.skipped.fetch_add(1, Ordering::Relaxed);
+            self.sh.kept(&dir.dst_path, dst_name);
             return Existing::Keep;
+        }
+        if self.sh.opts.interactive {
+            let path = join(&dir.dst_path, sys::os_str(dst_name));
+            if !self.sh.reporter.confirm_replace(&path) {
+                // Declined: left as it is, and not a copy of this source
+                // (so its hard links are not made to it).
+                self.sh.kept(&dir.dst_path, dst_name);
+                return Existing::Refused;
+            }
         }
         if let Some(kind) = self.sh.opts.backup {
             // Not replaced without its backup.
@@ -181,7 +190,7 @@ impl<'scope, 'env, 'a> Worker<'scope, 'env, 'a> {
             let there = sys::stat_at(tdir, tname, false);
             if let (Ok(a), Ok(b)) = (here, there) {
                 if (a.dev, a.ino) == (b.dev, b.ino) {
-                    self.sh.counters.skipped.fetch_add(1, Ordering::Relaxed);
+                    self.sh.kept(&dir.dst_path, dst_name);
                     return;
                 }
             }

@@ -8,9 +8,9 @@ use crate::data::{self};
 use crate::error::Op;
 use crate::events::{EntryKind, FileDone, Method};
 use crate::meta::{self, Target};
-use crate::options::SyncMode;
+use crate::options::{BasisKind, SyncMode};
 use crate::sys::AsFd;
-use crate::sys::{self, Fd};
+use crate::sys::{self, Fd, FileKind};
 use crate::sys::{Name, NameBuf};
 use crate::verify::SourceHash;
 use std::io;
@@ -43,10 +43,31 @@ impl<'scope, 'env, 'a> Worker<'scope, 'env, 'a> {
                 Existing::Replace(d) => old = Some(d),
             }
         }
-        let tmp = self.write_name(dir, f.dst_name);
-        let cloned = match created {
+        let basis = match created {
+            None => self.unchanged_basis(f),
             Some(_) => None,
-            None => self.clone_new(dir, f.src, &tmp),
+        };
+        if let Some(Basis::Link) = basis {
+            if let Some(placed) = self.link_basis(f, old) {
+                return placed;
+            }
+        }
+        // A partial copy of this file, left by an interrupted run, is
+        // continued after the part that matches the source.
+        let partial = match created {
+            None if !dir.fresh => dir.take_partial(f.dst_name),
+            _ => None,
+        };
+        let (tmp, start) = match partial.and_then(|p| self.open_partial(f, p)) {
+            Some((p, fd, len)) => (p, Start::Continue(fd, len)),
+            None => match basis {
+                Some(Basis::Clone(b)) => (self.write_name(dir, f.dst_name), Start::CloneOf(b)),
+                _ => (self.write_name(dir, f.dst_name), Start::New(created)),
+            },
+        };
+        let cloned = match &start {
+            Start::New(None) => self.clone_new(dir, f.src, &tmp),
+            _ => None,
         };
         let (moved, hashed) = match cloned {
             Some(Ok(())) => {
@@ -62,7 +83,7 @@ impl<'scope, 'env, 'a> Worker<'scope, 'env, 'a> {
                 self.dst_error(dir, f.dst_name, Op::Clone, &e);
                 return None;
             }
-            None => self.write_new(f, &tmp, created)?,
+            None => self.write_new(f, &tmp, start)?,
         };
         let placed = self.place(dir, tmp, f.dst_name)?;
         if let Some(h) = hashed {
@@ -73,33 +94,155 @@ impl<'scope, 'env, 'a> Worker<'scope, 'env, 'a> {
         Some(placed)
     }
 
+    /// The file that mirrors `f` in the basis directory (`--link-dest`,
+    /// `--clone-dest`), when it is unchanged against the source: the same
+    /// size and modification time, or with `--checksum` the same content.
+    /// A hard link shares its inode's metadata, so for `--link-dest` the
+    /// kept pieces (mode, owner, and times even with `--checksum`) must
+    /// match too.
+    fn unchanged_basis(&self, f: &SourceFile) -> Option<Basis> {
+        let opts = self.sh.opts;
+        let kind = opts.basis.as_ref()?.kind;
+        let (bdir, bname) = f.dir.basis_of(f.dst_name)?;
+        let b = sys::stat_at(bdir.as_fd(), bname, false).ok()?;
+        let st = f.st;
+        if b.kind() != FileKind::File || b.size != st.size {
+            return None;
+        }
+        let link = kind == BasisKind::Link;
+        let p = &opts.preserve;
+        let times_differ = b.mtime != st.mtime && (!opts.checksum || (link && p.times));
+        let kept_differ = link
+            && ((p.mode && b.perm() != st.perm())
+                || (p.owner && (b.uid, b.gid) != (st.uid, st.gid)));
+        if times_differ || kept_differ {
+            return None;
+        }
+        let open = || sys::open_source(bdir.as_fd(), bname, false, false, false).ok();
+        let fd = match (opts.checksum, link) {
+            (false, true) => None,
+            _ => Some(open()?),
+        };
+        if let (true, Some(fd)) = (opts.checksum, &fd) {
+            if !sys::same_data(f.src.as_fd(), fd.as_fd(), st.size) {
+                return None;
+            }
+        }
+        match fd {
+            Some(fd) if !link => Some(Basis::Clone(fd)),
+            _ => Some(Basis::Link),
+        }
+    }
+
+    /// `--link-dest`: makes the copy a hard link to the unchanged basis
+    /// file. `None`: the link could not be made (another filesystem, too
+    /// many links), so the file is copied instead.
+    fn link_basis(&mut self, f: &SourceFile, old: Option<sys::Stat>) -> Option<Option<NameBuf>> {
+        let dir = f.dir;
+        let (bdir, bname) = dir.basis_of(f.dst_name)?;
+        let tmp = self.write_name(dir, f.dst_name);
+        sys::link_at(bdir.as_fd(), bname, dir.dst.as_fd(), &tmp).ok()?;
+        let Some(placed) = self.place(dir, tmp, f.dst_name) else {
+            return Some(None);
+        };
+        self.sh.reporter.bytes(f.st.size);
+        let why = Some("hard link to the unchanged file in --link-dest");
+        self.file_done(f, f.st.size, Method::Link, why);
+        self.changed(dir, f.dst_name, EntryKind::File, old, f.st, None);
+        Some(Some(placed))
+    }
+
+    /// `--partial`/`--resume`: opens the partial copy `part` of `f` and
+    /// finds how much of it is the source's. `None`: it cannot be used
+    /// (removed; the file is copied whole).
+    fn open_partial(&mut self, f: &SourceFile, part: NameBuf) -> Option<(NameBuf, Fd, u64)> {
+        let dst = f.dir.dst.as_fd();
+        let usable = self.sh.opts.method != crate::options::MethodChoice::Clone;
+        let opened = usable
+            .then(|| sys::open_existing_rw(dst, &part).ok())
+            .flatten();
+        let prefix = opened.and_then(|fd| {
+            let size = sys::fstat(fd.as_fd()).ok()?.size;
+            let cancel = &self.sh.opts.cancel;
+            let src = f.src.as_fd();
+            let len =
+                data::matching_prefix(src, f.st.size, fd.as_fd(), size, &mut self.buf, cancel);
+            Some((fd, len.ok()?))
+        });
+        match prefix {
+            Some((fd, len)) if len > 0 => Some((part, fd, len)),
+            _ => {
+                let _ = sys::unlink_at(dst, &part, false);
+                None
+            }
+        }
+    }
+
     /// Creates `tmp` (a new name) and fills it with the source's data and
     /// metadata, times last (which `--resume` relies on), flushed as
     /// `--sync` asks ([`Worker::sync_written`]). Also returns the source's
     /// hash, when it was hashed, keyed by the new file's device and inode.
-    /// `None`: failed (reported) or cancelled, and `tmp` removed. `created`:
-    /// `tmp` was already created, with the source's permissions.
+    /// `None`: failed (reported) or cancelled, and `tmp` removed (under
+    /// `--partial`, the data written so far is kept: [`Worker::keep_partial`]).
+    /// `start`: how the data begins (see [`Start`]).
     pub(crate) fn write_new(
         &mut self,
         f: &SourceFile,
         tmp: &Name,
-        created: Option<io::Result<Fd>>,
+        start: Start,
     ) -> Option<(data::Moved, Option<SourceHash>)> {
         let (dir, st) = (f.dir, f.st);
         let opts = self.sh.opts;
         let pair = self.pair_caps(st.dev, dir.dst_dev);
         let perm = st.perm() & 0o777;
         let created_perm = perm & !self.sh.umask;
-        let created = created.unwrap_or_else(|| sys::create_new(dir.dst.as_fd(), tmp, perm));
+        // Windows' CopyFile2 creates the file and copies its data at once.
+        let mut why = None;
+        let copied = match &start {
+            Start::New(None) if sys::COPY_CREATES_FILE => data::copy_creating(
+                f.src.as_fd(),
+                dir.dst.as_fd(),
+                tmp,
+                perm,
+                &pair,
+                opts,
+                self.sh.reporter,
+                &mut why,
+            ),
+            _ => None,
+        };
+        let (created, from, basis) = match start {
+            Start::New(c) => (c, 0, None),
+            Start::Continue(fd, len) => (Some(Ok(fd)), len, None),
+            Start::CloneOf(b) => (None, 0, Some(b)),
+        };
+        let (created, copied) = match copied {
+            Some(Ok((fd, moved))) => (Ok(fd), Some(Ok(moved))),
+            // CopyFile2 failed or was cancelled, leaving nothing under the
+            // temporary name.
+            Some(Err(e)) => (Err(e), None),
+            None => (
+                created
+                    .unwrap_or_else(|| sys::create_new(dir.dst.as_fd(), tmp, perm))
+                    .map_err(|e| (Op::Create, e)),
+                None,
+            ),
+        };
         let dst = match created {
             Ok(fd) => fd,
-            Err(e) => {
-                self.dst_error(dir, f.dst_name, Op::Create, &e);
+            Err((op, e)) => {
+                // A cancelled CopyFile2 stopped; it did not fail.
+                if op == Op::Create || !opts.cancel.is_cancelled() {
+                    self.dst_error(dir, f.dst_name, op, &e);
+                }
                 return None;
             }
         };
-        let fail = |w: &Self, op: Op, e: &io::Error| {
-            let _ = sys::unlink_at(dir.dst.as_fd(), tmp, false);
+        let fail = |w: &Self, op: Op, e: &io::Error, data_written: bool| {
+            let kept = data_written && opts.partial && w.keep_partial(dir, tmp, f.dst_name);
+            if !kept {
+                let _ = sys::unlink_at(dir.dst.as_fd(), tmp, false);
+            }
             if opts.cancel.is_cancelled() {
                 // Stopped, not failed: nothing to report.
             } else if matches!(op, Op::Read | Op::Seek) {
@@ -108,20 +251,49 @@ impl<'scope, 'env, 'a> Worker<'scope, 'env, 'a> {
                 w.dst_error(dir, f.dst_name, op, e);
             }
         };
-        let moved = data::copy_data(
-            f.src.as_fd(),
-            st,
-            dst.as_fd(),
-            &pair,
-            opts,
-            &mut self.buf,
-            self.sh.reporter,
-        );
+        let cloned = basis.and_then(|b| sys::clone_fd(b.as_fd(), dst.as_fd()).ok());
+        let moved = match (copied, cloned, from) {
+            (Some(moved), _, _) => moved,
+            (None, Some(()), _) => {
+                self.sh.reporter.bytes(st.size);
+                Ok(data::Moved {
+                    method: Method::Clone,
+                    bytes: st.size,
+                    why_not: Some("cloned from the unchanged file in --clone-dest".into()),
+                    source_hash: None,
+                })
+            }
+            (None, None, 0) => data::copy_data(
+                f.src.as_fd(),
+                st,
+                dst.as_fd(),
+                &pair,
+                opts,
+                &mut self.buf,
+                self.sh.reporter,
+            ),
+            (None, None, from) => data::continue_data(
+                f.src.as_fd(),
+                st,
+                dst.as_fd(),
+                from,
+                &pair,
+                opts,
+                &mut self.buf,
+                self.sh.reporter,
+            ),
+        };
         let moved = match moved {
-            Ok(m) => m,
+            Ok(mut m) => {
+                if let Some(w) = why {
+                    // Why CopyFile2 was not used, before the ladder's own.
+                    m.why_not = Some(data::join_why(Some(w), m.why_not.as_deref().unwrap_or("")));
+                }
+                m
+            }
             Err((op, e)) => {
                 drop(dst);
-                fail(self, op, &e);
+                fail(self, op, &e, true);
                 return None;
             }
         };
@@ -148,11 +320,11 @@ impl<'scope, 'env, 'a> Worker<'scope, 'env, 'a> {
         );
         if let Err(e) = self.sync_written(dst.as_fd(), moved.method) {
             drop(dst);
-            fail(self, Op::Sync, &e);
+            fail(self, Op::Sync, &e, false);
             return None;
         }
-        if let Err(e) = sys::close(dst) {
-            fail(self, Op::Close, &e);
+        if let Err(e) = self.sh.closer.close(dst) {
+            fail(self, Op::Close, &e, false);
             return None;
         }
         if !warnings.is_empty() {
@@ -211,4 +383,21 @@ impl<'scope, 'env, 'a> Worker<'scope, 'env, 'a> {
             Err(_) => None,
         }
     }
+}
+
+/// How a new file's data begins ([`Worker::write_new`]).
+pub(crate) enum Start {
+    /// Empty: created now, or already (`Some`, by [`Ahead`] under its
+    /// final name in a staged tree, with the source's permissions).
+    New(Option<io::Result<Fd>>),
+    /// A partial copy (`--partial`), open, whose first bytes match.
+    Continue(Fd, u64),
+    /// Cloned from this unchanged basis file (`--clone-dest`), else copied.
+    CloneOf(Fd),
+}
+
+/// An unchanged file of `--link-dest` or `--clone-dest` ([`Worker::unchanged_basis`]).
+enum Basis {
+    Link,
+    Clone(Fd),
 }

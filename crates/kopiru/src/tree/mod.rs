@@ -52,7 +52,7 @@ pub(crate) struct Counters {
     pub(crate) skipped: AtomicU64,
     /// Entries counted above and then removed by a failed final flush.
     pub(crate) withdrawn: AtomicU64,
-    pub(crate) methods: [AtomicU64; 4],
+    pub(crate) methods: [AtomicU64; 5],
 }
 
 pub(crate) struct Shared<'a> {
@@ -93,6 +93,12 @@ pub(crate) struct Shared<'a> {
     pub(crate) filesystems: Mutex<Vec<(u64, Fd, PathBuf)>>,
     /// Every entry was walked before any cancel (set when the workers end).
     pub(crate) walked: AtomicBool,
+    /// Directories made as entries of their own (`Item::shallow`), by
+    /// their path inside the source.
+    pub(crate) shallow_dirs: Mutex<Vec<PathBuf>>,
+    /// Closes finished destination files: at once on Unix, on a pool of
+    /// threads on Windows ([`sys::Closer`]), drained when the workers end.
+    pub(crate) closer: sys::Closer,
 }
 
 /// Runs every job to completion on the worker threads. Also returns the
@@ -104,43 +110,30 @@ pub(crate) fn run(
     refused: Vec<Error>,
 ) -> (Summary, SourceHashes) {
     sys::raise_fd_limit();
-    let sh = Shared {
-        opts,
-        reporter,
-        umask: sys::umask(),
-        noatime: AtomicBool::new(true),
-        caps: Caps::default(),
-        links: Mutex::new(HashMap::new()),
-        queue: Mutex::new(VecDeque::new()),
-        wake: Condvar::new(),
-        outstanding: AtomicUsize::new(0),
-        started: AtomicUsize::new(1),
-        max_workers: opts.worker_count(),
-        dst_roots: Mutex::new(Vec::new()),
-        counters: Counters::default(),
-        errors: Mutex::new(Vec::new()),
-        warnings: Mutex::new(Vec::new()),
-        tmp_counter: AtomicU64::new(0),
-        finish: Mutex::new(Vec::new()),
-        staged: Mutex::new(Vec::new()),
-        source_hashes: Mutex::new(Vec::new()),
-        filesystems: Mutex::new(Vec::new()),
-        walked: AtomicBool::new(false),
-    };
+    let sh = Shared::new(opts, reporter);
     for e in refused {
         sh.error(e);
     }
     // Pushed in reverse so the LIFO queue starts with the first source.
-    let mut cleaned: Vec<(u64, u64)> = Vec::new();
+    // Each destination directory once, with the partial copies found there.
+    let mut cleaned: Vec<((u64, u64), Vec<sys::NameBuf>)> = Vec::new();
     for job in jobs.into_iter().rev() {
-        let dst_dev = match sys::fstat(job.dst_dir.as_fd()) {
-            Ok(st) if cleaned.contains(&(st.dev, st.ino)) => st.dev,
+        let (dst_dev, partials) = match sys::fstat(job.dst_dir.as_fd()) {
             Ok(st) => {
-                // What an interrupted run left beside its destination (a
-                // command-line file's partial copy, say), once per directory.
-                clean_temps(&sh, &job.dst_dir, &job.dst_parent);
-                cleaned.push((st.dev, st.ino));
-                st.dev
+                let id = (st.dev, st.ino);
+                let i = match cleaned.iter().position(|(d, _)| *d == id) {
+                    Some(i) => i,
+                    None => {
+                        // What an interrupted run left beside its destination
+                        // (a command-line file's temporary, say).
+                        let partials = clean_temps(&sh, &job.dst_dir, &job.dst_parent);
+                        cleaned.push((id, partials));
+                        cleaned.len() - 1
+                    }
+                };
+                let mine = partial_name(&job.dst_name);
+                let partials = cleaned[i].1.iter().filter(|p| **p == mine).cloned();
+                (st.dev, partials.collect())
             }
             Err(e) => {
                 sh.error(Error::dst(&job.dst_parent, Op::Stat, &e));
@@ -148,22 +141,76 @@ pub(crate) fn run(
             }
         };
         sh.add_filesystem(dst_dev, &job.dst_dir, &job.dst_parent);
-        let node = Arc::new(DirNode::new(
+        let mut node = DirNode::new(
             job.src_dir,
             job.dst_dir,
             job.src_parent,
             job.dst_parent,
             dst_dev,
             None,
-        ));
+        );
+        node.partials = Mutex::new(partials);
+        if let Some(basis) = &job.basis {
+            // No basis where the mirror of this source does not exist.
+            if let Ok((dir, name)) = sys::open_parent(basis) {
+                node.basis = Some(dir);
+                node.basis_top = Some(name);
+            }
+        }
+        node.stages = true;
+        let node = Arc::new(node);
         let item = Item {
             name: job.src_name,
             dst_name: Some(job.dst_name),
             kind: None,
             follow: job.follow,
+            shallow: false,
         };
         sh.push(Task::Items(node, vec![item]));
     }
+    let (summary, hashes, _) = execute(sh);
+    (summary, hashes)
+}
+
+/// Entries of one directory to copy, given by the caller rather than found
+/// by listing it (`--files-from`, a shard): the directory pair (made and
+/// opened by the caller; no metadata of its own is applied) and the items.
+pub(crate) struct Group {
+    pub(crate) node: DirNode,
+    pub(crate) items: Vec<Item>,
+}
+
+/// Copies the entries of every group, as [`run`] copies command-line
+/// sources, minus the staging of new top-level trees. Also returns the
+/// directories made as entries of their own (`Item::shallow`), relative to
+/// the source, whose metadata the caller applies.
+pub(crate) fn run_groups(
+    groups: Vec<Group>,
+    opts: &CopyOptions,
+    reporter: &dyn Reporter,
+    refused: Vec<Error>,
+) -> (Summary, SourceHashes, Vec<PathBuf>) {
+    sys::raise_fd_limit();
+    let sh = Shared::new(opts, reporter);
+    for e in refused {
+        sh.error(e);
+    }
+    for mut g in groups.into_iter().rev() {
+        sh.add_filesystem(g.node.dst_dev, &g.node.dst, &g.node.dst_path);
+        if !g.node.fresh {
+            // Leftovers of an interrupted run, as a listing would find them.
+            let partials = clean_temps(&sh, &g.node.dst, &g.node.dst_path);
+            g.node.partials = Mutex::new(partials);
+        }
+        sh.push(Task::Items(Arc::new(g.node), g.items));
+    }
+    execute(sh)
+}
+
+/// Runs the queued tasks to completion on the worker threads, then puts
+/// what waits for the end in place.
+fn execute(sh: Shared) -> (Summary, SourceHashes, Vec<PathBuf>) {
+    let opts = sh.opts;
     let copying = (Mutex::new(true), Condvar::new());
     std::thread::scope(|s| {
         if opts.sync == SyncMode::End && sys::FS_SYNC_WRITES_FILES {
@@ -183,13 +230,20 @@ pub(crate) fn run(
         *copying.0.lock().expect("copying lock") = false;
         copying.1.notify_all();
     });
+    // Every file is closed before staged trees are renamed into place (which
+    // Windows refuses while files below them are open) and before the
+    // summary; a close that failed on the pool is that file's error.
+    for (path, e) in sh.closer.finish() {
+        sh.error(Error::dst(path, Op::Close, &e));
+    }
     // A cancel that comes during the final flush does not withdraw a tree
     // whose walk was complete.
     let walked = !opts.cancel.is_cancelled();
     sh.walked.store(walked, Ordering::SeqCst);
     sh.publish(walked);
     let hashes = std::mem::take(&mut *sh.source_hashes.lock().expect("hashes lock"));
-    (sh.into_summary(), SourceHashes::new(hashes))
+    let dirs = std::mem::take(&mut *sh.shallow_dirs.lock().expect("dirs lock"));
+    (sh.into_summary(), SourceHashes::new(hashes), dirs)
 }
 
 /// `dir/name` for messages, without a leading "./".
@@ -201,7 +255,35 @@ pub(crate) fn join(dir: &Path, name: &std::ffi::OsStr) -> PathBuf {
     }
 }
 
-impl Shared<'_> {
+impl<'a> Shared<'a> {
+    fn new(opts: &'a CopyOptions, reporter: &'a dyn Reporter) -> Shared<'a> {
+        Shared {
+            opts,
+            reporter,
+            umask: sys::umask(),
+            noatime: AtomicBool::new(true),
+            caps: Caps::default(),
+            links: Mutex::new(HashMap::new()),
+            queue: Mutex::new(VecDeque::new()),
+            wake: Condvar::new(),
+            outstanding: AtomicUsize::new(0),
+            started: AtomicUsize::new(1),
+            max_workers: opts.worker_count(),
+            dst_roots: Mutex::new(Vec::new()),
+            counters: Counters::default(),
+            errors: Mutex::new(Vec::new()),
+            warnings: Mutex::new(Vec::new()),
+            tmp_counter: AtomicU64::new(0),
+            finish: Mutex::new(Vec::new()),
+            staged: Mutex::new(Vec::new()),
+            source_hashes: Mutex::new(Vec::new()),
+            filesystems: Mutex::new(Vec::new()),
+            walked: AtomicBool::new(false),
+            shallow_dirs: Mutex::new(Vec::new()),
+            closer: sys::Closer::new(),
+        }
+    }
+
     /// Queues a task (a shared directory at the low-priority end) and wakes
     /// a waiting worker; returns how many tasks wait now.
     pub(crate) fn push(&self, task: Task) -> usize {
@@ -221,6 +303,12 @@ impl Shared<'_> {
     pub(crate) fn error(&self, e: Error) {
         self.reporter.error(&e);
         self.errors.lock().expect("errors lock").push(e);
+    }
+
+    /// An existing destination entry left as it was (counted as skipped).
+    pub(crate) fn kept(&self, dir: &Path, name: &sys::Name) {
+        self.counters.skipped.fetch_add(1, Ordering::Relaxed);
+        self.reporter.kept(&join(dir, sys::os_str(name)));
     }
 
     pub(crate) fn warn(&self, e: Error) {

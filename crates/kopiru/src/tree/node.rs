@@ -42,6 +42,18 @@ pub(crate) struct DirNode {
     /// `grpid`), learned from the first one, so a chown to that same owner
     /// is skipped (coreutils skips it too, with an fstat per file).
     pub(crate) new_owner: OnceLock<Option<(u32, u32)>>,
+    /// `--link-dest`/`--clone-dest`: the basis directory that mirrors this
+    /// one, where it exists.
+    pub(crate) basis: Option<Fd>,
+    /// For the parent of a command-line source: the name in `basis` that
+    /// mirrors the source's copy (which need not be its name there).
+    pub(crate) basis_top: Option<NameBuf>,
+    /// The parent of command-line sources: a new directory made in it is a
+    /// top-level tree, built under a staged name and renamed at the end.
+    pub(crate) stages: bool,
+    /// The partial copies (`--partial`) found here when the directory was
+    /// cleaned of leftovers ([`crate::durable::partial_name`]s).
+    pub(crate) partials: Mutex<Vec<NameBuf>>,
 }
 
 impl DirNode {
@@ -69,7 +81,30 @@ impl DirNode {
             fresh: false,
             deferred: Mutex::new(Vec::new()),
             new_owner: OnceLock::new(),
+            basis: None,
+            basis_top: None,
+            stages: false,
+            partials: Mutex::new(Vec::new()),
         }
+    }
+
+    /// The basis directory and the name in it that mirror the entry
+    /// copied here as `dst_name` (`--link-dest`/`--clone-dest`).
+    pub(crate) fn basis_of<'n>(&'n self, dst_name: &'n Name) -> Option<(&'n Fd, &'n Name)> {
+        let dir = self.basis.as_ref()?;
+        Some((dir, self.basis_top.as_deref().unwrap_or(dst_name)))
+    }
+
+    /// Takes the partial copy of `dst_name` out of the list: its name, if
+    /// there is one.
+    pub(crate) fn take_partial(&self, dst_name: &Name) -> Option<NameBuf> {
+        let mut partials = self.partials.lock().expect("partials lock");
+        if partials.is_empty() {
+            return None;
+        }
+        let name = crate::durable::partial_name(dst_name);
+        let i = partials.iter().position(|p| *p == name)?;
+        Some(partials.swap_remove(i))
     }
 }
 
@@ -92,6 +127,9 @@ pub(crate) struct Item {
     pub(crate) kind: Option<FileKind>,
     /// Follow this entry if it is a symlink.
     pub(crate) follow: bool,
+    /// A directory listed by itself (`--files-from`, a shard): made, not
+    /// entered, its metadata applied by the caller at the end.
+    pub(crate) shallow: bool,
 }
 
 pub(crate) enum Task {

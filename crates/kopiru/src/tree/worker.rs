@@ -100,7 +100,8 @@ impl<'scope, 'env, 'a> Worker<'scope, 'env, 'a> {
             return self.release(dir);
         }
         if !dir.fresh {
-            clean_temps(self.sh, &dir.dst, &dir.dst_path);
+            *dir.partials.lock().expect("partials lock") =
+                clean_temps(self.sh, &dir.dst, &dir.dst_path);
         }
         match sys::read_dir(dir.src.as_fd()) {
             Err(e) => self
@@ -130,6 +131,7 @@ impl<'scope, 'env, 'a> Worker<'scope, 'env, 'a> {
                         dst_name: None,
                         kind: e.kind,
                         follow,
+                        shallow: false,
                     })
                     .collect();
                 if items.len() > SHARE_ABOVE {
@@ -138,10 +140,15 @@ impl<'scope, 'env, 'a> Worker<'scope, 'env, 'a> {
                     let is_file = |i: &Item| i.kind == Some(FileKind::File);
                     // Every name in a staged directory this run made is
                     // new, so its files can be created ahead of their
-                    // copies (macOS clones create the file themselves).
+                    // copies (macOS clones and Windows' CopyFile2 create
+                    // the file themselves;
+                    // a basis file is linked, or cloned, before anything
+                    // is created).
                     let (items, ahead) = if dir.staged
                         && dir.fresh
                         && !sys::CLONE_CREATES_FILE
+                        && !crate::data::copy_creating_applies(self.sh.opts)
+                        && dir.basis.is_none()
                         && items.iter().filter(|i| is_file(i)).count() > SHARE_ABOVE
                     {
                         let (files, other) = items.into_iter().partition(is_file);
@@ -228,6 +235,9 @@ impl<'scope, 'env, 'a> Worker<'scope, 'env, 'a> {
             // by us), so that --resume can finish filling it; its final
             // mode and times come when that run completes it.
             let cancelled = self.sh.opts.cancel.is_cancelled();
+            if !cancelled {
+                self.drop_partials(&cur);
+            }
             if let (Some(st), false) = (&cur.stat, cancelled) {
                 let opts = self.sh.opts;
                 let owner_now = match (&cur.parent, cur.fresh) {
@@ -302,7 +312,7 @@ impl<'scope, 'env, 'a> Worker<'scope, 'env, 'a> {
         };
         match kind {
             FileKind::File => self.file(dir, &item.name, dst_name, item.follow),
-            FileKind::Dir => self.dir(dir, &item.name, dst_name, item.follow),
+            FileKind::Dir => self.dir(dir, item, dst_name),
             FileKind::Symlink => self.symlink(dir, &item.name, dst_name),
             _ => self.special(dir, &item.name, dst_name, item.follow),
         }

@@ -1,0 +1,398 @@
+//! Copying listed entries rather than whole trees: `--files-from`, and each
+//! rank's share of a sharded copy ([`crate::shard`]). The entries are paths
+//! inside one source directory; each goes to the same path under the
+//! destination root. They are grouped by parent directory, so the tree code
+//! gets one directory pair per group (made here, as `mkdir -p` would) and
+//! its entries, and runs them on its workers as usual. A directory's own
+//! metadata comes last, once everything is in it: [`apply_dir_meta`].
+
+use crate::error::{Error, Op, Refusal, Side};
+use crate::events::{Reporter, Summary};
+use crate::meta::{self, Target};
+use crate::options::{CopyOptions, Follow, SyncMode};
+use crate::plan::{self, PlanError};
+use crate::sys::{self, AsFd, Fd, FileKind};
+use crate::tree::node::{DirNode, Item};
+use crate::tree::{self, Group};
+use std::collections::{BTreeMap, BTreeSet};
+use std::io;
+use std::path::{Component, Path, PathBuf};
+
+/// One listed entry.
+pub(crate) struct Listed {
+    /// Its path inside the source directory (normal components only).
+    pub(crate) rel: PathBuf,
+    /// Its kind, when the lister knows it (saves a stat).
+    pub(crate) kind: Option<FileKind>,
+}
+
+/// Where the listed entries land: the directory that mirrors the source.
+pub(crate) struct Root {
+    pub(crate) dir: Fd,
+    /// As shown in messages.
+    pub(crate) path: PathBuf,
+    pub(crate) dev: u64,
+    /// Inside a staged tree, invisible until renamed into place.
+    pub(crate) staged: bool,
+    /// Made by this run (every rank of it), so it holds only what the run
+    /// put there: no entry needs to be looked for before it is written.
+    pub(crate) fresh: bool,
+}
+
+/// What [`copy_entries`] did.
+pub(crate) struct Copied {
+    pub(crate) summary: Summary,
+    /// The directories it made as listed entries, whose metadata is applied
+    /// at the end.
+    pub(crate) dirs: Vec<PathBuf>,
+}
+
+/// `--files-from`: the one source directory, DEST as its copy (made if
+/// missing), the listed entries copied, then every directory touched gets
+/// its source's metadata, deepest first, and (`--sync`) is flushed.
+pub(crate) fn copy(
+    sources: &[PathBuf],
+    dest: &Path,
+    list: &[PathBuf],
+    opts: &CopyOptions,
+    reporter: &dyn Reporter,
+) -> Result<Summary, PlanError> {
+    let (src, root, mut refused) = match plan_root(sources, dest, opts, "--files-from")? {
+        Ok(planned) => planned,
+        Err(refused) => return Ok(refused_only(refused)),
+    };
+    let real_src = src.canonicalize().unwrap_or_else(|_| src.clone());
+    let mut entries = Vec::new();
+    for p in list {
+        match inside(p, &real_src) {
+            Some(rel) if rel.as_os_str().is_empty() => {}
+            Some(rel) => entries.push(Listed { rel, kind: None }),
+            None => refused.push(Error::refused(
+                Side::Source,
+                p,
+                Op::Copy,
+                Refusal::OutsideSource,
+            )),
+        }
+    }
+    let basis = basis_root(opts, dest)?;
+    let copied = copy_entries(
+        &src,
+        &root,
+        entries,
+        basis.as_deref(),
+        opts,
+        reporter,
+        refused,
+    );
+    let mut summary = copied.summary;
+    if summary.cancelled {
+        return Ok(summary);
+    }
+    let mut dirs: BTreeSet<PathBuf> = copied.dirs.into_iter().collect();
+    for p in list.iter().filter_map(|p| inside(p, &real_src)) {
+        dirs.extend(p.ancestors().skip(1).map(Path::to_path_buf));
+    }
+    dirs.insert(PathBuf::new());
+    let dirs: Vec<PathBuf> = dirs.into_iter().collect();
+    for w in apply_dir_meta(&src, &root, &dirs, opts) {
+        reporter.warning(&w);
+        summary.warnings.push(w);
+    }
+    if opts.sync != SyncMode::None {
+        if let Err(e) = sys::sync_fs(root.dir.as_fd()) {
+            let e = Error::dst(&root.path, Op::Sync, &e);
+            reporter.error(&e);
+            summary.errors.push(e);
+        }
+    }
+    Ok(summary)
+}
+
+/// A summary of nothing done but refusals.
+pub(crate) fn refused_only(refused: Vec<Error>) -> Summary {
+    Summary {
+        errors: refused,
+        ..Summary::default()
+    }
+}
+
+/// Plans a listed copy (`what`: the option, for messages): one source, a
+/// directory, whose copy is DEST itself; DEST made if missing. `Ok(Err)`:
+/// refused (the refusals); `Err`: a usage error.
+#[allow(clippy::type_complexity)]
+pub(crate) fn plan_root(
+    sources: &[PathBuf],
+    dest: &Path,
+    opts: &CopyOptions,
+    what: &str,
+) -> Result<Result<(PathBuf, Root, Vec<Error>), Vec<Error>>, PlanError> {
+    let (jobs, refused) = planned(sources, dest, opts, what, true)?;
+    let Some(job) = jobs.into_iter().next() else {
+        return Ok(Err(refused));
+    };
+    let path = tree::join(&job.dst_parent, sys::os_str(&job.dst_name));
+    let made = match sys::mkdir_at(job.dst_dir.as_fd(), &job.dst_name, 0o777) {
+        Err(e) if e.kind() != io::ErrorKind::AlreadyExists => Err((Op::Mkdir, e)),
+        _ => sys::open_dir(job.dst_dir.as_fd(), &job.dst_name).map_err(|e| (Op::Open, e)),
+    };
+    let root = made.and_then(|dir| {
+        let dev = sys::fstat(dir.as_fd()).map_err(|e| (Op::Stat, e))?.dev;
+        Ok(Root {
+            dir,
+            path: path.clone(),
+            dev,
+            staged: false,
+            fresh: false,
+        })
+    });
+    match root {
+        Ok(root) => Ok(Ok((sources[0].clone(), root, refused))),
+        Err((op, e)) => {
+            let mut refused = refused;
+            refused.push(Error::dst(path, op, &e));
+            Ok(Err(refused))
+        }
+    }
+}
+
+/// cp's planning of the one source directory of a listed or sharded copy
+/// (with `as_itself`, DEST is its copy, as with `-T`).
+pub(crate) fn planned(
+    sources: &[PathBuf],
+    dest: &Path,
+    opts: &CopyOptions,
+    what: &str,
+    as_itself: bool,
+) -> Result<(Vec<plan::Job>, Vec<Error>), PlanError> {
+    let one_dir = match sources {
+        [src] => sys::stat_path(src, true).map(|st| st.kind() == FileKind::Dir),
+        _ => Ok(false),
+    };
+    if let Ok(false) = one_dir {
+        return Err(PlanError(format!(
+            "{what} copies from one SOURCE directory (the paths are inside it) to DEST"
+        )));
+    }
+    let plan_opts = CopyOptions {
+        no_target_directory: as_itself || opts.no_target_directory,
+        follow: opts.follow,
+        copies_record: opts.copies_record.clone(),
+        ..CopyOptions::default()
+    };
+    plan::plan(sources, dest, &plan_opts)
+}
+
+/// `--link-dest`/`--clone-dest`'s directory, mirroring DEST.
+pub(crate) fn basis_root(opts: &CopyOptions, dest: &Path) -> Result<Option<PathBuf>, PlanError> {
+    opts.basis
+        .as_ref()
+        .map(|b| plan::basis_dir(b, dest))
+        .transpose()
+}
+
+/// `p` as a path inside the source directory `src` (canonical): relative
+/// paths as they are (`./` dropped), absolute ones with `src` stripped.
+/// `None`: outside it (`..`, or another absolute path).
+pub(crate) fn inside(p: &Path, src: &Path) -> Option<PathBuf> {
+    let rel = match p.is_absolute() {
+        true => p.strip_prefix(src).ok()?,
+        false => p,
+    };
+    let mut out = PathBuf::new();
+    for c in rel.components() {
+        match c {
+            Component::Normal(n) => out.push(n),
+            Component::CurDir => {}
+            _ => return None,
+        }
+    }
+    Some(out)
+}
+
+/// Copies `entries` of the source directory `src` to the same paths under
+/// `root`. `refused`: errors found before (reported with the rest).
+#[allow(clippy::too_many_arguments)]
+pub(crate) fn copy_entries(
+    src: &Path,
+    root: &Root,
+    entries: Vec<Listed>,
+    basis: Option<&Path>,
+    opts: &CopyOptions,
+    reporter: &dyn Reporter,
+    mut refused: Vec<Error>,
+) -> Copied {
+    let src_root = match sys::open_path(src, sys::OPEN_DIR_FLAGS) {
+        Ok(fd) => fd,
+        Err(e) => {
+            refused.push(Error::src(src, Op::Open, &e));
+            let (summary, _, _) = tree::run_groups(Vec::new(), opts, reporter, refused);
+            return Copied {
+                summary,
+                dirs: Vec::new(),
+            };
+        }
+    };
+    let src_dev = sys::fstat(src_root.as_fd()).map_or(0, |st| st.dev);
+    let mut by_parent: BTreeMap<PathBuf, Vec<Item>> = BTreeMap::new();
+    for e in entries {
+        let (Some(name), parent) = (e.rel.file_name(), e.rel.parent().unwrap_or(Path::new("")))
+        else {
+            continue;
+        };
+        let name = match sys::cstring(name) {
+            Ok(n) => n,
+            Err(err) => {
+                refused.push(Error::src(src.join(&e.rel), Op::Name, &err));
+                continue;
+            }
+        };
+        by_parent
+            .entry(parent.to_path_buf())
+            .or_default()
+            .push(Item {
+                name,
+                dst_name: None,
+                kind: e.kind,
+                follow: opts.follow == Follow::Always,
+                shallow: !opts.recursive,
+            });
+    }
+    let mut groups = Vec::new();
+    for (parent, items) in by_parent {
+        let opened = open_chain(src_root.as_fd(), &parent, false)
+            .map_err(|e| (Side::Source, Op::Open, e))
+            .and_then(|s| {
+                let d = open_chain(root.dir.as_fd(), &parent, true)
+                    .map_err(|e| (Side::Destination, Op::Mkdir, e))?;
+                Ok((s, d))
+            });
+        let (s, d) = match opened {
+            Ok(pair) => pair,
+            Err((side, op, err)) => {
+                // Each entry of the group fails with its directory.
+                for item in &items {
+                    let e = match err.raw_os_error() {
+                        Some(n) => io::Error::from_raw_os_error(n),
+                        None => io::Error::new(err.kind(), err.to_string()),
+                    };
+                    let rel = parent.join(sys::os_str(&item.name));
+                    refused.push(match side {
+                        Side::Source => Error::src(src.join(rel), op, &e),
+                        Side::Destination => Error::dst(root.path.join(rel), op, &e),
+                    });
+                }
+                continue;
+            }
+        };
+        let mut node = DirNode::new(
+            s,
+            d,
+            tree::join(src, parent.as_os_str()),
+            tree::join(&root.path, parent.as_os_str()),
+            root.dev,
+            None,
+        );
+        node.rel = parent.clone();
+        node.root_dev = src_dev;
+        node.staged = root.staged;
+        node.fresh = root.fresh;
+        node.basis = basis.and_then(|b| sys::open_path(&b.join(&parent), sys::OPEN_DIR_FLAGS).ok());
+        groups.push(Group { node, items });
+    }
+    let (summary, _, dirs) = tree::run_groups(groups, opts, reporter, refused);
+    Copied { summary, dirs }
+}
+
+/// Opens the directory `rel` under `dir`, one name at a time, never through
+/// a symlink; with `make`, each missing one is made first (`mkdir -p`).
+fn open_chain(dir: sys::FdRef, rel: &Path, make: bool) -> io::Result<Fd> {
+    let mut cur = sys::open_dir(dir, sys::DOT)?;
+    for c in rel.components() {
+        let name = sys::cstring(c.as_os_str())?;
+        if make {
+            match sys::mkdir_at(cur.as_fd(), &name, 0o777) {
+                Err(e) if e.kind() != io::ErrorKind::AlreadyExists => return Err(e),
+                _ => {}
+            }
+        }
+        cur = sys::open_dir(cur.as_fd(), &name)?;
+    }
+    Ok(cur)
+}
+
+/// Gives each directory `rel` of `dirs` under `root` the metadata of the
+/// same directory of the source `src`, deepest first (a directory's times
+/// change while entries are made in it). Returns what could not be kept.
+pub(crate) fn apply_dir_meta(
+    src: &Path,
+    root: &Root,
+    dirs: &[PathBuf],
+    opts: &CopyOptions,
+) -> Vec<Error> {
+    let mut order: Vec<&PathBuf> = dirs.iter().collect();
+    order.sort_by_key(|d| std::cmp::Reverse(d.components().count()));
+    let (Ok(src_root), umask) = (sys::open_path(src, sys::OPEN_DIR_FLAGS), sys::umask()) else {
+        return vec![Error::src(
+            src,
+            Op::Open,
+            &io::Error::from(io::ErrorKind::NotFound),
+        )];
+    };
+    let mut warnings = Vec::new();
+    for rel in order {
+        let dst_path = tree::join(&root.path, rel.as_os_str());
+        let both = open_chain(src_root.as_fd(), rel, false)
+            .map_err(|e| Error::src(src.join(rel), Op::Open, &e))
+            .and_then(|s| {
+                let st =
+                    sys::fstat(s.as_fd()).map_err(|e| Error::src(src.join(rel), Op::Stat, &e))?;
+                let d = open_chain(root.dir.as_fd(), rel, false)
+                    .map_err(|e| Error::dst(&dst_path, Op::Open, &e))?;
+                let now = sys::fstat(d.as_fd()).map_err(|e| Error::dst(&dst_path, Op::Stat, &e))?;
+                Ok((s, st, d, now))
+            });
+        let (s, st, d, now) = match both {
+            Ok(x) => x,
+            Err(e) => {
+                warnings.push(e);
+                continue;
+            }
+        };
+        let owner_now = Some((now.uid, now.gid));
+        let w = meta::apply(
+            Target::Fd(d.as_fd()),
+            Some(s.as_fd()),
+            &st,
+            now.perm(),
+            owner_now,
+            &opts.preserve,
+            umask,
+        );
+        warnings.extend(w.into_iter().map(|(op, e)| Error::dst(&dst_path, op, &e)));
+    }
+    warnings
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn listed_paths_stay_inside_the_source() {
+        let src = Path::new("/data/src");
+        assert_eq!(inside(Path::new("a/b"), src), Some(PathBuf::from("a/b")));
+        assert_eq!(
+            inside(Path::new("./a/./b"), src),
+            Some(PathBuf::from("a/b"))
+        );
+        assert_eq!(
+            inside(Path::new("/data/src/a/b"), src),
+            Some(PathBuf::from("a/b"))
+        );
+        assert_eq!(inside(Path::new("/data/src"), src), Some(PathBuf::new()));
+        assert_eq!(inside(Path::new("../x"), src), None);
+        assert_eq!(inside(Path::new("a/../../x"), src), None);
+        assert_eq!(inside(Path::new("/data/other/x"), src), None);
+    }
+}

@@ -1,0 +1,197 @@
+//! Sharded copies: one copy of a directory tree made by N processes (MPI or
+//! Slurm ranks, or N commands started by hand), each copying one share.
+//!
+//! - **The shares.** Every rank walks the source the same way (names in
+//!   byte order, depth first) and cuts the list of entries into N runs of
+//!   equal cost, a file costing its size plus [`ENTRY_COST`], so that one
+//!   huge file or 100,000 entries of one flat directory still spread over
+//!   every rank. Every name of a hard-linked inode goes to one rank (so it
+//!   stays one inode). No rank waits for another to partition, and nothing
+//!   is sent between them: the same walk gives the same shares.
+//! - **Coordination** goes through the destination's filesystem, in a
+//!   directory beside DEST (`.kopiru-tmp.shard.<hash>`): each rank holds an
+//!   `flock` on its `member.K` file while it runs (so the others can tell a
+//!   dead rank from a slow one), and writes `done.K` when its share is
+//!   copied and flushed. Joining is serialised by a lock file beside it; the
+//!   first rank to join a directory no live rank holds (left by an earlier
+//!   run) resets it.
+//! - **The end.** Rank 0 waits for every `done.K`, then gives every
+//!   directory its metadata (deepest first), flushes, renames the staged
+//!   tree into place (a new DEST; a DEST that existed was merged into
+//!   directly) and writes `published` with the number of failed entries;
+//!   every rank exits 0 only if the whole copy is in place, durable and
+//!   complete. A rank that fails, is stopped or dies makes rank 0 write
+//!   `failed` instead, and the staged tree is kept: the same command with
+//!   `--resume` finishes the copy, whichever ranks died.
+
+use std::fmt;
+
+/// One share of a copy: this process is rank `index` of `count`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Shard {
+    /// This process's rank, from 0.
+    pub index: usize,
+    /// How many processes share the copy.
+    pub count: usize,
+    /// How many of them run on this machine, when the launcher says (the
+    /// default worker count is the CPUs divided among them).
+    pub per_node: Option<usize>,
+}
+
+impl Shard {
+    /// `K/N` (rank K of N, from 0).
+    ///
+    /// # Errors
+    /// Not of that form, or K not below N.
+    pub fn parse(s: &str) -> Result<Shard, String> {
+        let bad =
+            || format!("--shard {s}: want K/N, rank K of N counted from 0 (e.g. 0/4), or auto");
+        let (k, n) = s.split_once('/').ok_or_else(bad)?;
+        let (index, count) = (k.parse().map_err(|_| bad())?, n.parse().map_err(|_| bad())?);
+        if count == 0 || index >= count {
+            return Err(bad());
+        }
+        Ok(Shard {
+            index,
+            count,
+            per_node: None,
+        })
+    }
+
+    /// From the launcher's environment: OpenMPI (`OMPI_COMM_WORLD_RANK`,
+    /// `_SIZE`, `_LOCAL_SIZE`), PMI as MPICH's hydra sets it (`PMI_RANK`,
+    /// `PMI_SIZE`, `MPI_LOCALNRANKS`), or Slurm (`SLURM_PROCID`,
+    /// `SLURM_NTASKS`, `SLURM_NTASKS_PER_NODE`).
+    ///
+    /// # Errors
+    /// None of them is set (or they do not make sense).
+    pub fn from_env(get: impl Fn(&str) -> Option<String>) -> Result<Shard, String> {
+        let num = |k: &str| get(k).and_then(|v| v.trim().parse::<usize>().ok());
+        let launchers = [
+            (
+                "OMPI_COMM_WORLD_RANK",
+                "OMPI_COMM_WORLD_SIZE",
+                "OMPI_COMM_WORLD_LOCAL_SIZE",
+            ),
+            ("PMI_RANK", "PMI_SIZE", "MPI_LOCALNRANKS"),
+            ("SLURM_PROCID", "SLURM_NTASKS", "SLURM_NTASKS_PER_NODE"),
+        ];
+        for (rank, size, local) in launchers {
+            if let (Some(index), Some(count)) = (num(rank), num(size)) {
+                if count == 0 || index >= count {
+                    return Err(format!("--shard auto: {rank}={index} with {size}={count}"));
+                }
+                let per_node = num(local).filter(|&n| n > 0);
+                return Ok(Shard {
+                    index,
+                    count,
+                    per_node,
+                });
+            }
+        }
+        Err(
+            "--shard auto: no launcher's rank in the environment (OMPI_COMM_WORLD_RANK, \
+             PMI_RANK or SLURM_PROCID); run under mpirun or srun, or give --shard K/N"
+                .into(),
+        )
+    }
+}
+
+impl fmt::Display for Shard {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}/{}", self.index, self.count)
+    }
+}
+
+/// What one entry costs besides its bytes, in bytes: its create, metadata
+/// and close take about as long as moving this much data.
+pub(crate) const ENTRY_COST: u64 = 256 << 10;
+
+/// Which rank copies each entry, given their costs in walk order and, for
+/// hard-linked files, their inode: runs of equal total cost, every name of
+/// one inode with the first.
+pub(crate) fn owners(costs: &[(u64, Option<(u64, u64)>)], count: usize) -> Vec<usize> {
+    let total: u128 = costs.iter().map(|c| u128::from(c.0)).sum::<u128>().max(1);
+    let mut before: u128 = 0;
+    let mut first: std::collections::HashMap<(u64, u64), usize> = Default::default();
+    costs
+        .iter()
+        .map(|&(cost, link)| {
+            let mid = before + u128::from(cost) / 2;
+            before += u128::from(cost);
+            let rank = ((mid * count as u128 / total) as usize).min(count - 1);
+            match link {
+                Some(id) => *first.entry(id).or_insert(rank),
+                None => rank,
+            }
+        })
+        .collect()
+}
+
+#[cfg(unix)]
+mod run;
+#[cfg(unix)]
+pub(crate) use run::copy;
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn parses_k_of_n() {
+        let s = Shard::parse("2/4").unwrap();
+        assert_eq!((s.index, s.count), (2, 4));
+        assert!(Shard::parse("4/4").is_err());
+        assert!(Shard::parse("1/0").is_err());
+        assert!(Shard::parse("x").is_err());
+    }
+
+    #[test]
+    fn reads_the_launchers() {
+        let env = |pairs: &'static [(&'static str, &'static str)]| {
+            move |k: &str| {
+                pairs
+                    .iter()
+                    .find(|(n, _)| *n == k)
+                    .map(|(_, v)| v.to_string())
+            }
+        };
+        let s = Shard::from_env(env(&[
+            ("OMPI_COMM_WORLD_RANK", "1"),
+            ("OMPI_COMM_WORLD_SIZE", "4"),
+            ("OMPI_COMM_WORLD_LOCAL_SIZE", "2"),
+        ]))
+        .unwrap();
+        assert_eq!((s.index, s.count, s.per_node), (1, 4, Some(2)));
+        let s = Shard::from_env(env(&[("SLURM_PROCID", "63"), ("SLURM_NTASKS", "64")])).unwrap();
+        assert_eq!((s.index, s.count, s.per_node), (63, 64, None));
+        assert!(Shard::from_env(env(&[])).is_err());
+        assert!(Shard::from_env(env(&[("PMI_RANK", "3"), ("PMI_SIZE", "3")])).is_err());
+    }
+
+    #[test]
+    fn shares_balance_bytes_and_entries() {
+        // One 4 GiB file and 50,000 small ones on 2 ranks: the big file
+        // alone is one share, the small ones the other.
+        let mut costs = vec![(4u64 << 30, None)];
+        costs.extend((0..50_000).map(|_| (ENTRY_COST + 1000, None)));
+        let o = owners(&costs, 2);
+        assert_eq!(o[0], 0);
+        let on0 = o.iter().filter(|&&r| r == 0).count();
+        assert!(
+            on0 < 50_000 / 2,
+            "rank 0 has {on0} entries besides the big file"
+        );
+        // 100,000 equal entries of one directory on 4 ranks: a quarter each.
+        let o = owners(&vec![(ENTRY_COST, None); 100_000], 4);
+        for r in 0..4 {
+            assert_eq!(o.iter().filter(|&&x| x == r).count(), 25_000);
+        }
+        // Hard links follow the first name of their inode.
+        let mut costs = vec![(ENTRY_COST, Some((1, 7)))];
+        costs.extend(vec![(ENTRY_COST, None); 10]);
+        costs.push((ENTRY_COST, Some((1, 7))));
+        let o = owners(&costs, 2);
+        assert_eq!(o[0], o[11]);
+    }
+}

@@ -1,0 +1,568 @@
+//! A sharded copy on one rank: walk, copy this rank's share, then meet the
+//! others through the coordination directory (see the module above).
+
+use super::{owners, Shard, ENTRY_COST};
+use crate::durable::{remove_tree, staged_name, TMP_PREFIX};
+use crate::error::{Error, Op, Refusal, Side};
+use crate::events::{Phase, Reporter, Summary};
+use crate::listed::{self, Listed, Root};
+use crate::options::{CopyOptions, Follow, SyncMode};
+use crate::plan::PlanError;
+use crate::sys::{self, AsFd, Fd, FileKind, Name, NameBuf};
+use std::io::{self, Write};
+use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
+
+/// How often a waiting rank looks at the coordination directory.
+const POLL: Duration = Duration::from_millis(20);
+
+/// One entry found by the walk.
+struct Walked {
+    rel: PathBuf,
+    kind: Option<FileKind>,
+    cost: u64,
+    link: Option<(u64, u64)>,
+}
+
+/// Copies this rank's share of `sources[0]` (one directory) to `dest`, with
+/// cp's destination rules, and meets the other ranks at the end.
+pub(crate) fn copy(
+    sources: &[PathBuf],
+    dest: &Path,
+    shard: Shard,
+    opts: &CopyOptions,
+    reporter: &dyn Reporter,
+) -> Result<Summary, PlanError> {
+    let (jobs, refused) = listed::planned(sources, dest, opts, "--shard", false)?;
+    let Some(job) = jobs.into_iter().next() else {
+        return Ok(listed::refused_only(refused));
+    };
+    let src = tree_path(&job.src_parent, &job.src_name);
+    let dst_path = tree_path(&job.dst_parent, &job.dst_name);
+    let basis = listed::basis_root(opts, dest)?;
+    let walked = match walk(&src, opts) {
+        Ok(w) => w,
+        Err(e) => return Ok(listed::refused_only(vec![e])),
+    };
+    let costs: Vec<_> = walked.iter().map(|w| (w.cost, w.link)).collect();
+    let ranks = owners(&costs, shard.count);
+    let mut all_dirs = vec![PathBuf::new()];
+    let mut mine = Vec::new();
+    for (w, rank) in walked.into_iter().zip(ranks) {
+        if w.kind == Some(FileKind::Dir) {
+            all_dirs.push(w.rel.clone());
+        }
+        if rank == shard.index {
+            mine.push(Listed {
+                rel: w.rel,
+                kind: w.kind,
+            });
+        }
+    }
+
+    let exists = sys::stat_at(job.dst_dir.as_fd(), &job.dst_name, false).is_ok();
+    let staged = staged_name(&job.dst_name);
+    let joined = Coordination::join(
+        &job.dst_dir,
+        &job.dst_parent,
+        &job.dst_name,
+        shard,
+        opts,
+        |reset| {
+            if exists {
+                return Ok(());
+            }
+            if reset {
+                prepare_staged(&job.dst_dir, &staged, opts)
+                    .map_err(|e| Error::dst(tree_path(&job.dst_parent, &staged), Op::Mkdir, &e))
+            } else {
+                Ok(())
+            }
+        },
+    );
+    let coord = match joined {
+        Ok(c) => c,
+        Err(e) => return Ok(listed::refused_only(vec![e])),
+    };
+    let root_name: &Name = if exists { &job.dst_name } else { &staged };
+    let root = sys::open_dir(job.dst_dir.as_fd(), root_name).and_then(|dir| {
+        let dev = sys::fstat(dir.as_fd())?.dev;
+        Ok(Root {
+            dir,
+            path: dst_path.clone(),
+            dev,
+            staged: !exists,
+            fresh: !exists && coord.fresh,
+        })
+    });
+    let root = match root {
+        Ok(r) => r,
+        Err(e) => {
+            let e = Error::dst(tree_path(&job.dst_parent, root_name), Op::Open, &e);
+            let _ = coord.mark(&format!("done.{}", shard.index), "cancelled");
+            return Ok(listed::refused_only(vec![e]));
+        }
+    };
+
+    let copied = listed::copy_entries(&src, &root, mine, basis.as_deref(), opts, reporter, refused);
+    let mut summary = copied.summary;
+    if opts.sync != SyncMode::None && !summary.cancelled {
+        // This rank's data, on this machine, is on the device before it says done.
+        if let Err(e) = sys::sync_fs(root.dir.as_fd()) {
+            push_error(&mut summary, reporter, Error::dst(&dst_path, Op::Sync, &e));
+        }
+    }
+    let done = match summary.cancelled {
+        true => "cancelled".to_string(),
+        false => summary.errors.len().to_string(),
+    };
+    if let Err(e) = coord.mark(&format!("done.{}", shard.index), &done) {
+        push_error(
+            &mut summary,
+            reporter,
+            Error::dst(&coord.path, Op::Write, &e),
+        );
+    }
+    reporter.phase(Phase::Waiting);
+    let outcome = match shard.index {
+        0 => {
+            let end = End {
+                coord: &coord,
+                src: &src,
+                root: &root,
+                dirs: &all_dirs,
+                parent: (&job.dst_dir, &job.dst_parent),
+                names: (&staged, &job.dst_name),
+            };
+            end.publish(opts, &mut summary, reporter)
+        }
+        _ => coord.wait_published(opts),
+    };
+    let own = summary.errors.len() as u64;
+    match outcome {
+        Outcome::Published { errors } if errors > own => {
+            let why = Refusal::ShardErrors {
+                errors: errors - own,
+            };
+            push_error(
+                &mut summary,
+                reporter,
+                Error::refused(Side::Destination, &dst_path, Op::Copy, why),
+            );
+        }
+        Outcome::Published { .. } => {}
+        Outcome::Failed { rank } => {
+            let why = Refusal::ShardFailed { rank };
+            push_error(
+                &mut summary,
+                reporter,
+                Error::refused(Side::Destination, &dst_path, Op::Copy, why),
+            );
+        }
+        Outcome::Cancelled => summary.cancelled = true,
+    }
+    if shard.index == 0 {
+        coord.clean_up();
+    }
+    Ok(summary)
+}
+
+fn push_error(summary: &mut Summary, reporter: &dyn Reporter, e: Error) {
+    reporter.error(&e);
+    summary.errors.push(e);
+}
+
+fn tree_path(dir: &Path, name: &Name) -> PathBuf {
+    crate::tree::join(dir, sys::os_str(name))
+}
+
+/// A new DEST's staged tree, for the run that resets the coordination: a
+/// leftover is removed (or kept, with `--resume`), then it is made.
+fn prepare_staged(parent: &Fd, staged: &Name, opts: &CopyOptions) -> io::Result<()> {
+    let leftover = sys::stat_at(parent.as_fd(), staged, false).is_ok();
+    if leftover && !opts.resume {
+        remove_tree(parent.as_fd(), staged, &mut 0)?;
+    }
+    match sys::mkdir_at(parent.as_fd(), staged, 0o700) {
+        Err(e) if e.kind() != io::ErrorKind::AlreadyExists => Err(e),
+        _ => Ok(()),
+    }
+}
+
+/// Every entry of the tree at `src`, in the same order on every rank: names
+/// in byte order, depth first. Entries `--exclude` leaves out are not
+/// listed, nor is what is below them; `-x` lists a mount point, not its
+/// content. An entry that cannot be looked at is still listed (its rank
+/// reports the error when it copies it); a directory that cannot be read is
+/// an error here.
+fn walk(src: &Path, opts: &CopyOptions) -> Result<Vec<Walked>, Error> {
+    let root =
+        sys::open_path(src, sys::OPEN_DIR_FLAGS).map_err(|e| Error::src(src, Op::Open, &e))?;
+    let root_dev = sys::fstat(root.as_fd())
+        .map_err(|e| Error::src(src, Op::Stat, &e))?
+        .dev;
+    let follow = opts.follow == Follow::Always;
+    let mut out = Vec::new();
+    let mut stack = vec![(root, PathBuf::new())];
+    while let Some((dir, rel)) = stack.pop() {
+        let mut entries = sys::read_dir(dir.as_fd())
+            .map_err(|e| Error::src(src.join(&rel), Op::ReadDirectory, &e))?;
+        entries.sort_by(|a, b| sys::name_bytes(&a.name).cmp(sys::name_bytes(&b.name)));
+        let mut subdirs = Vec::new();
+        for e in entries {
+            let child = rel.join(sys::os_str(&e.name));
+            let st = sys::stat_at(dir.as_fd(), &e.name, follow).ok();
+            let kind = st.map(|s| s.kind());
+            if opts.filter.excludes(&child, || kind == Some(FileKind::Dir)) {
+                continue;
+            }
+            let (mut cost, mut link) = (ENTRY_COST, None);
+            if let Some(st) = st.filter(|s| s.kind() == FileKind::File) {
+                cost += st.size;
+                if opts.preserve.links && st.nlink > 1 {
+                    link = Some((st.dev, st.ino));
+                }
+            }
+            if let Some(st) = st.filter(|s| s.kind() == FileKind::Dir) {
+                if !opts.one_file_system || st.dev == root_dev {
+                    let sub = sys::open_dir(dir.as_fd(), &e.name)
+                        .map_err(|err| Error::src(src.join(&child), Op::Open, &err))?;
+                    subdirs.push((sub, child.clone()));
+                }
+            }
+            out.push(Walked {
+                rel: child,
+                kind,
+                cost,
+                link,
+            });
+        }
+        stack.extend(subdirs.into_iter().rev());
+    }
+    Ok(out)
+}
+
+/// How the run ended, as this rank learns it.
+enum Outcome {
+    /// In place and durable; `errors`: entries that failed, on all ranks.
+    Published { errors: u64 },
+    /// Not published: a rank failed (`Some`, when known) or stopped.
+    Failed { rank: Option<usize> },
+    /// This rank was stopped (Ctrl-C) while waiting.
+    Cancelled,
+}
+
+/// This rank's place in the coordination directory.
+struct Coordination {
+    dir: Fd,
+    path: PathBuf,
+    /// The lock file beside it, which serialises joining and clean-up
+    /// (opened anew to take it: a copy of a locked descriptor would hold
+    /// the lock).
+    lock_name: NameBuf,
+    parent: Fd,
+    name: NameBuf,
+    shard: Shard,
+    /// The staged tree was made new by this run (not resumed).
+    fresh: bool,
+    cancel: crate::Cancel,
+    /// Held (flock) for as long as this rank runs.
+    _member: Fd,
+}
+
+impl Coordination {
+    /// Joins the run's coordination directory beside DEST (under the join
+    /// lock): one that no live rank holds is an earlier run's, and is reset,
+    /// and `prepare(true)` readies the staged tree; otherwise
+    /// `prepare(false)`. Then this rank's member lock is taken.
+    fn join(
+        parent: &Fd,
+        parent_path: &Path,
+        dst_name: &Name,
+        shard: Shard,
+        opts: &CopyOptions,
+        prepare: impl FnOnce(bool) -> Result<(), Error>,
+    ) -> Result<Coordination, Error> {
+        let h = crate::durable::name_hash(dst_name);
+        let name = sys::name(&format!("{TMP_PREFIX}shard.{h:016x}"));
+        let lock_name = sys::name(&format!("{TMP_PREFIX}shardlock.{h:016x}"));
+        let path = tree_path(parent_path, &name);
+        let io_err = |op, e: io::Error| Error::dst(&path, op, &e);
+        let lock = open_lock_file(parent.as_fd(), &lock_name).map_err(|e| io_err(Op::Open, e))?;
+        wait_lock(&lock, &opts.cancel).map_err(|e| io_err(Op::Lock, e))?;
+        let made = match sys::mkdir_at(parent.as_fd(), &name, 0o700) {
+            Ok(()) => true,
+            Err(e) if e.kind() == io::ErrorKind::AlreadyExists => false,
+            Err(e) => return Err(io_err(Op::Mkdir, e)),
+        };
+        let dir = sys::open_dir(parent.as_fd(), &name).map_err(|e| io_err(Op::Open, e))?;
+        let reset = made || !anyone_alive(&dir).map_err(|e| io_err(Op::ReadDirectory, e))?;
+        if reset {
+            for e in sys::read_dir(dir.as_fd()).map_err(|e| io_err(Op::ReadDirectory, e))? {
+                let _ = sys::unlink_at(dir.as_fd(), &e.name, false);
+            }
+        }
+        prepare(reset)?;
+        let member_name = sys::name(&format!("member.{}", shard.index));
+        let member = open_lock_file(dir.as_fd(), &member_name).map_err(|e| io_err(Op::Open, e))?;
+        if !sys::try_lock(member.as_fd()).map_err(|e| io_err(Op::Lock, e))? {
+            return Err(Error::refused(
+                Side::Destination,
+                &path,
+                Op::Copy,
+                Refusal::Busy,
+            ));
+        }
+        let parent = parent.try_clone().map_err(|e| io_err(Op::Open, e))?;
+        let mut c = Coordination {
+            dir,
+            path: path.clone(),
+            lock_name,
+            parent,
+            name,
+            shard,
+            fresh: false,
+            cancel: opts.cancel.clone(),
+            _member: member,
+        };
+        if reset && !opts.resume {
+            c.mark("fresh", "").map_err(|e| io_err(Op::Write, e))?;
+        }
+        c.fresh = c.read("fresh").is_some();
+        // Joined: let the next rank in.
+        sys::close(lock).map_err(|e| io_err(Op::Lock, e))?;
+        Ok(c)
+    }
+
+    /// Writes the mark `name` (a small file) whole: under a temporary name,
+    /// then renamed.
+    fn mark(&self, name: &str, content: &str) -> io::Result<()> {
+        let tmp = sys::name(&format!(".t.{name}.{}", std::process::id()));
+        let _ = sys::unlink_at(self.dir.as_fd(), &tmp, false);
+        let fd = sys::create_new(self.dir.as_fd(), &tmp, 0o600)?;
+        let mut f = std::fs::File::from(fd);
+        f.write_all(content.as_bytes())?;
+        f.sync_all()?;
+        drop(f);
+        sys::rename_at(self.dir.as_fd(), &tmp, self.dir.as_fd(), &sys::name(name))
+    }
+
+    fn read(&self, name: &str) -> Option<String> {
+        let fd = sys::open_source(self.dir.as_fd(), &sys::name(name), false, false, false).ok()?;
+        let mut s = String::new();
+        io::Read::read_to_string(&mut std::fs::File::from(fd), &mut s).ok()?;
+        Some(s)
+    }
+
+    /// Whether rank `r` runs now: `None` if it has not joined yet.
+    fn alive(&self, r: usize) -> Option<bool> {
+        let name = sys::name(&format!("member.{r}"));
+        let fd = sys::open_source(self.dir.as_fd(), &name, false, false, false).ok()?;
+        // Getting its lock means nobody holds it (closing the file drops it).
+        Some(!sys::try_lock(fd.as_fd()).unwrap_or(false))
+    }
+
+    /// Every rank but 0: waits for rank 0 to publish the copy or give up.
+    fn wait_published(&self, opts: &CopyOptions) -> Outcome {
+        loop {
+            if let Some(n) = self.read("published") {
+                return Outcome::Published {
+                    errors: n.trim().parse().unwrap_or(0),
+                };
+            }
+            if let Some(r) = self.read("failed") {
+                return Outcome::Failed {
+                    rank: r.trim().parse().ok(),
+                };
+            }
+            if self.alive(0) == Some(false) {
+                return Outcome::Failed { rank: Some(0) };
+            }
+            if opts.cancel.is_cancelled() {
+                return Outcome::Cancelled;
+            }
+            std::thread::sleep(POLL);
+        }
+    }
+
+    /// Rank 0: waits until every rank has written `done.K`. `Err`: the rank
+    /// that stopped or died first (`None`: this one was stopped).
+    fn wait_done(&self) -> Result<u64, Option<usize>> {
+        let mut errors = 0;
+        let mut next = 0;
+        while next < self.shard.count {
+            match self.read(&format!("done.{next}")) {
+                Some(d) => match d.trim().parse::<u64>() {
+                    Ok(n) => {
+                        errors += n;
+                        next += 1;
+                        continue;
+                    }
+                    Err(_) => return Err(Some(next)),
+                },
+                None if self.alive(next) == Some(false) => return Err(Some(next)),
+                None => {}
+            }
+            if self.cancel.is_cancelled() {
+                return Err(None);
+            }
+            std::thread::sleep(POLL);
+        }
+        Ok(errors)
+    }
+
+    /// Rank 0, at the very end: once the other ranks have exited (at most
+    /// 30 s), removes the coordination directory and its lock file.
+    fn clean_up(&self) {
+        let start = Instant::now();
+        let others_gone = || (1..self.shard.count).all(|r| self.alive(r) != Some(true));
+        while !others_gone() {
+            if start.elapsed() > Duration::from_secs(30) {
+                return; // the next run resets it
+            }
+            std::thread::sleep(POLL);
+        }
+        let Ok(lock) = open_lock_file(self.parent.as_fd(), &self.lock_name) else {
+            return;
+        };
+        if wait_lock(&lock, &crate::Cancel::new()).is_err() {
+            return;
+        }
+        let _ = remove_tree(self.parent.as_fd(), &self.name, &mut 0);
+        let _ = sys::unlink_at(self.parent.as_fd(), &self.lock_name, false);
+    }
+}
+
+/// Opens (making it if needed) a file used only for its `flock`.
+fn open_lock_file(dir: sys::FdRef, name: &Name) -> io::Result<Fd> {
+    sys::open_raw(
+        dir,
+        name,
+        libc::O_RDWR | libc::O_CREAT | libc::O_NOFOLLOW,
+        0o600,
+    )
+}
+
+/// Waits for the lock on `fd` (polling, so a cancel is seen).
+fn wait_lock(fd: &Fd, cancel: &crate::Cancel) -> io::Result<()> {
+    while !sys::try_lock(fd.as_fd())? {
+        cancel.check()?;
+        std::thread::sleep(POLL);
+    }
+    Ok(())
+}
+
+/// Whether a rank holds any member lock in `dir`.
+fn anyone_alive(dir: &Fd) -> io::Result<bool> {
+    for e in sys::read_dir(dir.as_fd())? {
+        if !sys::name_bytes(&e.name).starts_with(b"member.") {
+            continue;
+        }
+        if let Ok(fd) = sys::open_source(dir.as_fd(), &e.name, false, false, false) {
+            if !sys::try_lock(fd.as_fd())? {
+                return Ok(true);
+            }
+        }
+    }
+    Ok(false)
+}
+
+/// What rank 0 needs to end the run.
+struct End<'a> {
+    coord: &'a Coordination,
+    src: &'a Path,
+    root: &'a Root,
+    /// Every directory of the tree, by its path inside the source.
+    dirs: &'a [PathBuf],
+    /// DEST's parent (descriptor and path).
+    parent: (&'a Fd, &'a Path),
+    /// The staged tree's name and DEST's.
+    names: (&'a NameBuf, &'a NameBuf),
+}
+
+impl End<'_> {
+    /// Waits for every rank, then gives the directories their metadata,
+    /// flushes, renames a staged tree into place and writes `published`;
+    /// or writes `failed`.
+    fn publish(
+        &self,
+        opts: &CopyOptions,
+        summary: &mut Summary,
+        reporter: &dyn Reporter,
+    ) -> Outcome {
+        let fail = |rank: Option<usize>| {
+            let _ = self
+                .coord
+                .mark("failed", &rank.map_or(String::new(), |r| r.to_string()));
+            Outcome::Failed { rank }
+        };
+        if summary.cancelled {
+            return fail(Some(0));
+        }
+        let errors = match self.coord.wait_done() {
+            Ok(n) => n,
+            Err(None) => {
+                let _ = self.coord.mark("failed", "0");
+                return Outcome::Cancelled;
+            }
+            Err(rank) => return fail(rank),
+        };
+        reporter.phase(Phase::Flushing);
+        for w in listed::apply_dir_meta(self.src, self.root, self.dirs, opts) {
+            reporter.warning(&w);
+            summary.warnings.push(w);
+        }
+        let durable = opts.sync != SyncMode::None;
+        if durable {
+            if let Err(e) = sys::sync_fs(self.root.dir.as_fd()) {
+                push_error(summary, reporter, Error::dst(&self.root.path, Op::Sync, &e));
+                return fail(Some(0));
+            }
+        }
+        let (parent, parent_path) = self.parent;
+        let (staged, name) = self.names;
+        if self.root.staged {
+            if let Err(e) = sys::rename_noreplace(parent.as_fd(), staged, parent.as_fd(), name) {
+                push_error(
+                    summary,
+                    reporter,
+                    Error::dst(&self.root.path, Op::Rename, &e),
+                );
+                return fail(Some(0));
+            }
+            self.record(opts, summary, reporter);
+            if durable {
+                if let Err(e) = sys::sync_file(parent.as_fd()) {
+                    push_error(summary, reporter, Error::dst(parent_path, Op::Sync, &e));
+                }
+            }
+        }
+        let errors = errors.max(summary.errors.len() as u64);
+        if let Err(e) = self.coord.mark("published", &errors.to_string()) {
+            push_error(
+                summary,
+                reporter,
+                Error::dst(&self.coord.path, Op::Write, &e),
+            );
+        }
+        Outcome::Published { errors }
+    }
+
+    /// Notes the published tree as the copy of its source, so the same
+    /// command run again merges into it (as a one-process copy does).
+    fn record(&self, opts: &CopyOptions, summary: &mut Summary, reporter: &dyn Reporter) {
+        let Some(file) = &opts.copies_record else {
+            return;
+        };
+        let made = sys::stat_path(self.src, true).and_then(|s| {
+            let d = sys::fstat(self.root.dir.as_fd())?;
+            let real = std::fs::canonicalize(&self.root.path)?;
+            crate::record::record(file, (s.dev, s.ino), (d.dev, d.ino), &real)
+        });
+        if let Err(e) = made {
+            let w = Error::dst(file, Op::Write, &e);
+            reporter.warning(&w);
+            summary.warnings.push(w);
+        }
+    }
+}
