@@ -33,6 +33,11 @@ pub enum Command {
     /// then read each back around the cache and compare.
     #[command(after_help = FLASH_AFTER_HELP)]
     Flash(FlashArgs),
+    /// Read a block device (or, with --file, a regular file) into an image:
+    /// raw, or compressed by OUTPUT's extension (.zst, .xz, .gz), with a
+    /// block map if asked; verified, then put in place under OUTPUT.
+    #[command(after_help = IMAGE_AFTER_HELP)]
+    Image(ImageArgs),
     /// Make identical files share their blocks (XFS with reflink, Btrfs;
     /// APFS on macOS), freeing the space of every duplicate. Contents,
     /// permissions, owners and times do not change; each file stays
@@ -372,7 +377,9 @@ chunk is written), so progress counts bytes the device has acknowledged. The
 first MiB is written last, after everything else is flushed. Refused unless
 --force: a mounted device (or one with a mounted partition), the device
 holding the root filesystem or the image. On a terminal kopiru shows the
-device's size and model and asks before writing (--yes to skip).
+device's size and model and asks before writing (--yes to skip). Once every
+device is verified, the image's SHA-256 (uncompressed) ends the summary line
+shown on a terminal, and is in --json, to compare with the publisher's.
 
 Exit codes: 0 every device written and verified; 23 some devices failed, the
 others are good; 1 nothing was written correctly; 2 usage error or refusal;
@@ -442,6 +449,78 @@ pub struct FlashArgs {
     /// Do not ask for confirmation.
     #[arg(short = 'y', long)]
     pub yes: bool,
+
+    /// Print a JSON summary on stdout.
+    #[arg(long)]
+    pub json: bool,
+
+    #[command(flatten)]
+    pub bar: ProgressArgs,
+}
+
+const IMAGE_AFTER_HELP: &str = "\
+The device is read with O_DIRECT in chunks sized from its topology, into three
+buffers allocated once; memory stays bounded whatever its size. All-zero 4 KiB
+blocks become holes in a raw OUTPUT. OUTPUT (and the block map) are written
+under a temporary name beside them (.NAME.kopiru-image.PID), flushed, read back
+around the page cache, decoded and compared by SHA-256 with what was read, and
+only then renamed into place: an error or Ctrl-C leaves nothing under their
+names. The SHA-256 of the image (uncompressed) ends the summary line shown on a
+terminal, and is in --json.
+
+Default levels (measured; see docs/BENCHMARKS.md): zstd 3, xz 2, gzip 6.
+
+Refused (exit 2, nothing written): a device mounted read-write, or with a
+partition mounted read-write (unless --force; read-only mounts are fine);
+OUTPUT or the map on a filesystem of the device; an existing OUTPUT or map
+(unless --force); with --partitions-only, no partition table, or a partition
+that ends past the end of the device.
+
+Exit codes: 0 image written (and verified); 1 a read, write or verification
+failed (nothing left under OUTPUT); 2 usage error or refusal; 20 stopped by
+SIGINT, SIGTERM or SIGHUP (nothing left under OUTPUT).";
+
+#[derive(Args)]
+pub struct ImageArgs {
+    /// The block device to read (a regular file with --file).
+    pub device: PathBuf,
+
+    /// The image to write; its extension chooses the format: .zst (or
+    /// .zstd), .xz, .gz, anything else raw.
+    pub output: PathBuf,
+
+    /// Also write a block map here (bmaptool's format 2.0, SHA-256): the
+    /// 4 KiB blocks that are not all zeros, for `kopiru flash --bmap` and
+    /// `bmaptool copy`.
+    #[arg(long, value_name = "FILE")]
+    pub bmap: Option<PathBuf>,
+
+    /// Read only up to the end of the last partition (MBR or GPT), not the
+    /// whole device. (A GPT's backup copy, at the device's end, is left out.)
+    #[arg(long)]
+    pub partitions_only: bool,
+
+    /// Compression level [default: zstd 3, xz 2, gzip 6; zstd 1-19, xz 0-9,
+    /// gzip 1-9].
+    #[arg(long, value_name = "N", allow_negative_numbers = false)]
+    pub level: Option<i32>,
+
+    /// Compression threads [default: the number of CPUs].
+    #[arg(short = 'j', long, value_name = "N")]
+    pub jobs: Option<u32>,
+
+    /// Do not read the image back to compare it with the device.
+    #[arg(long)]
+    pub no_verify: bool,
+
+    /// Allow a regular file as DEVICE.
+    #[arg(long)]
+    pub file: bool,
+
+    /// Read even a device mounted read-write; replace an existing OUTPUT (and
+    /// map), once the new one is complete and verified.
+    #[arg(long)]
+    pub force: bool,
 
     /// Print a JSON summary on stdout.
     #[arg(long)]

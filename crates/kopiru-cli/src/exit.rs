@@ -89,6 +89,17 @@ pub fn for_flash(s: &FlashSummary) -> u8 {
     }
 }
 
+/// `kopiru image`: 1 for a failed read, write or verification (nothing is
+/// left under OUTPUT then).
+#[cfg(target_os = "linux")]
+pub fn for_image(s: &kopiru::image::ImageSummary) -> u8 {
+    match (s.cancelled, s.ok()) {
+        (true, _) => CANCELLED,
+        (false, true) => OK,
+        (false, false) => FAILED,
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -128,14 +128,25 @@ pub fn run(args: FlashArgs) -> u8 {
         b.finish_and_clear();
     }
     let code = report(&s, args.json);
-    // Where a bar was shown, one line says what it came to.
+    // Where a bar was shown, one line says what it came to, with the
+    // image's SHA-256 once verified (users compare it with the
+    // publisher's); --json has it too.
     if bar.0.is_some() && s.source_error.is_none() && !s.cancelled {
         errln!("kopiru: {}", summary_line(&s, opts.verify));
     }
     code
 }
 
-/// "5.0 MiB written to 1 device in 1.2 s (4.1 MiB/s), verified".
+/// The image's SHA-256 in hex, when every device was written and verified.
+fn verified_sha256(s: &FlashSummary) -> Option<String> {
+    let sum = s.sha256.filter(|_| s.ok())?;
+    s.devices
+        .iter()
+        .all(|d| d.verified == Some(true))
+        .then(|| sum.iter().map(|b| format!("{b:02x}")).collect())
+}
+
+/// "5.0 MiB written to 1 device in 1.2 s (4.1 MiB/s), verified; SHA-256 ...".
 fn summary_line(s: &FlashSummary, verify: bool) -> String {
     let n = s.devices.len();
     let failed = s
@@ -154,8 +165,9 @@ fn summary_line(s: &FlashSummary, verify: bool) -> String {
         (0, false) => "not verified (--no-verify)".to_string(),
         (k, _) => format!("{k} of {n} failed"),
     };
+    let sum = verified_sha256(s).map_or(String::new(), |h| format!("; SHA-256 {h}"));
     format!(
-        "{} written to {n} device{} in {secs:.1} s ({rate}/s), {outcome}",
+        "{} written to {n} device{} in {secs:.1} s ({rate}/s), {outcome}{sum}",
         human(s.image_bytes),
         if n == 1 { "" } else { "s" },
     )
@@ -259,6 +271,7 @@ fn report(s: &FlashSummary, json: bool) -> u8 {
             "elapsed_seconds": s.elapsed.as_secs_f64(),
             "source_error": s.source_error.as_ref().map(text),
             "cancelled": s.cancelled,
+            "sha256": verified_sha256(s),
             "devices": s.devices.iter().map(|d| serde_json::json!({
                 "path": render::path(&d.path),
                 "direct": d.direct,

@@ -16,6 +16,8 @@ mod docs;
 mod exit;
 #[cfg(unix)]
 mod flash;
+#[cfg(target_os = "linux")]
+mod image;
 mod plot;
 mod probe;
 mod progress;
@@ -43,6 +45,10 @@ fn main() -> ExitCode {
         args::Command::Dedupe(a) => dedupe::run(a),
         #[cfg(unix)]
         args::Command::Flash(a) => flash::run(a),
+        #[cfg(target_os = "linux")]
+        args::Command::Image(a) => image::run(a),
+        #[cfg(not(target_os = "linux"))]
+        args::Command::Image(_) => not_here("image"),
         args::Command::Bench(args::BenchCommand::Sweep(a)) => bench::run(a),
         #[cfg(unix)]
         args::Command::Bench(args::BenchCommand::Fsync(a)) => bench_fsync::run(a),
@@ -59,8 +65,13 @@ fn main() -> ExitCode {
 }
 
 /// A command this platform does not have yet: says so, exits 2.
-#[cfg(not(unix))]
+#[cfg(not(target_os = "linux"))]
 fn not_here(command: &str) -> u8 {
-    errln!("kopiru: {command} is not supported on Windows yet");
+    let os = match std::env::consts::OS {
+        "macos" => "macOS",
+        "windows" => "Windows",
+        other => other,
+    };
+    errln!("kopiru: {command} is not supported on {os} yet");
     exit::USAGE
 }

@@ -86,6 +86,9 @@ pub enum Op {
     Flash,
     /// Zeroing a device (`BLKZEROOUT`, `kopiru flash --zero-first`).
     ZeroOut,
+    /// Reading a device into an image as a whole (a refusal before
+    /// anything is written).
+    Image,
     /// Taking a lock (a sharded copy's coordination).
     Lock,
 }
@@ -131,6 +134,7 @@ impl Op {
             Op::Flush => "flush",
             Op::Flash => "flash",
             Op::ZeroOut => "zero out",
+            Op::Image => "image",
             Op::Lock => "lock",
         }
     }
@@ -256,6 +260,10 @@ pub enum Refusal {
     /// does not match its block map.
     #[cfg(unix)]
     Bmap(crate::flash::BmapError),
+    /// `kopiru image`: the device (or its output) refused before anything
+    /// is written.
+    #[cfg(target_os = "linux")]
+    Image(crate::image::ImageRefusal),
 }
 
 /// How a copy differs from its source (`--verify`, `kopiru verify`).
@@ -396,6 +404,8 @@ impl fmt::Display for Refusal {
             ),
             #[cfg(unix)]
             Refusal::Bmap(e) => e.fmt(f),
+            #[cfg(target_os = "linux")]
+            Refusal::Image(e) => e.fmt(f),
         }
     }
 }

@@ -19,6 +19,8 @@ mod events;
 mod filter;
 #[cfg(unix)]
 pub mod flash;
+#[cfg(target_os = "linux")]
+pub mod image;
 mod listed;
 mod meta;
 mod options;

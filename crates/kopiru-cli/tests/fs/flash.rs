@@ -11,13 +11,13 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 
 /// A loop device over a sparse backing file, detached on drop.
-struct Loop {
-    dev: PathBuf,
-    backing: PathBuf,
+pub(crate) struct Loop {
+    pub(crate) dev: PathBuf,
+    pub(crate) backing: PathBuf,
 }
 
 impl Loop {
-    fn new(tag: &str, mib: u64, sector: u32, direct: bool) -> Result<Loop, Failed> {
+    pub(crate) fn new(tag: &str, mib: u64, sector: u32, direct: bool) -> Result<Loop, Failed> {
         let backing = fixture::run_root().join(format!("flash-{tag}.img"));
         let f = std::fs::File::create(&backing)?;
         f.set_len(mib << 20)?;
@@ -39,7 +39,7 @@ impl Loop {
 impl Loop {
     /// Fills the first `mib` MiB of the device from `source` (/dev/urandom,
     /// /dev/zero), around the page cache.
-    fn fill(&self, source: &str, mib: u32) -> R {
+    pub(crate) fn fill(&self, source: &str, mib: u32) -> R {
         fixture::sh(
             Command::new("dd")
                 .arg(format!("if={source}"))
@@ -72,7 +72,7 @@ fn flash(args: &[&OsStr]) -> Output {
 
 /// The first `image.len()` bytes of `dev`, read with O_DIRECT through dd
 /// (not the page cache).
-fn device_bytes(dev: &Path, len: usize) -> Result<Vec<u8>, Failed> {
+pub(crate) fn device_bytes(dev: &Path, len: usize) -> Result<Vec<u8>, Failed> {
     let out = Command::new("dd")
         .arg(format!("if={}", dev.display()))
         .args(["bs=1M", "iflag=direct", "status=none"])

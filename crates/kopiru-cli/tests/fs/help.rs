@@ -17,6 +17,7 @@ pub const PAGES: &[(&str, &[&str])] = &[
     ("verify", &["verify", "--help"]),
     ("dedupe", &["dedupe", "--help"]),
     ("flash", &["flash", "--help"]),
+    ("image", &["image", "--help"]),
     ("probe", &["probe", "--help"]),
     ("bench", &["bench", "--help"]),
     ("bench-sweep", &["bench", "sweep", "--help"]),

@@ -20,6 +20,7 @@ mod edges;
 mod fixture;
 mod flash;
 mod help;
+mod image;
 mod manifest;
 mod options;
 mod reruns;
@@ -1282,6 +1283,47 @@ fn main() {
         "flash_refusals".into(),
         flash_needs.or_else(|| Fs::Ext4.unavailable()),
         Box::new(flash::refusals),
+    );
+    let image_needs = fixture::loop_unavailable().or_else(|| {
+        ["xz", "zstd", "gzip", "sfdisk", "sha256sum"]
+            .iter()
+            .find(|t| !fixture::have(t))
+            .map(|t| format!("{t} not installed (scripts/test.sh installs it)"))
+    });
+    for sector in [512u32, 4096] {
+        add(
+            format!("image::round_trip_{sector}"),
+            image_needs.clone().or_else(|| {
+                (!fixture::have("bmaptool"))
+                    .then(|| "bmaptool not installed (scripts/test.sh installs bmap-tools)".into())
+            }),
+            Box::new(move || image::round_trip(sector)),
+        );
+    }
+    add(
+        "image::partitions_only".into(),
+        image_needs.clone(),
+        Box::new(image::partitions_only),
+    );
+    add(
+        "image::refusals".into(),
+        image_needs.clone().or_else(|| Fs::Ext4.unavailable()),
+        Box::new(image::refusals),
+    );
+    add(
+        "image::read_error".into(),
+        image_needs.clone().or_else(strace),
+        Box::new(image::read_error),
+    );
+    add(
+        "image::verify_catches_corruption".into(),
+        image_needs.clone().or_else(strace),
+        Box::new(image::verify_catches_corruption),
+    );
+    add(
+        "image::interrupted".into(),
+        image_needs,
+        Box::new(image::interrupted),
     );
     add(
         "dedupe_refused::ext4".into(),

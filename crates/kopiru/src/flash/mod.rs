@@ -32,6 +32,8 @@ mod write;
 pub use bmap::{Bmap, BmapError};
 pub use decode::DEFAULT_MEMORY;
 pub use size::uncompressed_size;
+#[cfg(target_os = "linux")]
+pub(crate) use targets::chunk_size;
 pub use targets::{check_targets, Target};
 
 use crate::{Cancel, Error, Op, Refusal, Side};
@@ -156,6 +158,10 @@ pub struct FlashSummary {
     pub write_time: Duration,
     /// Wall time, verification included.
     pub elapsed: Duration,
+    /// The SHA-256 of the whole (decompressed) image, when it was read to
+    /// its end with verification on: users compare it with the one the
+    /// image's publisher gives.
+    pub sha256: Option<[u8; 32]>,
     /// Stopped by [`FlashOptions::cancel`]: the devices hold part of the
     /// image, without its first MiB (if the writing was stopped), or were
     /// not all read back (if the verification was).
@@ -222,6 +228,9 @@ pub fn flash(
     s.cancelled = opts.cancel.is_cancelled();
     let read_error = std::mem::replace(&mut out.read_error, Ok(()));
     s.source_error = source_error(image, read_error, opts, total, s.cancelled);
+    if s.source_error.is_none() && !s.cancelled {
+        s.sha256 = out.sha256;
+    }
     if !s.cancelled {
         // Not after a source error either: the device keeps its old first
         // MiB, so it does not look like a complete image.

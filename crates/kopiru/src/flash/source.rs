@@ -51,6 +51,9 @@ pub(super) struct Sink<'a> {
     pub layout: &'a Layout,
     /// Checked for each chunk.
     pub cancel: &'a Cancel,
+    /// The SHA-256 of every image byte (when verifying), printed at the end
+    /// for comparison with the publisher's.
+    pub sha256: Option<sha2::Sha256>,
 }
 
 impl Sink<'_> {
@@ -69,6 +72,9 @@ impl Sink<'_> {
                 self.bmap_error = Some(e.clone());
                 return Err(io::Error::other(e));
             }
+        }
+        if let Some(h) = &mut self.sha256 {
+            sha2::Digest::update(h, data);
         }
         if let Some(w) = self.written.as_deref_mut() {
             for (off, piece) in self.layout.pieces(self.total, data) {

@@ -174,7 +174,7 @@ fn check_unused(dev: &Path, st: &Stat, cx: &Context) -> Result<(), Error> {
 
 /// Bytes per write: four of the largest requests the device takes, 1 to
 /// 4 MiB, in whole physical blocks; the optimal I/O size when it says one.
-fn chunk_size(info: &sys::BlockInfo, align: usize) -> usize {
+pub(crate) fn chunk_size(info: &sys::BlockInfo, align: usize) -> usize {
     let unit = (info.physical as usize).max(align).max(VERIFY_BLOCK);
     let want = if info.optimal as usize >= HEAD {
         info.optimal as usize

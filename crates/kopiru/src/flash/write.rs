@@ -34,6 +34,8 @@ pub(super) struct Streamed {
     /// Reading or decoding the image failed (or it does not match its
     /// block map).
     pub read_error: Result<(), Error>,
+    /// The SHA-256 of the whole image, read to its end (when verifying).
+    pub sha256: Option<[u8; 32]>,
 }
 
 /// Streams the image to every device (but its first MiB): a reader thread
@@ -68,7 +70,7 @@ pub(super) fn stream(
     };
     let mut total = 0u64;
     let mut format = "raw";
-    let read_error = std::thread::scope(|sc| {
+    let read = std::thread::scope(|sc| {
         let reader = sc.spawn(|| {
             let mut sink = Sink {
                 full: full_tx,
@@ -81,10 +83,12 @@ pub(super) fn stream(
                 bmap_error: None,
                 layout,
                 cancel: &opts.cancel,
+                sha256: opts.verify.then(<sha2::Sha256 as sha2::Digest>::new),
             };
             let r = read_image(image, mapping, chunk, opts.memory, &mut sink, &mut format);
+            let sum = sink.sha256.take().map(|h| sha2::Digest::finalize(h).into());
             drop(sink);
-            r
+            r.map(|()| sum)
         });
         for piece in full_rx.iter() {
             if opts.cancel.is_cancelled() {
@@ -128,7 +132,12 @@ pub(super) fn stream(
             Err(Error::io(Side::Source, image, Op::Read, e))
         })
     });
+    let (read_error, sha256) = match read {
+        Ok(sum) => (Ok(()), sum),
+        Err(e) => (Err(e), None),
+    };
     Streamed {
+        sha256,
         format,
         total,
         head,

@@ -473,6 +473,22 @@ pub fn mounts() -> Vec<(u64, String)> {
         .collect()
 }
 
+/// Every mounted filesystem's device number, mount point, and whether it
+/// is read-only: its superblock's options say `ro` (a read-only bind of a
+/// filesystem mounted read-write elsewhere shows up there as read-write).
+pub fn mount_modes() -> Vec<(u64, String, bool)> {
+    let text = std::fs::read_to_string("/proc/self/mountinfo").unwrap_or_default();
+    text.lines()
+        .filter_map(|l| {
+            let f: Vec<&str> = l.split(' ').collect();
+            // After the optional fields: "-", type, source, superblock options.
+            let sep = f.iter().position(|&x| x == "-")?;
+            let ro = f.get(sep + 3)?.split(',').any(|o| o == "ro");
+            Some((parse_dev(f.get(2)?)?, f.get(4)?.to_string(), ro))
+        })
+        .collect()
+}
+
 /// Opens a block device exclusively: the kernel refuses if it is mounted
 /// or otherwise claimed.
 pub const O_EXCLUSIVE_DEVICE: libc::c_int = libc::O_EXCL;

@@ -1,0 +1,187 @@
+//! `kopiru image`: checks the device and OUTPUT, shows progress, and
+//! reports the image with its SHA-256.
+
+use crate::args::ImageArgs;
+use crate::bench::human;
+use crate::exit;
+use crate::progress;
+use crate::render;
+use indicatif::ProgressBar;
+use kopiru::image::{check_source, hex, image, Format, ImageEvents, ImageOptions, ImageSummary};
+
+const BAR: &str = "{bar:30} {bytes}/{total_bytes} {msg} {binary_bytes_per_sec} ETA {eta}";
+
+struct Bar(Option<ProgressBar>);
+
+impl ImageEvents for Bar {
+    fn read(&self, n: u64) {
+        if let Some(b) = &self.0 {
+            b.inc(n);
+        }
+    }
+    fn verifying(&self, total: u64) {
+        if let Some(b) = &self.0 {
+            b.set_position(0);
+            b.set_length(total);
+            b.set_message("verified");
+            b.reset_eta();
+        }
+    }
+    fn verified(&self, n: u64) {
+        if let Some(b) = &self.0 {
+            b.inc(n);
+        }
+    }
+}
+
+/// What a cancelled image says (after "kopiru: received SIGxxx: ").
+const STOPPED: &str = "stopped; no image written";
+
+pub fn run(args: ImageArgs) -> u8 {
+    if args.output.as_os_str() == "-" {
+        errln!(
+            "kopiru: image: OUTPUT must be a file (it is written under a temporary name, \
+             verified, then renamed), not standard output"
+        );
+        return exit::USAGE;
+    }
+    let format = Format::from_path(&args.output);
+    if let Some(l) = args.level {
+        match format.levels() {
+            None => {
+                errln!("kopiru: --level: a raw image is not compressed (OUTPUT's extension: .zst, .xz, .gz)");
+                return exit::USAGE;
+            }
+            Some((lo, hi)) if !(lo..=hi).contains(&l) => {
+                errln!("kopiru: --level {l}: {} takes {lo} to {hi}", format.name());
+                return exit::USAGE;
+            }
+            Some(_) => {}
+        }
+    }
+    if args.jobs == Some(0) {
+        errln!("kopiru: -j 0: at least one thread");
+        return exit::USAGE;
+    }
+    let mut opts = ImageOptions {
+        allow_file: args.file,
+        force: args.force,
+        format,
+        level: args.level,
+        bmap: args.bmap.clone(),
+        partitions_only: args.partitions_only,
+        verify: !args.no_verify,
+        ..ImageOptions::default()
+    };
+    if let Some(j) = args.jobs {
+        opts.threads = j;
+    }
+    let src = match check_source(&args.device, &args.output, &opts) {
+        Ok(s) => s,
+        Err(e) => {
+            errln!("kopiru: {}", text(&e));
+            return exit::USAGE;
+        }
+    };
+    opts.cancel = crate::signals::install(crate::signals::OnSignal::Cancel, STOPPED);
+    let bar = Bar(args.bar.wanted(true).then(|| {
+        let b = progress::bar(args.bar.progress, Some(src.size), BAR);
+        b.set_message("read");
+        b
+    }));
+    let s = image(&src, &args.output, &opts, &bar);
+    if let Some(b) = &bar.0 {
+        b.finish_and_clear();
+    }
+    let code = exit::for_image(&s);
+    if let Some(e) = &s.error {
+        let at = match (e.side, s.error_at) {
+            (kopiru::Side::Source, Some(off)) => format!(" at offset {off}"),
+            _ => String::new(),
+        };
+        errln!(
+            "kopiru: {}: {}{at}: {}; no image written",
+            render::path(&e.path),
+            e.op,
+            e.reason()
+        );
+    }
+    if s.cancelled {
+        errln!("{}", crate::signals::stopped_line(STOPPED));
+    }
+    if s.verified == Some(false) {
+        errln!(
+            "kopiru: {}: verify: the image read back differs from what was read from {}; \
+             no image written",
+            render::path(&args.output),
+            render::path(&args.device)
+        );
+    }
+    if args.json {
+        let j = serde_json::json!({
+            "device": render::path(&args.device),
+            "output": render::path(&args.output),
+            "bmap": args.bmap.as_deref().map(render::path),
+            "format": s.format.name(),
+            "level": s.level,
+            "image_bytes": s.image_bytes,
+            "device_bytes": src.device_size,
+            "partitions_only": src.last_partition.map(|(table, n)| serde_json::json!({
+                "table": table, "last_partition": n,
+            })),
+            "output_bytes": s.output_bytes,
+            "mapped_bytes": s.mapped_bytes,
+            "sha256": s.sha256.as_ref().filter(|_| s.ok()).map(hex),
+            "verified": s.verified,
+            "direct": s.direct,
+            "write_seconds": s.write_time.as_secs_f64(),
+            "elapsed_seconds": s.elapsed.as_secs_f64(),
+            "error": s.error.as_ref().map(|e| e.to_string()),
+            "error_at": s.error_at,
+            "errno": s.error.as_ref().and_then(|e| e.errno()),
+            "cancelled": s.cancelled,
+            "exit_code": code,
+        });
+        outln!("{j}");
+    }
+    // As flash: where a bar was shown, one line says what it came to (in a
+    // pipe, --json has the same).
+    if bar.0.is_some() && s.ok() {
+        errln!("kopiru: {}", summary_line(&s, &args));
+    }
+    code
+}
+
+/// "64.0 MiB read from /dev/sdb in 1.2 s (53.3 MiB/s) into sd.img.zst
+/// (12.1 MiB, zstd -3), verified; SHA-256 ab12...".
+fn summary_line(s: &ImageSummary, args: &ImageArgs) -> String {
+    let secs = s.write_time.as_secs_f64();
+    let rate = match secs > 0.0 {
+        true => human((s.image_bytes as f64 / secs) as u64),
+        false => "-".into(),
+    };
+    let how = match s.format {
+        Format::Raw => format!("raw, {} of data", human(s.mapped_bytes)),
+        f => format!("{} -{}", f.name(), s.level),
+    };
+    let verified = match s.verified {
+        Some(true) => "verified",
+        _ => "not verified (--no-verify)",
+    };
+    format!(
+        "{} read from {} in {secs:.1} s ({rate}/s) into {} ({}, {how}), {verified}; SHA-256 {}",
+        human(s.image_bytes),
+        render::path(&args.device),
+        render::path(&args.output),
+        human(s.output_bytes),
+        s.sha256.as_ref().map(hex).unwrap_or_default(),
+    )
+}
+
+/// A refusal as `path: reason` (nothing was tried), else `path: op: reason`.
+fn text(e: &kopiru::Error) -> String {
+    match e.refusal() {
+        Some(r) => format!("{}: {r}", render::path(&e.path)),
+        None => e.to_string(),
+    }
+}

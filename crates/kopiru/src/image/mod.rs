@@ -1,0 +1,215 @@
+//! `kopiru image`: a block device (or, with `--file`, a regular file) read
+//! into an image, the reverse of [`flash`](crate::flash).
+//!
+//! A reader thread reads the device with O_DIRECT in chunks sized from its
+//! topology, into a few aligned buffers allocated once and passed back and
+//! forth, and hashes each chunk as it comes in (SHA-256 of the whole image,
+//! and of each run of non-zero 4 KiB blocks for the block map); this thread
+//! hands it to the encoder (raw: only the non-zero runs are written, the
+//! rest stays holes).
+//! Memory is those buffers plus the encoder's, whatever the device's size.
+//!
+//! OUTPUT is written under a temporary name beside it, flushed, read back
+//! around the page cache, decoded and hashed (unless `verify` is off), and
+//! only then renamed into place, with the block map. An error or a cancel
+//! leaves nothing under the final names.
+//!
+//! The parts: `check` (refusals, the size to read), `parts` (the partition
+//! table, for `--partitions-only`), `encode` (formats), `map` (zero blocks
+//! and the block map), `run` (the reader and the writer), `verify` (the
+//! read-back).
+
+mod check;
+mod encode;
+mod map;
+mod parts;
+mod run;
+mod verify;
+
+pub use check::{check_source, Source};
+pub use encode::Format;
+pub use map::hex;
+pub use run::image;
+
+use crate::Cancel;
+use std::fmt;
+use std::path::PathBuf;
+use std::time::Duration;
+
+/// What the caller asks of an image.
+#[derive(Clone, Debug)]
+pub struct ImageOptions {
+    /// Read a regular file as the device (`--file`).
+    pub allow_file: bool,
+    /// Read even a device mounted read-write; replace an existing OUTPUT
+    /// (and block map) once the new one is complete.
+    pub force: bool,
+    /// The output's format (see [`Format::from_path`]).
+    pub format: Format,
+    /// Compression level ([`Format::default_level`] if `None`).
+    pub level: Option<i32>,
+    /// Compression threads (zstd's and xz's workers, gzip's pool).
+    pub threads: u32,
+    /// Also write a block map (bmaptool's format 2.0, SHA-256) here.
+    pub bmap: Option<PathBuf>,
+    /// Read only up to the end of the last partition.
+    pub partitions_only: bool,
+    /// Read the written image back, decode it and compare its hash.
+    pub verify: bool,
+    /// Checked for each chunk read and read back: once set, the run stops
+    /// within a chunk and nothing is left under the final names.
+    pub cancel: Cancel,
+}
+
+impl Default for ImageOptions {
+    fn default() -> Self {
+        ImageOptions {
+            allow_file: false,
+            force: false,
+            format: Format::Raw,
+            level: None,
+            threads: std::thread::available_parallelism().map_or(1, |n| n.get() as u32),
+            bmap: None,
+            partitions_only: false,
+            verify: true,
+            cancel: Cancel::new(),
+        }
+    }
+}
+
+/// Why an image is refused before anything is written.
+#[derive(Clone, Debug, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum ImageRefusal {
+    /// DEVICE is not a block device.
+    NotADevice {
+        /// It is a regular file (`--file` would allow it).
+        regular_file: bool,
+    },
+    /// DEVICE, or one of its partitions, is mounted read-write.
+    MountedReadWrite {
+        /// Where.
+        at: String,
+    },
+    /// OUTPUT (or the block map) would go on a filesystem of DEVICE.
+    OutputOnDevice,
+    /// OUTPUT is the file being read (`--file`).
+    OutputIsSource,
+    /// OUTPUT (or the block map) exists.
+    OutputExists,
+    /// OUTPUT (or the block map) exists and is not a regular file.
+    OutputNotAFile,
+    /// The block map's path is OUTPUT's.
+    MapIsOutput,
+    /// `--partitions-only` on a device with no partition table.
+    NoPartitionTable,
+    /// `--partitions-only`: a partition ends past the device's end.
+    PartitionPastEnd {
+        /// "GPT" or "MBR".
+        table: &'static str,
+        /// Its number.
+        number: u32,
+        /// One past its last byte.
+        end: u64,
+        /// The device's size in bytes.
+        device: u64,
+    },
+}
+
+impl fmt::Display for ImageRefusal {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            ImageRefusal::NotADevice { regular_file: true } => {
+                f.write_str("not a block device (give --file to read a regular file)")
+            }
+            ImageRefusal::NotADevice {
+                regular_file: false,
+            } => f.write_str("not a block device"),
+            ImageRefusal::MountedReadWrite { at } => write!(
+                f,
+                "is mounted read-write (at {at}): its image would not be consistent; \
+                 unmount it or remount it read-only, or --force"
+            ),
+            ImageRefusal::OutputOnDevice => {
+                f.write_str("is on the device being read: write the image to another disk")
+            }
+            ImageRefusal::OutputIsSource => f.write_str("is the file being read"),
+            ImageRefusal::OutputExists => f.write_str(
+                "exists (--force replaces it, once the new image is complete and verified)",
+            ),
+            ImageRefusal::OutputNotAFile => f.write_str("exists and is not a regular file"),
+            ImageRefusal::MapIsOutput => f.write_str("the block map would overwrite the image"),
+            ImageRefusal::NoPartitionTable => {
+                f.write_str("--partitions-only: no partition table (MBR or GPT) found")
+            }
+            ImageRefusal::PartitionPastEnd {
+                table,
+                number,
+                end,
+                device,
+            } => write!(
+                f,
+                "--partitions-only: {table} partition {number} ends at byte {end}, past the \
+                 end of the device ({device} bytes): the table was made for a larger device"
+            ),
+        }
+    }
+}
+
+impl std::error::Error for ImageRefusal {}
+
+/// Progress of an image, for the command line.
+pub trait ImageEvents: Sync {
+    /// `n` more bytes read from the device (and handed to the encoder).
+    fn read(&self, _n: u64) {}
+    /// The read-back has begun: `total` bytes of image to decode.
+    fn verifying(&self, _total: u64) {}
+    /// `n` more bytes of image read back and decoded.
+    fn verified(&self, _n: u64) {}
+}
+
+/// No progress wanted.
+pub struct NoEvents;
+impl ImageEvents for NoEvents {}
+
+/// What an image did.
+#[derive(Debug)]
+pub struct ImageSummary {
+    /// The output's format.
+    pub format: Format,
+    /// The level used (0 for raw).
+    pub level: i32,
+    /// Bytes read from the device.
+    pub image_bytes: u64,
+    /// Bytes of the written file (compressed; a raw file's length).
+    pub output_bytes: u64,
+    /// Bytes in 4 KiB blocks that are not all zeros.
+    pub mapped_bytes: u64,
+    /// SHA-256 of the image's bytes (as read from the device), once all
+    /// were read.
+    pub sha256: Option<[u8; 32]>,
+    /// Whether the image read back and decoded has that hash and length
+    /// (`None`: not verified).
+    pub verified: Option<bool>,
+    /// What went wrong: reading the device ([`crate::Side::Source`], at
+    /// [`ImageSummary::error_at`]), writing, flushing or renaming the
+    /// output, reading it back.
+    pub error: Option<crate::Error>,
+    /// The offset of the device read that failed.
+    pub error_at: Option<u64>,
+    /// Whether the device was read with O_DIRECT.
+    pub direct: bool,
+    /// Time until the output was written and flushed.
+    pub write_time: Duration,
+    /// Wall time, verification included.
+    pub elapsed: Duration,
+    /// Stopped by [`ImageOptions::cancel`]: nothing is under the final names.
+    pub cancelled: bool,
+}
+
+impl ImageSummary {
+    /// Whether the image is complete, in place (and verified, if asked).
+    pub fn ok(&self) -> bool {
+        self.error.is_none() && !self.cancelled && self.verified != Some(false)
+    }
+}

@@ -1,0 +1,108 @@
+//! The read-back: the written image read from its device (not the page
+//! cache), decoded, hashed (SHA-256) and compared with what was read from
+//! the device.
+
+use super::{Format, ImageEvents};
+use crate::sys::{self, Aligned, FdRef};
+use crate::Cancel;
+use sha2::Digest;
+use std::ffi::CStr;
+use std::fs::File;
+use std::io::{self, Read};
+use std::os::fd::AsFd;
+
+/// Bytes per uncached read, and per decoded piece.
+const PIECE: usize = 1 << 20;
+
+/// Reads `name` (in `dir`) back around the cache, decodes it as `format`,
+/// and says whether it is `size` bytes whose SHA-256 is `want`.
+#[allow(clippy::too_many_arguments)]
+pub(super) fn read_back(
+    dir: FdRef,
+    name: &CStr,
+    format: Format,
+    size: u64,
+    want: &[u8; 32],
+    threads: u32,
+    cancel: &Cancel,
+    events: &dyn ImageEvents,
+) -> io::Result<bool> {
+    let file = Uncached {
+        file: File::from(sys::open_uncached(dir, name)?),
+        buf: Aligned::new(PIECE),
+        pos: 0,
+        len: 0,
+        off: 0,
+        eof: false,
+    };
+    let mut r: Box<dyn Read> = match format {
+        Format::Raw => Box::new(file),
+        Format::Zstd => {
+            let mut d = zstd::stream::read::Decoder::new(file)?;
+            d.window_log_max(31)?;
+            Box::new(d)
+        }
+        Format::Xz => {
+            let stream = liblzma::stream::MtStreamBuilder::new()
+                .threads(threads.max(1))
+                .memlimit_threading(crate::flash::DEFAULT_MEMORY)
+                .memlimit_stop(u64::MAX)
+                .decoder()
+                .map_err(|e| io::Error::other(format!("xz: {e}")))?;
+            Box::new(liblzma::read::XzDecoder::new_stream(file, stream))
+        }
+        Format::Gzip => Box::new(flate2::read::MultiGzDecoder::new(file)),
+    };
+    let mut sha = sha2::Sha256::new();
+    let mut buf = vec![0u8; PIECE];
+    let mut total = 0u64;
+    loop {
+        cancel.check()?;
+        let n = match r.read(&mut buf) {
+            Ok(0) => break,
+            Ok(n) => n,
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
+            Err(e) => return Err(e),
+        };
+        sha.update(&buf[..n]);
+        total += n as u64;
+        events.verified(n as u64);
+    }
+    let got: [u8; 32] = sha.finalize().into();
+    Ok(total == size && got == *want)
+}
+
+/// A file read with O_DIRECT (where it was allowed) in aligned pieces.
+struct Uncached {
+    file: File,
+    buf: Aligned,
+    pos: usize,
+    len: usize,
+    off: u64,
+    eof: bool,
+}
+
+impl Read for Uncached {
+    fn read(&mut self, out: &mut [u8]) -> io::Result<usize> {
+        if self.pos == self.len {
+            if self.eof {
+                return Ok(0);
+            }
+            let n = sys::pread(self.file.as_fd(), self.buf.buf(), self.off)?;
+            // A read that ends off an aligned offset reached the end.
+            if n == 0 || n % sys::DIRECT_ALIGN != 0 {
+                self.eof = true;
+            }
+            self.off += n as u64;
+            self.pos = 0;
+            self.len = n;
+            if n == 0 {
+                return Ok(0);
+            }
+        }
+        let n = out.len().min(self.len - self.pos);
+        out[..n].copy_from_slice(&self.buf.get()[self.pos..self.pos + n]);
+        self.pos += n;
+        Ok(n)
+    }
+}
