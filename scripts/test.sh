@@ -25,6 +25,9 @@ command -v bzip2 >/dev/null || need+=(bzip2)
 command -v gzip >/dev/null || need+=(gzip)
 command -v bmaptool >/dev/null || need+=(bmap-tools)
 command -v script >/dev/null || need+=(bsdutils)
+command -v mpirun >/dev/null || need+=(openmpi-bin)
+command -v fpart >/dev/null || need+=(fpart)
+command -v setpriv >/dev/null || need+=(util-linux)
 if has node; then
   command -v node >/dev/null || need+=(nodejs)
   command -v npm >/dev/null || need+=(npm)
@@ -60,7 +63,6 @@ if has windows; then
     echo "!!!!!!!! SKIPPED: Windows: scripts/test-windows.sh is not in this checkout" | tee -a "$log"
   fi
 fi
-echo "!!!!!!!! NOT BUILT YET: sharded copies under MPI/Slurm/fpart (issue 17) have no code and no tests"
 # One closing line for the whole run. cargo: "test result: ... N passed; N
 # failed; N ignored" (ignored = skipped); node --test: "# pass N", "# fail
 # N", "# skipped N"; the Windows script: its own "N passed, N failed, N
