@@ -477,11 +477,11 @@ if cargo test -q -p kopiru --lib --target x86_64-pc-windows-gnu --no-run \
         pass "unit-tests: ${summary#test result: }"
     else
         fail "unit-tests (exit $RC; 124 is the 120 s timeout)"
-        tail -20 "$OUT" "$ERR"
+        tail -n 20 "$OUT" "$ERR"
     fi
 else
     fail "unit-tests: building them for Windows"
-    tail -20 "$WORK/build.err"
+    tail -n 20 "$WORK/build.err"
 fi
 
 # rename-by-handle: placement by SetFileInformationByHandle(FileRenameInfoEx)
@@ -495,7 +495,7 @@ if [ -f "$BIN/kopiru-unit.exe" ]; then
     how=$(grep -o 'KOPIRU-RENAME-BY-HANDLE: .*' "$OUT" | tr -d '\r')
     if [ $RC -ne 0 ]; then
         fail "rename-by-handle: its unit test failed (exit $RC)"
-        tail -20 "$OUT"
+        tail -n 20 "$OUT"
     elif [[ $how == *": used" ]]; then
         pass "rename-by-handle: FileRenameInfoEx with POSIX semantics replaced a file still open"
     elif [[ $how == *": refused: "* ]]; then
@@ -531,7 +531,7 @@ if [ -f "$BIN/kopiru-unit.exe" ]; then
     ads=$(grep -o 'KOPIRU-ADS: .*' "$OUT" | tr -d '\r')
     if [ $RC -ne 0 ] || [ -z "$sec" ] || [ -z "$ads" ]; then
         fail "security and streams: their unit tests (exit $RC)"
-        tail -20 "$OUT"
+        tail -n 20 "$OUT"
     else
         case $sec in
         *": kept") pass "security: a protected DACL set on a file is copied with -a (owner too)" ;;

@@ -386,13 +386,14 @@ mod tests {
             inside(Path::new("./a/./b"), src),
             Some(PathBuf::from("a/b"))
         );
-        assert_eq!(
-            inside(Path::new("/data/src/a/b"), src),
-            Some(PathBuf::from("a/b"))
-        );
-        assert_eq!(inside(Path::new("/data/src"), src), Some(PathBuf::new()));
         assert_eq!(inside(Path::new("../x"), src), None);
         assert_eq!(inside(Path::new("a/../../x"), src), None);
-        assert_eq!(inside(Path::new("/data/other/x"), src), None);
+        // Absolute paths ("/data" is not one on Windows).
+        if cfg!(unix) {
+            let abs = inside(Path::new("/data/src/a/b"), src);
+            assert_eq!(abs, Some(PathBuf::from("a/b")));
+            assert_eq!(inside(Path::new("/data/src"), src), Some(PathBuf::new()));
+            assert_eq!(inside(Path::new("/data/other/x"), src), None);
+        }
     }
 }
