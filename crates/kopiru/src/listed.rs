@@ -63,10 +63,15 @@ pub(crate) fn copy(
     };
     let real_src = src.canonicalize().unwrap_or_else(|_| src.clone());
     let mut entries = Vec::new();
+    // The directories above the entries, whose metadata comes last.
+    let mut dirs = BTreeSet::from([PathBuf::new()]);
     for p in list {
         match inside(p, &real_src) {
             Some(rel) if rel.as_os_str().is_empty() => {}
-            Some(rel) => entries.push(Listed { rel, kind: None }),
+            Some(rel) => {
+                dirs.extend(rel.ancestors().skip(1).map(Path::to_path_buf));
+                entries.push(Listed { rel, kind: None });
+            }
             None => refused.push(Error::refused(
                 Side::Source,
                 p,
@@ -89,11 +94,7 @@ pub(crate) fn copy(
     if summary.cancelled {
         return Ok(summary);
     }
-    let mut dirs: BTreeSet<PathBuf> = copied.dirs.into_iter().collect();
-    for p in list.iter().filter_map(|p| inside(p, &real_src)) {
-        dirs.extend(p.ancestors().skip(1).map(Path::to_path_buf));
-    }
-    dirs.insert(PathBuf::new());
+    dirs.extend(copied.dirs);
     let dirs: Vec<PathBuf> = dirs.into_iter().collect();
     for w in apply_dir_meta(&src, &root, &dirs, opts) {
         reporter.warning(&w);

@@ -7,7 +7,7 @@ use std::path::PathBuf;
 use std::process::Command;
 
 /// `kopiru copy` with `args`, then `paths` (sources and destination).
-fn copy(args: &[&str], paths: &[&Path]) -> Output {
+pub fn copy(args: &[&str], paths: &[&Path]) -> Output {
     let mut all: Vec<&OsStr> = vec![OsStr::new("copy")];
     all.extend(args.iter().map(OsStr::new));
     all.extend(paths.iter().map(|p| p.as_os_str()));

@@ -70,16 +70,30 @@ fn temporaries_in(dir: &Path) -> Result<Vec<PathBuf>, Failed> {
         .collect())
 }
 
-/// A 2 GiB file of varied bytes, written 1 MiB at a time.
-fn big_file(path: &Path) -> R {
+/// A file of `mib` MiB of varied bytes, written 1 MiB at a time.
+fn big_file(path: &Path, mib: u32) -> R {
     let mut f = std::io::BufWriter::new(std::fs::File::create(path)?);
     let chunk = crate::trees::bytes(1 << 20, 42);
-    for i in 0..2048u32 {
+    for i in 0..mib {
         f.write_all(&i.to_le_bytes())?;
         f.write_all(&chunk[4..])?;
     }
     f.into_inner().map_err(|e| e.to_string())?.sync_all()?;
     Ok(())
+}
+
+/// Starts `kopiru copy --json ARGS` into the directory `into`, sends it
+/// SIGINT once a temporary there holds 64 MiB, and checks it stopped.
+fn stopped_mid_file(args: &[&std::ffi::OsStr], into: &Path) -> R {
+    let child = start(args)?;
+    wait_for("partial temporary", || {
+        temporaries_in(into).is_ok_and(|t| {
+            t.iter()
+                .any(|p| std::fs::metadata(p).is_ok_and(|m| m.len() > 64 << 20))
+        })
+    })?;
+    sigint(&child);
+    stopped(&child.wait_with_output()?)
 }
 
 /// Whether two files hold the same bytes (`cmp`).
@@ -101,7 +115,7 @@ fn same_file(a: &Path, b: &Path) -> R {
 pub fn sigint_large_file() -> R {
     let mnt = fixture::make_fs(Fs::Ext4, "sigint-big", 5 << 10, &[])?;
     let src = mnt.join("big.bin");
-    big_file(&src)?;
+    big_file(&src, 2048)?;
     let into = mnt.join("into");
     std::fs::create_dir(&into)?;
     let dst = into.join("big.bin");
@@ -111,16 +125,7 @@ pub fn sigint_large_file() -> R {
         src.as_os_str(),
         into.as_os_str(),
     ];
-    let child = start(&args)?;
-    wait_for("partial temporary", || {
-        temporaries_in(&into).is_ok_and(|t| {
-            t.iter()
-                .any(|p| std::fs::metadata(p).is_ok_and(|m| m.len() > 64 << 20))
-        })
-    })?;
-    sigint(&child);
-    let o = child.wait_with_output()?;
-    stopped(&o)?;
+    stopped_mid_file(&args, &into)?;
     ensure!(!dst.exists(), "a final name appeared: {}", dst.display());
     no_temporaries(&mnt)?;
     let o = kopiru_cmd()
@@ -140,13 +145,7 @@ pub fn sigint_large_file() -> R {
 pub fn sigint_partial() -> R {
     let mnt = fixture::make_fs(Fs::Ext4, "sigint-partial", 3 << 10, &[])?;
     let src = mnt.join("big.bin");
-    let mut f = std::io::BufWriter::new(std::fs::File::create(&src)?);
-    let chunk = crate::trees::bytes(1 << 20, 43);
-    for i in 0..1024u32 {
-        f.write_all(&i.to_le_bytes())?;
-        f.write_all(&chunk[4..])?;
-    }
-    f.into_inner().map_err(|e| e.to_string())?.sync_all()?;
+    big_file(&src, 1024)?;
     let into = mnt.join("into");
     std::fs::create_dir(&into)?;
     let dst = into.join("big.bin");
@@ -158,16 +157,7 @@ pub fn sigint_partial() -> R {
     ];
     let mut first = vec!["--partial".as_ref()];
     first.extend(args);
-    let child = start(&first)?;
-    wait_for("partial temporary", || {
-        temporaries_in(&into).is_ok_and(|t| {
-            t.iter()
-                .any(|p| std::fs::metadata(p).is_ok_and(|m| m.len() > 64 << 20))
-        })
-    })?;
-    sigint(&child);
-    let o = child.wait_with_output()?;
-    stopped(&o)?;
+    stopped_mid_file(&first, &into)?;
     ensure!(!dst.exists(), "a final name appeared: {}", dst.display());
     let kept = temporaries_in(&into)?;
     let kept_len = match kept.as_slice() {

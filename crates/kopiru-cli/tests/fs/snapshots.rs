@@ -5,18 +5,11 @@
 
 use super::*;
 use crate::durability::no_temporaries;
+use crate::options::copy;
 use std::fs;
 use std::os::unix::fs::{MetadataExt, PermissionsExt};
 use std::path::PathBuf;
 use std::process::Stdio;
-
-/// `kopiru copy` with `args`, then `paths`.
-fn copy(args: &[&str], paths: &[&Path]) -> Output {
-    let mut all: Vec<&OsStr> = vec![OsStr::new("copy")];
-    all.extend(args.iter().map(OsStr::new));
-    all.extend(paths.iter().map(|p| p.as_os_str()));
-    kopiru(all)
-}
 
 fn ino(p: &Path) -> Result<(u64, u64), Failed> {
     let m = fs::symlink_metadata(p).map_err(|e| format!("{}: {e}", p.display()))?;
