@@ -353,8 +353,8 @@ impl fmt::Display for Refusal {
             ),
             Refusal::ShardFailed { rank } => {
                 match rank {
-                    Some(r) => write!(f, "rank {r} failed or stopped")?,
-                    None => f.write_str("another rank failed or stopped")?,
+                    Some(r) => write!(f, "rank {r} failed, stopped or never started")?,
+                    None => f.write_str("another rank failed, stopped or never started")?,
                 }
                 f.write_str(
                     ": the copy was not put in place; run the same command with --resume \

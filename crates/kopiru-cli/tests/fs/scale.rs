@@ -220,6 +220,115 @@ pub fn shard_mpirun(fs: Fs) -> R {
     no_temporaries(&w)
 }
 
+/// Rank `killed` of 4, started as `strace` of kopiru, is SIGKILLed at its
+/// 60th `openat` (mid-copy). Under mpirun (`--shard auto`), and then with
+/// the four ranks started by hand (`--shard K/4`, so no launcher kills the
+/// others): every surviving rank exits non-zero on its own, DEST is never
+/// there, and the same command with `--resume` converges to the full copy.
+pub fn shard_killed(fs: Fs) -> R {
+    let w = fixture::workdir(fs, "shard_killed")?;
+    let src = w.join("src");
+    trees::rich(&src)?;
+    trees::large_dir(&src.join("flat"), 300)?;
+    let kopiru = env!("CARGO_BIN_EXE_kopiru");
+
+    // Under mpirun: rank 0 (the publisher) dies; a wrapper runs it under strace.
+    let dst = w.join("dst-mpi");
+    let wrapper = w.join("kill-rank0.sh");
+    fs::write(
+        &wrapper,
+        "#!/bin/sh\nunset LD_LIBRARY_PATH\nif [ \"$OMPI_COMM_WORLD_RANK\" = 0 ]; then exec strace -f -qq -o /dev/null \
+         -e trace=openat -e inject=openat:signal=KILL:when=60 \"$@\"; fi\nexec \"$@\"\n",
+    )?;
+    fs::set_permissions(
+        &wrapper,
+        std::os::unix::fs::PermissionsExt::from_mode(0o755),
+    )?;
+    let o = mpirun(4)
+        .arg(&wrapper)
+        .arg(kopiru)
+        .args(["copy", "--shard", "auto", "-a"])
+        .arg(&src)
+        .arg(&dst)
+        .output()?;
+    ensure!(!o.status.success(), "mpirun exited 0: {}", show(&o));
+    ensure!(!dst.exists(), "DEST appeared though rank 0 died");
+    let o = mpirun(4)
+        .arg(kopiru)
+        .args(["copy", "--shard", "auto", "-a", "--resume"])
+        .arg(&src)
+        .arg(&dst)
+        .output()?;
+    ensure!(o.status.success(), "--resume: {}", show(&o));
+    same_tree(&src, &dst, manifest::ALL)?;
+    ensure!(leftovers(&w)?.is_empty(), "left: {:?}", leftovers(&w)?);
+
+    // By hand: rank 2 dies; ranks 0, 1 and 3 must see it themselves.
+    let dst = w.join("dst-hand");
+    let start = |k: usize, resume: bool| {
+        let mut c = if k == 2 && !resume {
+            let mut c = Command::new("strace");
+            c.args(["-f", "-qq", "-o", "/dev/null", "-e", "trace=openat"])
+                .args(["-e", "inject=openat:signal=KILL:when=60"])
+                .arg(kopiru)
+                // cargo's library path would make the loader's own opens
+                // reach the 60th before main: kill it mid-copy instead.
+                .env_remove("LD_LIBRARY_PATH");
+            c
+        } else {
+            Command::new(kopiru)
+        };
+        c.args(["copy", "-a", "--shard", &format!("{k}/4")]);
+        if resume {
+            c.arg("--resume");
+        }
+        c.arg(&src).arg(&dst);
+        c.stdout(std::process::Stdio::piped());
+        c.stderr(std::process::Stdio::piped());
+        c.spawn()
+    };
+    let ranks = (0..4)
+        .map(|k| start(k, false))
+        .collect::<Result<Vec<_>, _>>()?;
+    let outs = ranks
+        .into_iter()
+        .map(|c| c.wait_with_output())
+        .collect::<Result<Vec<_>, _>>()?;
+    ensure!(!outs[2].status.success(), "the killed rank exited 0");
+    for (k, o) in outs.iter().enumerate().filter(|(k, _)| *k != 2) {
+        ensure!(
+            code(o) != 0 && String::from_utf8_lossy(&o.stderr).contains("rank 2 failed"),
+            "rank {k}: {}",
+            show(o)
+        );
+    }
+    ensure!(!dst.exists(), "DEST appeared though rank 2 died");
+    // It died mid-copy: the staged tree beside DEST holds part of the files.
+    let staged: Vec<_> = leftovers(&w)?
+        .into_iter()
+        .filter(|n| n.starts_with(".kopiru-tmp.tree."))
+        .collect();
+    ensure!(staged.len() == 1, "staged trees: {staged:?}");
+    let part = manifest(&w.join(&staged[0]))?;
+    let files = |m: &manifest::Manifest| m.values().filter(|e| e.kind == 'f').count();
+    let total = files(&manifest(&src)?);
+    ensure!(
+        files(&part) > 0 && files(&part) < total,
+        "the staged tree holds {} of {total} files: rank 2 did not die mid-copy",
+        files(&part)
+    );
+    let ranks = (0..4)
+        .map(|k| start(k, true))
+        .collect::<Result<Vec<_>, _>>()?;
+    for (k, c) in ranks.into_iter().enumerate() {
+        let o = c.wait_with_output()?;
+        ensure!(code(&o) == 0, "--resume, rank {k}: {}", show(&o));
+    }
+    same_tree(&src, &dst, manifest::ALL)?;
+    ensure!(leftovers(&w)?.is_empty(), "left: {:?}", leftovers(&w)?);
+    no_temporaries(&w)
+}
+
 /// fpart's live mode with kopiru as the job: `fpart -L -f 50 -W 'kopiru
 /// copy --files-from "$FPART_PARTFILENAME" ...'` copies the tree, each job
 /// a list of 50 files, into one DEST; a last `kopiru copy -T --resume`
@@ -305,6 +414,13 @@ pub fn trials(add: Add) {
             format!("shard_mpirun::{n}"),
             why.clone().or_else(need("mpirun", "openmpi-bin")),
             Box::new(move || shard_mpirun(fs)),
+        );
+        add(
+            format!("shard_killed::{n}"),
+            why.clone()
+                .or_else(need("mpirun", "openmpi-bin"))
+                .or_else(need("strace", "strace")),
+            Box::new(move || shard_killed(fs)),
         );
     }
 }

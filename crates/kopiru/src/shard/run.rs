@@ -16,6 +16,11 @@ use std::time::{Duration, Instant};
 /// How often a waiting rank looks at the coordination directory.
 const POLL: Duration = Duration::from_millis(20);
 
+/// How long a waiting rank waits for a rank that has not joined at all
+/// (not started, or died before its first step) before it gives up.
+/// Launchers may start ranks seconds apart; a minute covers that.
+const JOIN_GRACE: Duration = Duration::from_secs(60);
+
 /// One entry found by the walk.
 struct Walked {
     rel: PathBuf,
@@ -40,26 +45,6 @@ pub(crate) fn copy(
     let src = tree_path(&job.src_parent, &job.src_name);
     let dst_path = tree_path(&job.dst_parent, &job.dst_name);
     let basis = listed::basis_root(opts, dest)?;
-    let walked = match walk(&src, opts) {
-        Ok(w) => w,
-        Err(e) => return Ok(listed::refused_only(vec![e])),
-    };
-    let costs: Vec<_> = walked.iter().map(|w| (w.cost, w.link)).collect();
-    let ranks = owners(&costs, shard.count);
-    let mut all_dirs = vec![PathBuf::new()];
-    let mut mine = Vec::new();
-    for (w, rank) in walked.into_iter().zip(ranks) {
-        if w.kind == Some(FileKind::Dir) {
-            all_dirs.push(w.rel.clone());
-        }
-        if rank == shard.index {
-            mine.push(Listed {
-                rel: w.rel,
-                kind: w.kind,
-            });
-        }
-    }
-
     let exists = sys::stat_at(job.dst_dir.as_fd(), &job.dst_name, false).is_ok();
     let staged = staged_name(&job.dst_name);
     let joined = Coordination::join(
@@ -84,6 +69,30 @@ pub(crate) fn copy(
         Ok(c) => c,
         Err(e) => return Ok(listed::refused_only(vec![e])),
     };
+    // Joined first and walked after, so that a rank which dies early is
+    // seen dead by the others (its member lock is free), not awaited.
+    let walked = match walk(&src, opts) {
+        Ok(w) => w,
+        Err(e) => {
+            let _ = coord.mark(&format!("done.{}", shard.index), "cancelled");
+            return Ok(listed::refused_only(vec![e]));
+        }
+    };
+    let costs: Vec<_> = walked.iter().map(|w| (w.cost, w.link)).collect();
+    let ranks = owners(&costs, shard.count);
+    let mut all_dirs = vec![PathBuf::new()];
+    let mut mine = Vec::new();
+    for (w, rank) in walked.into_iter().zip(ranks) {
+        if w.kind == Some(FileKind::Dir) {
+            all_dirs.push(w.rel.clone());
+        }
+        if rank == shard.index {
+            mine.push(Listed {
+                rel: w.rel,
+                kind: w.kind,
+            });
+        }
+    }
     let root_name: &Name = if exists { &job.dst_name } else { &staged };
     let root = sys::open_dir(job.dst_dir.as_fd(), root_name).and_then(|dir| {
         let dev = sys::fstat(dir.as_fd())?.dev;
@@ -364,6 +373,7 @@ impl Coordination {
 
     /// Every rank but 0: waits for rank 0 to publish the copy or give up.
     fn wait_published(&self, opts: &CopyOptions) -> Outcome {
+        let start = Instant::now();
         loop {
             if let Some(n) = self.read("published") {
                 return Outcome::Published {
@@ -375,8 +385,10 @@ impl Coordination {
                     rank: r.trim().parse().ok(),
                 };
             }
-            if self.alive(0) == Some(false) {
-                return Outcome::Failed { rank: Some(0) };
+            match self.alive(0) {
+                Some(false) => return Outcome::Failed { rank: Some(0) },
+                None if start.elapsed() > JOIN_GRACE => return Outcome::Failed { rank: Some(0) },
+                _ => {}
             }
             if opts.cancel.is_cancelled() {
                 return Outcome::Cancelled;
@@ -386,8 +398,10 @@ impl Coordination {
     }
 
     /// Rank 0: waits until every rank has written `done.K`. `Err`: the rank
-    /// that stopped or died first (`None`: this one was stopped).
+    /// that stopped, died or never joined (within `JOIN_GRACE`) first
+    /// (`None`: this one was stopped).
     fn wait_done(&self) -> Result<u64, Option<usize>> {
+        let start = Instant::now();
         let mut errors = 0;
         let mut next = 0;
         while next < self.shard.count {
@@ -400,8 +414,11 @@ impl Coordination {
                     }
                     Err(_) => return Err(Some(next)),
                 },
-                None if self.alive(next) == Some(false) => return Err(Some(next)),
-                None => {}
+                None => match self.alive(next) {
+                    Some(false) => return Err(Some(next)),
+                    None if start.elapsed() > JOIN_GRACE => return Err(Some(next)),
+                    _ => {}
+                },
             }
             if self.cancel.is_cancelled() {
                 return Err(None);

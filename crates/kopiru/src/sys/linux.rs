@@ -18,8 +18,11 @@ thread_local! {
     static DENTS_BUF: RefCell<Vec<u8>> = RefCell::new(vec![0u8; 256 * 1024]);
 }
 
-/// Reads every entry of an open directory, except `.` and `..`.
+/// Reads every entry of an open directory, except `.` and `..`, from its
+/// start (as on the other systems), even if `dir` was read before.
 pub fn read_dir(dir: FdRef) -> io::Result<Vec<DirEntry>> {
+    // SAFETY: lseek on a descriptor we borrow; it moves only its offset.
+    cvt_size(unsafe { libc::lseek(dir.as_raw_fd(), 0, libc::SEEK_SET) } as libc::ssize_t)?;
     DENTS_BUF.with(|buf| {
         let mut buf = buf.borrow_mut();
         let mut out = Vec::new();
