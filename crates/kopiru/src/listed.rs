@@ -14,7 +14,7 @@ use crate::plan::{self, PlanError};
 use crate::sys::{self, AsFd, Fd, FileKind};
 use crate::tree::node::{DirNode, Item};
 use crate::tree::{self, Group};
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::{BTreeSet, HashMap};
 use std::io;
 use std::path::{Component, Path, PathBuf};
 
@@ -235,7 +235,10 @@ pub(crate) fn copy_entries(
         }
     };
     let src_dev = sys::fstat(src_root.as_fd()).map_or(0, |st| st.dev);
-    let mut by_parent: BTreeMap<PathBuf, Vec<Item>> = BTreeMap::new();
+    // Entries of one directory come together (a walk lists them so; a
+    // list mostly does): a run of the same parent is one lookup.
+    let mut by_parent: Vec<(PathBuf, Vec<Item>)> = Vec::new();
+    let mut index: HashMap<PathBuf, usize> = HashMap::new();
     for e in entries {
         let (Some(name), parent) = (e.rel.file_name(), e.rel.parent().unwrap_or(Path::new("")))
         else {
@@ -248,26 +251,28 @@ pub(crate) fn copy_entries(
                 continue;
             }
         };
-        by_parent
-            .entry(parent.to_path_buf())
-            .or_default()
-            .push(Item {
-                name,
-                dst_name: None,
-                kind: e.kind,
-                follow: opts.follow == Follow::Always,
-                shallow: !opts.recursive,
-            });
+        let item = Item {
+            name,
+            dst_name: None,
+            kind: e.kind,
+            follow: opts.follow == Follow::Always,
+            shallow: !opts.recursive,
+        };
+        let same = |(p, _): &(PathBuf, Vec<Item>)| p.as_os_str() == parent.as_os_str();
+        let at = match by_parent.last().is_some_and(same) {
+            true => by_parent.len() - 1,
+            false => *index.entry(parent.to_path_buf()).or_insert_with(|| {
+                by_parent.push((parent.to_path_buf(), Vec::new()));
+                by_parent.len() - 1
+            }),
+        };
+        by_parent[at].1.push(item);
     }
+    drop(index);
     let mut groups = Vec::new();
+    let mut chain = Chain::default();
     for (parent, items) in by_parent {
-        let opened = open_chain(src_root.as_fd(), &parent, false)
-            .map_err(|e| (Side::Source, Op::Open, e))
-            .and_then(|s| {
-                let d = open_chain(root.dir.as_fd(), &parent, true)
-                    .map_err(|e| (Side::Destination, Op::Mkdir, e))?;
-                Ok((s, d))
-            });
+        let opened = chain.open(src_root.as_fd(), root.dir.as_fd(), &parent);
         let (s, d) = match opened {
             Ok(pair) => pair,
             Err((side, op, err)) => {
@@ -305,21 +310,66 @@ pub(crate) fn copy_entries(
     Copied { summary, dirs }
 }
 
-/// Opens the directory `rel` under `dir`, one name at a time, never through
-/// a symlink; with `make`, each missing one is made first (`mkdir -p`).
-fn open_chain(dir: sys::FdRef, rel: &Path, make: bool) -> io::Result<Fd> {
-    let mut cur = sys::open_dir(dir, sys::DOT)?;
-    for c in rel.components() {
-        let name = sys::cstring(c.as_os_str())?;
-        if make {
-            match sys::mkdir_at(cur.as_fd(), &name, 0o777) {
-                Err(e) if e.kind() != io::ErrorKind::AlreadyExists => return Err(e),
-                _ => {}
-            }
+/// The source and destination directories opened last, from the roots
+/// down: the groups come in path order (parents first), so each directory
+/// is opened from its parent's descriptor, once, not from the root.
+#[derive(Default)]
+struct Chain {
+    open: Vec<(PathBuf, Fd, Fd)>,
+    /// Opening only: a missing destination directory is an error.
+    no_make: bool,
+}
+
+impl Chain {
+    /// The source and destination directories `rel` (the destination's made
+    /// if missing, as `mkdir -p`), never through a symlink.
+    fn open(
+        &mut self,
+        src_root: sys::FdRef,
+        dst_root: sys::FdRef,
+        rel: &Path,
+    ) -> Result<(Fd, Fd), (Side, Op, io::Error)> {
+        while self
+            .open
+            .last()
+            .is_some_and(|(p, _, _)| !rel.starts_with(p))
+        {
+            self.open.pop();
         }
-        cur = sys::open_dir(cur.as_fd(), &name)?;
+        if self.open.is_empty() {
+            let s = sys::open_dir(src_root, sys::DOT).map_err(|e| (Side::Source, Op::Open, e))?;
+            let d =
+                sys::open_dir(dst_root, sys::DOT).map_err(|e| (Side::Destination, Op::Open, e))?;
+            self.open.push((PathBuf::new(), s, d));
+        }
+        let (top, _, _) = self.open.last().expect("the roots at least");
+        let rest: Vec<_> = rel
+            .strip_prefix(top)
+            .expect("an ancestor")
+            .components()
+            .map(|c| c.as_os_str().to_owned())
+            .collect();
+        for c in rest {
+            let name = sys::cstring(&c).map_err(|e| (Side::Source, Op::Name, e))?;
+            let (p, s, d) = self.open.last().expect("the roots at least");
+            let sub_s = sys::open_dir(s.as_fd(), &name).map_err(|e| (Side::Source, Op::Open, e))?;
+            match self.no_make {
+                true => Ok(()),
+                false => sys::mkdir_at(d.as_fd(), &name, 0o777),
+            }
+            .or_else(|e| match e.kind() {
+                io::ErrorKind::AlreadyExists => Ok(()),
+                _ => Err((Side::Destination, Op::Mkdir, e)),
+            })?;
+            let sub_d =
+                sys::open_dir(d.as_fd(), &name).map_err(|e| (Side::Destination, Op::Open, e))?;
+            let p = p.join(&c);
+            self.open.push((p, sub_s, sub_d));
+        }
+        let (_, s, d) = self.open.last().expect("the roots at least");
+        let dup = |fd: &Fd, side| fd.try_clone().map_err(|e| (side, Op::Open, e));
+        Ok((dup(s, Side::Source)?, dup(d, Side::Destination)?))
     }
-    Ok(cur)
 }
 
 /// Gives each directory `rel` of `dirs` under `root` the metadata of the
@@ -331,8 +381,10 @@ pub(crate) fn apply_dir_meta(
     dirs: &[PathBuf],
     opts: &CopyOptions,
 ) -> Vec<Error> {
+    // Children sort after their parents, so in reverse every directory
+    // comes after its subdirectories, and the chain opens each one once.
     let mut order: Vec<&PathBuf> = dirs.iter().collect();
-    order.sort_by_key(|d| std::cmp::Reverse(d.components().count()));
+    order.sort();
     let (Ok(src_root), umask) = (sys::open_path(src, sys::OPEN_DIR_FLAGS), sys::umask()) else {
         return vec![Error::src(
             src,
@@ -340,16 +392,22 @@ pub(crate) fn apply_dir_meta(
             &io::Error::from(io::ErrorKind::NotFound),
         )];
     };
+    let mut chain = Chain {
+        no_make: true,
+        ..Chain::default()
+    };
     let mut warnings = Vec::new();
-    for rel in order {
+    for rel in order.into_iter().rev() {
         let dst_path = tree::join(&root.path, rel.as_os_str());
-        let both = open_chain(src_root.as_fd(), rel, false)
-            .map_err(|e| Error::src(src.join(rel), Op::Open, &e))
-            .and_then(|s| {
+        let both = chain
+            .open(src_root.as_fd(), root.dir.as_fd(), rel)
+            .map_err(|(side, op, e)| match side {
+                Side::Source => Error::src(src.join(rel), op, &e),
+                Side::Destination => Error::dst(&dst_path, op, &e),
+            })
+            .and_then(|(s, d)| {
                 let st =
                     sys::fstat(s.as_fd()).map_err(|e| Error::src(src.join(rel), Op::Stat, &e))?;
-                let d = open_chain(root.dir.as_fd(), rel, false)
-                    .map_err(|e| Error::dst(&dst_path, Op::Open, &e))?;
                 let now = sys::fstat(d.as_fd()).map_err(|e| Error::dst(&dst_path, Op::Stat, &e))?;
                 Ok((s, st, d, now))
             });

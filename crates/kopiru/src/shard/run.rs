@@ -13,8 +13,26 @@ use std::io::{self, Write};
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
-/// How often a waiting rank looks at the coordination directory.
-const POLL: Duration = Duration::from_millis(20);
+/// How often a waiting rank looks at the coordination directory: soon at
+/// first (the wait is often short, and every rank's exit waits on it), then
+/// less often, up to `POLL_MAX` (so a long wait does not load a shared
+/// filesystem's metadata server).
+const POLL_FIRST: Duration = Duration::from_millis(1);
+const POLL_MAX: Duration = Duration::from_millis(32);
+
+/// A poll's sleeps, doubling from `POLL_FIRST` to `POLL_MAX`.
+struct Backoff(Duration);
+
+impl Backoff {
+    fn new() -> Backoff {
+        Backoff(POLL_FIRST)
+    }
+
+    fn sleep(&mut self) {
+        std::thread::sleep(self.0);
+        self.0 = (self.0 * 2).min(POLL_MAX);
+    }
+}
 
 /// How long a waiting rank waits for a rank that has not joined at all
 /// (not started, or died before its first step) before it gives up.
@@ -170,9 +188,7 @@ pub(crate) fn copy(
         }
         Outcome::Cancelled => summary.cancelled = true,
     }
-    if shard.index == 0 {
-        coord.clean_up();
-    }
+    coord.leave();
     Ok(summary)
 }
 
@@ -374,6 +390,7 @@ impl Coordination {
     /// Every rank but 0: waits for rank 0 to publish the copy or give up.
     fn wait_published(&self, opts: &CopyOptions) -> Outcome {
         let start = Instant::now();
+        let mut poll = Backoff::new();
         loop {
             if let Some(n) = self.read("published") {
                 return Outcome::Published {
@@ -393,7 +410,7 @@ impl Coordination {
             if opts.cancel.is_cancelled() {
                 return Outcome::Cancelled;
             }
-            std::thread::sleep(POLL);
+            poll.sleep();
         }
     }
 
@@ -402,6 +419,7 @@ impl Coordination {
     /// (`None`: this one was stopped).
     fn wait_done(&self) -> Result<u64, Option<usize>> {
         let start = Instant::now();
+        let mut poll = Backoff::new();
         let mut errors = 0;
         let mut next = 0;
         while next < self.shard.count {
@@ -423,30 +441,40 @@ impl Coordination {
             if self.cancel.is_cancelled() {
                 return Err(None);
             }
-            std::thread::sleep(POLL);
+            poll.sleep();
         }
         Ok(errors)
     }
 
-    /// Rank 0, at the very end: once the other ranks have exited (at most
-    /// 30 s), removes the coordination directory and its lock file.
-    fn clean_up(&self) {
-        let start = Instant::now();
-        let others_gone = || (1..self.shard.count).all(|r| self.alive(r) != Some(true));
-        while !others_gone() {
-            if start.elapsed() > Duration::from_secs(30) {
-                return; // the next run resets it
-            }
-            std::thread::sleep(POLL);
-        }
-        let Ok(lock) = open_lock_file(self.parent.as_fd(), &self.lock_name) else {
+    /// Every rank, at the very end: lets go of its member lock, and the
+    /// last to leave (under the join lock, it finds no live member) removes
+    /// the coordination directory and its lock file. No rank waits for
+    /// another to exit.
+    fn leave(self) {
+        let Coordination {
+            parent,
+            lock_name,
+            name,
+            _member,
+            dir,
+            ..
+        } = self;
+        drop(_member);
+        drop(dir);
+        let Ok(lock) = open_lock_file(parent.as_fd(), &lock_name) else {
             return;
         };
         if wait_lock(&lock, &crate::Cancel::new()).is_err() {
             return;
         }
-        let _ = remove_tree(self.parent.as_fd(), &self.name, &mut 0);
-        let _ = sys::unlink_at(self.parent.as_fd(), &self.lock_name, false);
+        let Ok(dir) = sys::open_dir(parent.as_fd(), &name) else {
+            return; // another rank left last and removed it
+        };
+        if anyone_alive(&dir).unwrap_or(true) {
+            return;
+        }
+        let _ = remove_tree(parent.as_fd(), &name, &mut 0);
+        let _ = sys::unlink_at(parent.as_fd(), &lock_name, false);
     }
 }
 
@@ -462,9 +490,10 @@ fn open_lock_file(dir: sys::FdRef, name: &Name) -> io::Result<Fd> {
 
 /// Waits for the lock on `fd` (polling, so a cancel is seen).
 fn wait_lock(fd: &Fd, cancel: &crate::Cancel) -> io::Result<()> {
+    let mut poll = Backoff::new();
     while !sys::try_lock(fd.as_fd())? {
         cancel.check()?;
-        std::thread::sleep(POLL);
+        poll.sleep();
     }
     Ok(())
 }
