@@ -201,6 +201,80 @@ export interface FlashReport {
  */
 export function flash(image: string | URL, devices: string | URL | Array<string | URL>, options?: FlashOptions): Promise<FlashReport>
 
+export interface ImageOptions {
+  /** Read a regular file (a saved image), not only a block device. */
+  allowFile?: boolean
+  /** Read a device mounted read-write (its image may be inconsistent); replace an existing
+   * output once the new one is complete and verified. */
+  force?: boolean
+  /** Compression level (zstd 1–19, xz 0–9, gzip 1–9); the format's default if absent. The
+   * format comes from the output's extension: .zst, .xz, .gz, else raw. */
+  level?: number
+  /** Compression threads; 0 (default) picks from the machine. */
+  jobs?: number
+  /** Also write a block map (bmaptool's XML, version 2, SHA-256) of the non-zero ranges. */
+  bmap?: string | URL
+  /** Stop after the end of the last partition (MBR or GPT). */
+  partitionsOnly?: boolean
+  /** Read the image back, decode it and compare its SHA-256 with the device's (default true). */
+  verify?: boolean
+  /** Stops within a chunk; nothing is left under the output's name. */
+  signal?: AbortSignal
+  onProgress?: (p: ImageProgress) => void
+}
+
+export interface ImageProgress {
+  phase: 'reading' | 'verifying' | 'done'
+  /** Bytes read from the device. */
+  read: number
+  /** Bytes to read. */
+  total: number
+  /** Bytes of image read back and decoded. */
+  verified: number
+  verifyTotal: number | null
+}
+
+export interface ImageReport {
+  device: string
+  output: string
+  bmap: string | null
+  /** 'raw', 'zstd', 'xz' or 'gzip'. */
+  format: string
+  /** The compression level used (0 for raw). */
+  level: number
+  /** Bytes read into the image. */
+  imageBytes: number
+  deviceBytes: number
+  /** With partitionsOnly: the table ('GPT', 'MBR') and the partition that ends last. */
+  partitionsOnly: { table: string; lastPartition: number } | null
+  /** Bytes of the written file. */
+  outputBytes: number
+  /** Bytes in 4 KiB blocks that are not all zeros. */
+  mappedBytes: number
+  /** SHA-256 of the image's bytes, hex (null unless the image is complete and in place). */
+  sha256: string | null
+  /** Whether the read-back matched (null: not verified). */
+  verified: boolean | null
+  /** The device was read with O_DIRECT. */
+  direct: boolean
+  writeSeconds: number
+  elapsedSeconds: number
+  /** The offset of the device read that failed. */
+  errorAt: number | null
+  errors: EntryError[]
+  cancelled: boolean
+  exitCode: number
+}
+
+/**
+ * Reads a block device (or, with allowFile, a regular file) into an image at `output`, written
+ * under a temporary name, flushed, read back and verified, then renamed. Refusals (not a block
+ * device, mounted read-write, the output on the device or existing) reject with
+ * 'KOPIRU_REFUSED'; a failed read or write with 'KOPIRU_FAILED' (nothing is left under the
+ * output's name). Linux only.
+ */
+export function image(device: string | URL, output: string | URL, options?: ImageOptions): Promise<ImageReport>
+
 export interface DedupeOptions {
   /** Find and report, change nothing. */
   dryRun?: boolean
@@ -264,7 +338,7 @@ export class KopiruError extends Error {
   /** Every failure (for a refusal: the refused sources or targets). */
   errors: EntryError[]
   /** The operation's summary (not for a flash refused before writing, nor for probe). */
-  summary?: Summary | FlashReport | DedupeReport
+  summary?: Summary | FlashReport | ImageReport | DedupeReport
   /** With one refused path: its path, errno and reason. */
   path?: string
   errno?: number | null
@@ -274,6 +348,6 @@ export class KopiruError extends Error {
 export class AbortError extends Error {
   name: 'AbortError'
   code: 'ABORT_ERR'
-  /** What was done before the abort (copy, flash, dedupe). */
-  summary?: Summary | FlashReport | DedupeReport
+  /** What was done before the abort (copy, flash, image, dedupe). */
+  summary?: Summary | FlashReport | ImageReport | DedupeReport
 }

@@ -84,6 +84,8 @@ function checkOptions(options, spec, fn) {
       if (!Number.isInteger(v) || v < 0 || v > 0xffffffff) throw bad()
     } else if (kind === 'size') {
       if (!Number.isSafeInteger(v) || v < 0) throw bad()
+    } else if (kind === 'integer') {
+      if (!Number.isInteger(v) || Math.abs(v) > 0x7fffffff) throw bad()
     } else if (kind === 'string') {
       if (typeof v !== 'string' && !(v instanceof URL)) throw bad()
     } else if (kind === 'string[]') {
@@ -308,6 +310,46 @@ async function flash(image, devices, options) {
   return settle('flash', s, o.signal, state, 'was written')
 }
 
+const IMAGE = {
+  ...COMMON,
+  allowFile: 'boolean',
+  force: 'boolean',
+  level: 'integer',
+  jobs: 'count',
+  bmap: 'string',
+  partitionsOnly: 'boolean',
+  verify: 'boolean',
+}
+
+async function image(device, output, options) {
+  const dev = toPath(device, 'device')
+  const out = toPath(output, 'output')
+  const o = checkOptions(options, IMAGE, 'image')
+  const nativeOptions = {
+    allowFile: o.allowFile,
+    force: o.force,
+    level: o.level,
+    jobs: o.jobs,
+    bmap: o.bmap === undefined ? undefined : toPath(o.bmap, 'bmap'),
+    partitionsOnly: o.partitionsOnly,
+    verify: o.verify,
+  }
+  const { result: r, state, progress } = await run('image', o, (token, p) =>
+    native.image(dev, out, nativeOptions, token, p))
+  if (r.kind === 'refused') throw refused(r)
+  const s = r.summary
+  withCodes(s.errors)
+  const last = state.last || {}
+  finalProgress(progress, last, {
+    phase: 'done',
+    read: r.reported.read,
+    total: last.total ?? s.imageBytes,
+    verified: r.reported.verified,
+    verifyTotal: last.verifyTotal ?? null,
+  })
+  return settle('image', s, o.signal, state, 'was written')
+}
+
 const DEDUPE = { ...COMMON, dryRun: 'boolean', minSize: 'size', jobs: 'count' }
 
 async function dedupe(paths, options) {
@@ -337,6 +379,7 @@ async function probe(path, other) {
 exports.copy = copy
 exports.verify = verify
 exports.flash = flash
+exports.image = image
 exports.dedupe = dedupe
 exports.probe = probe
 exports.KopiruError = KopiruError

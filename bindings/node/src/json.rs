@@ -5,6 +5,8 @@
 use kopiru::dedupe::DedupeSummary;
 #[cfg(unix)]
 use kopiru::flash::FlashSummary;
+#[cfg(unix)]
+use kopiru::image::ImageSummary;
 use kopiru::verify::VerifyReport;
 use kopiru::{Error, Method, Summary};
 use serde_json::{json, Value};
@@ -165,6 +167,47 @@ pub fn flash_summary(s: &FlashSummary) -> Value {
                 v
             }),
         })).collect::<Vec<_>>(),
+        "exitCode": code,
+    })
+}
+
+/// `kopiru image --json`, in camelCase. The SHA-256 is given only for an
+/// image that is complete and in place.
+#[cfg(unix)]
+pub fn image_summary(
+    s: &ImageSummary,
+    src: &kopiru::image::Source,
+    device: &std::path::Path,
+    output: &std::path::Path,
+    bmap: Option<&std::path::Path>,
+) -> Value {
+    let code = match (s.cancelled, s.ok()) {
+        (true, _) => 20,
+        (false, true) => 0,
+        (false, false) => 1,
+    };
+    let errors: Vec<Value> = s.error.iter().map(error).collect();
+    json!({
+        "device": path(device),
+        "output": path(output),
+        "bmap": bmap.map(path),
+        "format": s.format.name(),
+        "level": s.level,
+        "imageBytes": s.image_bytes,
+        "deviceBytes": src.device_size,
+        "partitionsOnly": src.last_partition.map(|(table, n)| json!({
+            "table": table, "lastPartition": n,
+        })),
+        "outputBytes": s.output_bytes,
+        "mappedBytes": s.mapped_bytes,
+        "sha256": s.sha256.as_ref().filter(|_| s.ok()).map(kopiru::image::hex),
+        "verified": s.verified,
+        "direct": s.direct,
+        "writeSeconds": s.write_time.as_secs_f64(),
+        "elapsedSeconds": s.elapsed.as_secs_f64(),
+        "errorAt": s.error_at,
+        "errors": errors,
+        "cancelled": s.cancelled,
         "exitCode": code,
     })
 }

@@ -12,6 +12,8 @@ use crate::{off_thread, CancelToken};
 use kopiru::dedupe::DedupeOptions;
 #[cfg(unix)]
 use kopiru::flash::{self, Bmap, FlashEvents, FlashOptions};
+#[cfg(unix)]
+use kopiru::image::{check_source, Format, ImageEvents, ImageOptions};
 use kopiru::verify::VerifyOptions;
 use kopiru::{
     CopyOptions, Error as KError, FileDone, Follow, MethodChoice, Op, Phase, Preserve, Refusal,
@@ -369,6 +371,129 @@ pub fn flash<'e>(
             "summary": json::flash_summary(&s),
             "reported": {
                 "written": counts.get(&counts.bytes),
+                "verified": counts.get(&counts.bytes2),
+            },
+        })
+    })
+}
+
+/// Options of `image`.
+#[cfg(unix)]
+#[napi(object)]
+pub struct NativeImageOptions {
+    /// Read a regular file, not only a block device.
+    pub allow_file: Option<bool>,
+    /// Read a device mounted read-write; replace an existing output.
+    pub force: Option<bool>,
+    /// The compression level (the format's default if absent).
+    pub level: Option<i32>,
+    /// Compression threads; 0 or absent picks from the machine.
+    pub jobs: Option<u32>,
+    /// Also write a block map (bmaptool's XML) here.
+    pub bmap: Option<String>,
+    /// Stop after the end of the last partition (MBR or GPT).
+    pub partitions_only: Option<bool>,
+    /// Read the image back, decode it and compare hashes (default true).
+    pub verify: Option<bool>,
+}
+
+#[cfg(unix)]
+struct ImageCounts(Arc<Counts>);
+
+#[cfg(unix)]
+impl ImageEvents for ImageCounts {
+    fn read(&self, n: u64) {
+        self.0.add_bytes(n);
+    }
+    fn verifying(&self, total: u64) {
+        self.0.total2.store(total, Ordering::Relaxed);
+        self.0.phase.store(2, Ordering::Relaxed);
+    }
+    fn verified(&self, n: u64) {
+        self.0.bytes2.fetch_add(n, Ordering::Relaxed);
+    }
+}
+
+/// `image(device, output, options, cancel, onProgress)`: the device is
+/// checked (the command's refusals) before anything is written.
+#[cfg(unix)]
+#[napi(ts_return_type = "Promise<unknown>")]
+pub fn image<'e>(
+    env: &'e Env,
+    device: String,
+    output: String,
+    options: Option<NativeImageOptions>,
+    cancel: &CancelToken,
+    #[napi(ts_arg_type = "((progress: any) => void) | undefined | null")] on_progress: Option<
+        ProgressFn,
+    >,
+) -> Result<Object<'e>> {
+    let o = options.unwrap_or(NativeImageOptions {
+        allow_file: None,
+        force: None,
+        level: None,
+        jobs: None,
+        bmap: None,
+        partitions_only: None,
+        verify: None,
+    });
+    let cancel = cancel.inner.clone();
+    let (device, output) = (PathBuf::from(device), PathBuf::from(output));
+    off_thread(env, "image", move || {
+        let format = Format::from_path(&output);
+        let refused_text = |m: String| json!({ "kind": "refused", "message": m, "errors": [] });
+        match (o.level, format.levels()) {
+            (Some(_), None) => {
+                return refused_text(
+                    "level: a raw image is not compressed (the output's extension: .zst, .xz, .gz)"
+                        .into(),
+                )
+            }
+            (Some(l), Some((lo, hi))) if !(lo..=hi).contains(&l) => {
+                return refused_text(format!("level {l}: {} takes {lo} to {hi}", format.name()))
+            }
+            _ => {}
+        }
+        let mut opts = ImageOptions {
+            allow_file: o.allow_file.unwrap_or(false),
+            force: o.force.unwrap_or(false),
+            format,
+            level: o.level,
+            bmap: o.bmap.map(PathBuf::from),
+            partitions_only: o.partitions_only.unwrap_or(false),
+            verify: o.verify.unwrap_or(true),
+            cancel,
+            ..ImageOptions::default()
+        };
+        if let Some(j) = o.jobs.filter(|&j| j > 0) {
+            opts.threads = j;
+        }
+        let src = match check_source(&device, &output, &opts) {
+            Ok(s) => s,
+            Err(e) => {
+                return json!({ "kind": "refused", "message": e.to_string(), "errors": [json::error(&e)] })
+            }
+        };
+        let counts = Arc::new(Counts::default());
+        let c = counts.clone();
+        let total = src.size;
+        let ticker = Ticker::start(on_progress, move || {
+            let verify_total = c.get(&c.total2);
+            json!({
+                "phase": if c.phase.load(Ordering::Relaxed) == 2 { "verifying" } else { "reading" },
+                "read": c.get(&c.bytes),
+                "total": total,
+                "verified": c.get(&c.bytes2),
+                "verifyTotal": (verify_total > 0).then_some(verify_total),
+            })
+        });
+        let s = kopiru::image::image(&src, &output, &opts, &ImageCounts(counts.clone()));
+        ticker.stop();
+        json!({
+            "kind": "done",
+            "summary": json::image_summary(&s, &src, &device, &output, opts.bmap.as_deref()),
+            "reported": {
+                "read": counts.get(&counts.bytes),
                 "verified": counts.get(&counts.bytes2),
             },
         })
