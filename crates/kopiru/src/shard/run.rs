@@ -360,14 +360,14 @@ impl Coordination {
     }
 
     /// Writes the mark `name` (a small file) whole: under a temporary name,
-    /// then renamed.
+    /// then renamed. Not flushed: the marks only matter to a live run (after
+    /// a crash, `--resume` starts the coordination over).
     fn mark(&self, name: &str, content: &str) -> io::Result<()> {
         let tmp = sys::name(&format!(".t.{name}.{}", std::process::id()));
         let _ = sys::unlink_at(self.dir.as_fd(), &tmp, false);
         let fd = sys::create_new(self.dir.as_fd(), &tmp, 0o600)?;
         let mut f = std::fs::File::from(fd);
         f.write_all(content.as_bytes())?;
-        f.sync_all()?;
         drop(f);
         sys::rename_at(self.dir.as_fd(), &tmp, self.dir.as_fd(), &sys::name(name))
     }
