@@ -16,6 +16,8 @@
 #     process).
 #
 # usage: scripts/bench-decode.sh [SIZE_MIB] [RUNS]        (default 256 3)
+# FORMATS="xz6 zst19" limits the formats (of xz6 xz6mt xz9 zst19 zst19l gz);
+# DECODE=0 skips part 1.
 # Needs root (losetup), xz, zstd, gzip, mkfs.ext4, /usr/bin/time (package
 # time); bmaptool (bmap-tools) is optional. The images are kept in
 # /var/tmp/kopiru-decode-bench for the next run.
@@ -65,7 +67,7 @@ declare -A make=(
   [zst19l]="zstd -q -19 --long=27 -c"
   [gz]="gzip -6 -c"
 )
-formats=(xz6 xz6mt xz9 zst19 zst19l gz)
+read -r -a formats <<< "${FORMATS:-xz6 xz6mt xz9 zst19 zst19l gz}"
 # The compressed images, named as bmaptool wants (it goes by the extension).
 declare -A c
 for f in "${formats[@]}"; do
@@ -151,14 +153,17 @@ for l in lines:
 PY
 }
 
-echo "== decode only, ${mib} MiB image, medians of $runs interleaved runs"
+has() { [[ " ${formats[*]} " == *" $1 "* ]]; }
+[[ ${DECODE:-1} == 0 ]] || echo "== decode only, ${mib} MiB image, medians of $runs interleaved runs"
 for f in xz6 xz6mt xz9; do
+  [[ ${DECODE:-1} == 0 ]] || ! has $f && continue
   args=("$(timed "$f:lzma-rs" "$db lzma-rs ${c[$f]}")" "$(timed "$f:liblzma" "$db liblzma ${c[$f]} 1")")
   [[ $f == xz6mt ]] && args+=("$(timed "$f:liblzma-mt2" "$db liblzma ${c[$f]} 2")")
   python3 scripts/interleave.py "$runs" "cat ${c[$f]} > /dev/null" "${args[@]}" 2> "$tmp/out" >/dev/null
   report "$tmp/out"
 done
 for f in zst19 zst19l; do
+  [[ ${DECODE:-1} == 0 ]] || ! has $f && continue
   python3 scripts/interleave.py "$runs" "cat ${c[$f]} > /dev/null" \
     "$(timed "$f:ruzstd" "$db ruzstd ${c[$f]}")" "$(timed "$f:libzstd" "$db zstd ${c[$f]}")" \
     2> "$tmp/out" >/dev/null
