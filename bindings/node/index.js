@@ -322,6 +322,9 @@ const IMAGE = {
 }
 
 async function image(device, output, options) {
+  if (typeof native.image !== 'function') {
+    throw new KopiruError('KOPIRU_REFUSED', `kopiru: image: reading a device into an image is Linux only (this is ${process.platform})`, { errors: [] })
+  }
   const dev = toPath(device, 'device')
   const out = toPath(output, 'output')
   const o = checkOptions(options, IMAGE, 'image')

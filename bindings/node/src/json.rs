@@ -5,7 +5,7 @@
 use kopiru::dedupe::DedupeSummary;
 #[cfg(unix)]
 use kopiru::flash::FlashSummary;
-#[cfg(unix)]
+#[cfg(target_os = "linux")]
 use kopiru::image::ImageSummary;
 use kopiru::verify::VerifyReport;
 use kopiru::{Error, Method, Summary};
@@ -173,7 +173,7 @@ pub fn flash_summary(s: &FlashSummary) -> Value {
 
 /// `kopiru image --json`, in camelCase. The SHA-256 is given only for an
 /// image that is complete and in place.
-#[cfg(unix)]
+#[cfg(target_os = "linux")]
 pub fn image_summary(
     s: &ImageSummary,
     src: &kopiru::image::Source,

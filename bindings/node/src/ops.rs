@@ -12,7 +12,7 @@ use crate::{off_thread, CancelToken};
 use kopiru::dedupe::DedupeOptions;
 #[cfg(unix)]
 use kopiru::flash::{self, Bmap, FlashEvents, FlashOptions};
-#[cfg(unix)]
+#[cfg(target_os = "linux")]
 use kopiru::image::{check_source, Format, ImageEvents, ImageOptions};
 use kopiru::verify::VerifyOptions;
 use kopiru::{
@@ -378,7 +378,7 @@ pub fn flash<'e>(
 }
 
 /// Options of `image`.
-#[cfg(unix)]
+#[cfg(target_os = "linux")]
 #[napi(object)]
 pub struct NativeImageOptions {
     /// Read a regular file, not only a block device.
@@ -397,10 +397,10 @@ pub struct NativeImageOptions {
     pub verify: Option<bool>,
 }
 
-#[cfg(unix)]
+#[cfg(target_os = "linux")]
 struct ImageCounts(Arc<Counts>);
 
-#[cfg(unix)]
+#[cfg(target_os = "linux")]
 impl ImageEvents for ImageCounts {
     fn read(&self, n: u64) {
         self.0.add_bytes(n);
@@ -416,7 +416,7 @@ impl ImageEvents for ImageCounts {
 
 /// `image(device, output, options, cancel, onProgress)`: the device is
 /// checked (the command's refusals) before anything is written.
-#[cfg(unix)]
+#[cfg(target_os = "linux")]
 #[napi(ts_return_type = "Promise<unknown>")]
 pub fn image<'e>(
     env: &'e Env,
