@@ -220,11 +220,12 @@ pub fn shard_mpirun(fs: Fs) -> R {
     no_temporaries(&w)
 }
 
-/// Rank `killed` of 4, started as `strace` of kopiru, is SIGKILLed at its
-/// 60th `openat` (mid-copy). Under mpirun (`--shard auto`), and then with
-/// the four ranks started by hand (`--shard K/4`, so no launcher kills the
-/// others): every surviving rank exits non-zero on its own, DEST is never
-/// there, and the same command with `--resume` converges to the full copy.
+/// One of 4 ranks, run under `strace`, is SIGKILLed at its 60th `openat`
+/// (mid-copy): rank 0 under mpirun (`--shard auto`; mpirun then stops the
+/// others), then rank 2 of four ranks started by hand (`--shard K/4`, so
+/// no launcher stops the others): every surviving rank exits non-zero on
+/// its own, DEST is never there, and the same command with `--resume`
+/// converges to the full copy.
 pub fn shard_killed(fs: Fs) -> R {
     let w = fixture::workdir(fs, "shard_killed")?;
     let src = w.join("src");
