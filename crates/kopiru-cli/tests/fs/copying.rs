@@ -1,0 +1,491 @@
+//! What a copy makes, on each filesystem and across them: the metadata
+//! kept, clones and their refusal, sparse files, pseudo-files, long paths
+//! and odd names, the JSON summary, large directories, merges, symlinks.
+
+use super::*;
+
+/// Everything `-a` keeps, on one filesystem; the source is left untouched
+/// (atimes included).
+pub fn archive(fs: Fs) -> R {
+    let w = fixture::workdir(fs, "archive")?;
+    let src = w.join("src");
+    trees::rich(&src)?;
+    let before = manifest(&src)?;
+    let o = kopiru([
+        OsStr::new("copy"),
+        OsStr::new("-a"),
+        src.as_os_str(),
+        w.join("dst").as_os_str(),
+    ]);
+    ensure!(
+        code(&o) == 0 && o.stdout.is_empty() && o.stderr.is_empty(),
+        "copy -a: {}",
+        show(&o)
+    );
+    same_tree(&src, &w.join("dst"), manifest::ALL)?;
+    let after = manifest(&src)?;
+    let d = compare(&before, &after, manifest::ALL);
+    ensure!(d.is_empty(), "source changed: {d:#?}");
+
+    // Into a setgid directory of another group, where new entries get that
+    // group: kopiru learns the owner new entries get from the first one and
+    // skips chowns to it, so this checks that owners are still the source's.
+    // (Subdirectories made there inherit the setgid bit, as with cp -a, so
+    // modes are not compared.)
+    let sg = w.join("setgid");
+    std::fs::create_dir(&sg)?;
+    std::os::unix::fs::chown(&sg, Some(0), Some(4242))?;
+    std::fs::set_permissions(&sg, std::os::unix::fs::PermissionsExt::from_mode(0o2775))?;
+    let o = kopiru([
+        OsStr::new("copy"),
+        OsStr::new("-a"),
+        src.as_os_str(),
+        sg.as_os_str(),
+    ]);
+    ensure!(
+        code(&o) == 0,
+        "copy -a into a setgid directory: {}",
+        show(&o)
+    );
+    let probe = sg.join("probe");
+    std::fs::write(&probe, b"")?;
+    let probe_gid = std::os::unix::fs::MetadataExt::gid(&std::fs::metadata(&probe)?);
+    ensure!(
+        probe_gid == 4242,
+        "new files here get group {probe_gid}, not 4242"
+    );
+    let owners = manifest::Fields {
+        mode: false,
+        ..manifest::ALL
+    };
+    same_tree(&src, &sg.join("src"), owners)?;
+    Ok(())
+}
+
+/// Without -a: mode, times and hard links kept; owner and xattrs not.
+pub fn defaults(fs: Fs) -> R {
+    let w = fixture::workdir(fs, "defaults")?;
+    let src = w.join("src");
+    trees::rich(&src)?;
+    let dst = w.join("dst");
+    let o = kopiru([OsStr::new("copy"), src.as_os_str(), dst.as_os_str()]);
+    ensure!(code(&o) == 0, "{}", show(&o));
+    same_tree(&src, &dst, manifest::DEFAULT)?;
+    let m = manifest(&dst)?;
+    ensure!(
+        m.values().all(|e| e.uid == 0),
+        "owner was copied without -a"
+    );
+    ensure!(
+        m.values()
+            .all(|e| e.xattrs.iter().all(|(n, _)| !n.starts_with(b"user."))),
+        "xattrs copied without -a"
+    );
+    Ok(())
+}
+
+/// Across two filesystems: cannot clone (EXDEV), still exact.
+pub fn cross(from: Fs, to: Fs) -> R {
+    let test = format!("cross-{}-{}", from.name(), to.name());
+    let a = fixture::workdir(from, &test)?;
+    let b = fixture::workdir(to, &test)?;
+    let src = a.join("src");
+    trees::rich(&src)?;
+    let dst = b.join("dst");
+    let o = kopiru([
+        OsStr::new("cp"),
+        OsStr::new("-a"),
+        OsStr::new("--explain"),
+        src.as_os_str(),
+        dst.as_os_str(),
+    ]);
+    ensure!(code(&o) == 0, "{}", show(&o));
+    let out = String::from_utf8_lossy(&o.stdout);
+    ensure!(
+        !out.lines().any(|l| l.starts_with("clone")),
+        "cloned across filesystems?\n{out}"
+    );
+    ensure!(
+        out.contains("EXDEV") || !from.can_clone() && !to.can_clone() || out.contains("EOPNOTSUPP"),
+        "no reason given:\n{out}"
+    );
+    same_tree(&src, &dst, manifest::ALL)
+}
+
+/// On a filesystem that clones, the copy shares extents; `--method stream`
+/// does not, and neither hides it.
+pub fn clone_shares(fs: Fs) -> R {
+    let w = fixture::workdir(fs, "clone")?;
+    let src = w.join("big");
+    trees::write_random(&src, 3 << 20, 1)?;
+    std::process::Command::new("sync").status()?;
+    let o = kopiru([
+        OsStr::new("copy"),
+        OsStr::new("--explain"),
+        src.as_os_str(),
+        w.join("cloned").as_os_str(),
+    ]);
+    ensure!(code(&o) == 0, "{}", show(&o));
+    ensure!(
+        String::from_utf8_lossy(&o.stdout).starts_with("clone"),
+        "not reported as clone: {}",
+        show(&o)
+    );
+    ensure!(
+        shares_extents(&w.join("cloned"))?,
+        "clone does not share extents"
+    );
+    let o = kopiru([
+        OsStr::new("copy"),
+        OsStr::new("--explain"),
+        OsStr::new("--method"),
+        OsStr::new("stream"),
+        src.as_os_str(),
+        w.join("streamed").as_os_str(),
+    ]);
+    ensure!(code(&o) == 0, "{}", show(&o));
+    ensure!(
+        String::from_utf8_lossy(&o.stdout).starts_with("stream"),
+        "not reported as stream: {}",
+        show(&o)
+    );
+    std::process::Command::new("sync").status()?;
+    ensure!(
+        !shares_extents(&w.join("streamed"))?,
+        "--method stream shares extents"
+    );
+    same_tree(&src, &w.join("streamed"), manifest::DEFAULT)?;
+    same_tree(&src, &w.join("cloned"), manifest::DEFAULT)
+}
+
+/// `--method clone` where cloning is impossible fails clearly and leaves
+/// nothing behind.
+pub fn clone_refused(fs: Fs) -> R {
+    let w = fixture::workdir(fs, "clone-refused")?;
+    let src = w.join("f");
+    trees::write_random(&src, 100_000, 2)?;
+    let dst = w.join("g");
+    let o = kopiru([
+        OsStr::new("copy"),
+        OsStr::new("--method"),
+        OsStr::new("clone"),
+        src.as_os_str(),
+        dst.as_os_str(),
+    ]);
+    ensure!(code(&o) == 1, "want exit 1: {}", show(&o));
+    let err = String::from_utf8_lossy(&o.stderr);
+    ensure!(
+        err.contains("clone") && err.contains(&*dst.to_string_lossy()),
+        "unclear error: {err}"
+    );
+    ensure!(!dst.exists(), "a file was left behind");
+    Ok(())
+}
+
+/// A 1 GiB file with 3 MiB of data stays sparse, with every method.
+pub fn sparse(fs: Fs) -> R {
+    let w = fixture::workdir(fs, "sparse")?;
+    let src = w.join("sparse");
+    trees::sparse_file(&src, 1 << 30, &[0, 300 << 20, (1 << 30) - (1 << 20)])?;
+    for method in ["auto", "offload", "stream"] {
+        let dst = w.join(format!("copy-{method}"));
+        let o = kopiru([
+            OsStr::new("copy"),
+            OsStr::new("--method"),
+            OsStr::new(method),
+            src.as_os_str(),
+            dst.as_os_str(),
+        ]);
+        ensure!(code(&o) == 0, "{method}: {}", show(&o));
+        let m = manifest(&dst)?;
+        let e = &m[&Vec::new()];
+        ensure!(e.size == 1 << 30, "{method}: size {}", e.size);
+        ensure!(
+            e.blocks * 512 < 16 << 20,
+            "{method}: not sparse: {} bytes allocated",
+            e.blocks * 512
+        );
+        same_tree(&src, &dst, manifest::DEFAULT)?;
+    }
+    // --sparse=never fills the holes.
+    let small = w.join("small-sparse");
+    trees::sparse_file(&small, 8 << 20, &[4 << 20])?;
+    let dst = w.join("filled");
+    let o = kopiru([
+        OsStr::new("copy"),
+        OsStr::new("--sparse"),
+        OsStr::new("never"),
+        small.as_os_str(),
+        dst.as_os_str(),
+    ]);
+    ensure!(code(&o) == 0, "{}", show(&o));
+    std::process::Command::new("sync").status()?;
+    let e = &manifest(&dst)?[&Vec::new()];
+    ensure!(
+        e.blocks * 512 >= 8 << 20,
+        "--sparse never left holes: {} bytes allocated",
+        e.blocks * 512
+    );
+    same_tree(&small, &dst, manifest::DEFAULT)
+}
+
+/// Pseudo-files (size 0 or a made-up size) copy with their content.
+pub fn proc_and_sys() -> R {
+    let dir = fixture::run_root().join("proc");
+    std::fs::create_dir_all(&dir)?;
+    let candidates = [
+        "/proc/version",
+        "/proc/filesystems",
+        "/proc/self/limits",
+        "/sys/devices/system/cpu/online",
+        "/sys/kernel/mm/transparent_hugepage/enabled",
+        "/sys/power/state",
+    ];
+    let mut tried = 0;
+    let readable = |p: &&Path| std::fs::read(p).is_ok_and(|d| !d.is_empty());
+    for src in candidates.iter().map(Path::new).filter(readable) {
+        let dst = dir.join(src.to_string_lossy().replace('/', "_"));
+        let o = kopiru([OsStr::new("copy"), src.as_os_str(), dst.as_os_str()]);
+        ensure!(code(&o) == 0, "{}: {}", src.display(), show(&o));
+        let want = std::fs::read(src)?;
+        let got = std::fs::read(&dst)?;
+        // /proc/self/limits is the reader's own: compare with kopiru's own line count.
+        if src.ends_with("limits") {
+            ensure!(
+                !got.is_empty()
+                    && got.split(|&b| b == b'\n').count() == want.split(|&b| b == b'\n').count(),
+                "{}: {:?}",
+                src.display(),
+                String::from_utf8_lossy(&got)
+            );
+        } else {
+            ensure!(
+                !got.is_empty() && got == want,
+                "{}: copied {:?}, want {:?}",
+                src.display(),
+                String::from_utf8_lossy(&got),
+                String::from_utf8_lossy(&want)
+            );
+        }
+        tried += 1;
+    }
+    ensure!(tried >= 3, "only {tried} pseudo-files found to test");
+    Ok(())
+}
+
+/// Paths longer than PATH_MAX.
+pub fn long_paths(fs: Fs) -> R {
+    let w = fixture::workdir(fs, "long-paths")?;
+    let src = w.join("src");
+    let depth = trees::deep(&src, 30)?;
+    ensure!(depth > 4096, "tree only {depth} bytes deep");
+    let dst = w.join("dst");
+    let o = kopiru([OsStr::new("copy"), src.as_os_str(), dst.as_os_str()]);
+    ensure!(code(&o) == 0, "{}", show(&o));
+    same_tree(&src, &dst, manifest::DEFAULT)
+}
+
+/// The JSON summary counts what the tree holds.
+pub fn json_summary(fs: Fs) -> R {
+    let w = fixture::workdir(fs, "json")?;
+    let src = w.join("src");
+    trees::rich(&src)?;
+    let m = manifest(&src)?;
+    let count = |k: char| m.values().filter(|e| e.kind == k).count() as u64;
+    let extra_links = m
+        .iter()
+        .filter(|(p, e)| e.link_group.as_ref().is_some_and(|g| g != *p))
+        .count() as u64;
+    let o = kopiru([
+        OsStr::new("copy"),
+        OsStr::new("--json"),
+        src.as_os_str(),
+        w.join("dst").as_os_str(),
+    ]);
+    ensure!(code(&o) == 0, "{}", show(&o));
+    let j = json(&o)?;
+    ensure!(j["files"] == count('f') - extra_links, "files: {j}");
+    ensure!(j["hard_links"] == extra_links, "hard_links: {j}");
+    ensure!(j["directories"] == count('d'), "directories: {j}");
+    ensure!(j["symlinks"] == count('l'), "symlinks: {j}");
+    ensure!(
+        j["special_files"] == count('p') + count('c'),
+        "special_files: {j}"
+    );
+    let data: u64 = m
+        .iter()
+        .filter(|(p, e)| e.kind == 'f' && e.link_group.as_ref().is_none_or(|g| g == *p))
+        .map(|(_, e)| e.size)
+        .sum();
+    ensure!(j["bytes"] == data, "bytes: {j} want {data}");
+    let methods: u64 = ["clone", "offload", "stream", "sparse"]
+        .iter()
+        .map(|k| j["methods"][k].as_u64().unwrap_or(0))
+        .sum();
+    ensure!(
+        methods == j["files"].as_u64().unwrap(),
+        "methods do not add up: {j}"
+    );
+    ensure!(
+        j["errors"].as_array().is_some_and(|a| a.is_empty()) && j["exit_code"] == 0,
+        "{j}"
+    );
+    ensure!(
+        j["elapsed_seconds"].as_f64().is_some_and(|s| s > 0.0),
+        "{j}"
+    );
+    Ok(())
+}
+
+/// A directory of 600 files, copied as a pipeline when two workers share it
+/// (one creates the files, the other opens sources ahead and finishes files
+/// behind): with `-a`, every kept field arrives, hard links included. A
+/// source that cannot be opened (with one worker and with two), or a new
+/// file that cannot be created (one worker; strace `-P` on its name: the
+/// first call is the source's open, the second the create), fails that
+/// file only: named with its path, absent, nothing temporary left, exit 23.
+/// The pipeline's own create failures are in `out_of_inodes`.
+pub fn large_directory(fs: Fs) -> R {
+    let w = fixture::workdir(fs, "large-dir")?;
+    let src = w.join("src");
+    trees::large_dir(&src, 600)?;
+    let dst = w.join("dst");
+    let o = kopiru([
+        OsStr::new("copy"),
+        OsStr::new("-a"),
+        src.as_os_str(),
+        dst.as_os_str(),
+    ]);
+    ensure!(o.status.success(), "{}", show(&o));
+    same_tree(&src, &dst, manifest::ALL)?;
+    let cases = [
+        ("EACCES:when=1", "open", &src, "Permission denied", "1"),
+        (
+            "ENOSPC:when=2",
+            "create",
+            &dst,
+            "No space left on device",
+            "1",
+        ),
+        ("EACCES:when=1", "open", &src, "Permission denied", "2"),
+    ];
+    for (fault, op, side, reason, jobs) in cases {
+        std::fs::remove_dir_all(&dst)?;
+        let o = kopiru_injected_on(&format!("openat:error={fault}"), &[Path::new("f0123")])
+            .args(["copy", "-a", "--json", "-j", jobs])
+            .arg(&src)
+            .arg(&dst)
+            .output()?;
+        let j = partial_with(&o, reason)?;
+        let failed = side.join("f0123");
+        ensure!(
+            j["errors"].as_array().map(Vec::len) == Some(1)
+                && j["errors"][0]["path"] == failed.to_string_lossy().as_ref()
+                && j["errors"][0]["operation"] == op,
+            "{}",
+            show(&o)
+        );
+        ensure!(
+            String::from_utf8_lossy(&o.stderr)
+                .contains(&format!("{}: {op}: {reason}", failed.display())),
+            "{}",
+            show(&o)
+        );
+        ensure!(!dst.join("f0123").exists(), "f0123 was left: {}", show(&o));
+        let d = compare_except(
+            &manifest(&src)?,
+            &manifest(&dst)?,
+            manifest::ALL,
+            &[b"", b"f0123"],
+        );
+        ensure!(d.is_empty(), "{fault} -j {jobs}: {d:#?}");
+        durability::no_temporaries(&w)?;
+    }
+    Ok(())
+}
+
+/// Copying into an existing tree replaces files whole and keeps others.
+pub fn merge_replace(fs: Fs) -> R {
+    let w = fixture::workdir(fs, "merge")?;
+    let src = w.join("src");
+    trees::rich(&src)?;
+    let dst = w.join("dst");
+    std::fs::create_dir_all(dst.join("src/a/b"))?;
+    std::fs::write(dst.join("src/a/small"), b"old content")?;
+    std::fs::write(dst.join("src/a/b/extra"), b"mine")?;
+    std::os::unix::fs::symlink("elsewhere", dst.join("src/a/rel"))?;
+    let o = kopiru([OsStr::new("copy"), src.as_os_str(), dst.as_os_str()]);
+    ensure!(code(&o) == 0, "{}", show(&o));
+    ensure!(
+        std::fs::read(dst.join("src/a/b/extra"))? == b"mine",
+        "unrelated file lost"
+    );
+    let a = manifest(&src)?;
+    let d = compare_except(
+        &a,
+        &manifest(&dst.join("src"))?,
+        manifest::DEFAULT,
+        &[b"a/b/extra"],
+    );
+    ensure!(d.is_empty(), "{d:#?}");
+    // Again: everything replaced by itself, no temporary files left.
+    let o = kopiru([OsStr::new("copy"), src.as_os_str(), dst.as_os_str()]);
+    ensure!(code(&o) == 0, "{}", show(&o));
+    let d = compare_except(
+        &a,
+        &manifest(&dst.join("src"))?,
+        manifest::DEFAULT,
+        &[b"a/b/extra"],
+    );
+    ensure!(d.is_empty(), "second run: {d:#?}");
+    Ok(())
+}
+
+/// `-L` follows links, and a loop is an error, not a hang.
+pub fn follow_links(fs: Fs) -> R {
+    let w = fixture::workdir(fs, "follow")?;
+    let src = w.join("src");
+    std::fs::create_dir_all(src.join("d"))?;
+    std::fs::write(src.join("d/f"), b"data")?;
+    std::os::unix::fs::symlink("d/f", src.join("link-to-file"))?;
+    std::os::unix::fs::symlink("..", src.join("d/loop"))?;
+    let dst = w.join("dst");
+    let o = kopiru([
+        OsStr::new("copy"),
+        OsStr::new("-L"),
+        src.as_os_str(),
+        dst.as_os_str(),
+    ]);
+    ensure!(code(&o) == 23, "want exit 23: {}", show(&o));
+    ensure!(
+        String::from_utf8_lossy(&o.stderr).contains("loop"),
+        "{}",
+        show(&o)
+    );
+    ensure!(
+        std::fs::symlink_metadata(dst.join("link-to-file"))?.is_file(),
+        "-L copied a symlink"
+    );
+    ensure!(
+        std::fs::read(dst.join("link-to-file"))? == b"data",
+        "wrong content"
+    );
+    Ok(())
+}
+
+/// Names that are not UTF-8, through explain and JSON.
+pub fn non_utf8(fs: Fs) -> R {
+    let w = fixture::workdir(fs, "non-utf8")?;
+    let src = w.join(OsStr::from_bytes(b"src-\xff\xfe"));
+    std::fs::create_dir(&src)?;
+    std::fs::write(src.join(OsStr::from_bytes(b"caf\xe9")), b"x")?;
+    let dst = w.join(OsStr::from_bytes(b"dst-\xe9"));
+    let o = kopiru([
+        OsStr::new("copy"),
+        OsStr::new("--explain"),
+        src.as_os_str(),
+        dst.as_os_str(),
+    ]);
+    ensure!(code(&o) == 0, "{}", show(&o));
+    same_tree(&src, &dst, manifest::DEFAULT)
+}
