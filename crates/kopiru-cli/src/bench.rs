@@ -213,6 +213,7 @@ pub fn parse_size(s: &str) -> Result<u64, String> {
 /// Writes every filesystem's dirty data out before a timed run (`sync`).
 /// Windows has no unprivileged equivalent: nothing there.
 fn sync_all() {
+    // SAFETY: sync takes no arguments, touches no memory and cannot fail.
     #[cfg(unix)]
     unsafe {
         libc::sync()

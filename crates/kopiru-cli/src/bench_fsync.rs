@@ -83,6 +83,7 @@ fn bench(root: &Path, args: &FsyncArgs) -> Result<(), String> {
     for (name, sync, then_syncfs) in modes {
         let t = median(args.runs, || {
             let _ = std::fs::remove_dir_all(&dst);
+            // SAFETY: sync takes no arguments, touches no memory and cannot fail.
             unsafe { libc::sync() };
             let opts = CopyOptions {
                 sync,

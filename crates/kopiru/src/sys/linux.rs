@@ -28,6 +28,7 @@ pub fn read_dir(dir: FdRef) -> io::Result<Vec<DirEntry>> {
         let mut out = Vec::new();
         loop {
             let n = retry(|| {
+                // SAFETY: `buf` is valid for writes of `buf.len()` bytes; `dir` is borrowed.
                 cvt_size(unsafe {
                     libc::syscall(
                         libc::SYS_getdents64,
@@ -65,6 +66,7 @@ pub fn read_dir(dir: FdRef) -> io::Result<Vec<DirEntry>> {
 
 /// Makes `dst` share all of `src`'s data blocks (`FICLONE`).
 pub fn clone_fd(src: FdRef, dst: FdRef) -> io::Result<()> {
+    // SAFETY: FICLONE takes the source descriptor as its int argument; no memory is passed.
     cvt(unsafe { libc::ioctl(dst.as_raw_fd(), libc::FICLONE, src.as_raw_fd()) })?;
     Ok(())
 }
@@ -97,6 +99,7 @@ pub fn copy_range(
     let mut so = src_off as libc::loff_t;
     let mut d = dst_off as libc::loff_t;
     retry(|| {
+        // SAFETY: `so` and `d` are live `loff_t`s the kernel reads and updates; no buffers.
         cvt_size(unsafe {
             libc::copy_file_range(src.as_raw_fd(), &mut so, dst.as_raw_fd(), &mut d, len, 0)
         })
@@ -104,10 +107,12 @@ pub fn copy_range(
 }
 
 pub(crate) fn flistxattr_raw(fd: FdRef, buf: &mut [u8]) -> io::Result<usize> {
+    // SAFETY: `buf` is valid for writes of `buf.len()` bytes (empty: only the size is asked).
     cvt_size(unsafe { libc::flistxattr(fd.as_raw_fd(), buf.as_mut_ptr().cast(), buf.len()) })
 }
 
 pub(crate) fn fgetxattr_raw(fd: FdRef, name: &CStr, buf: &mut [u8]) -> io::Result<usize> {
+    // SAFETY: `name` is NUL-terminated; `buf` is valid for writes of `buf.len()` bytes.
     cvt_size(unsafe {
         libc::fgetxattr(
             fd.as_raw_fd(),
@@ -120,6 +125,7 @@ pub(crate) fn fgetxattr_raw(fd: FdRef, name: &CStr, buf: &mut [u8]) -> io::Resul
 
 /// Sets one extended attribute on an open file.
 pub fn xattr_set(fd: FdRef, name: &CStr, value: &[u8]) -> io::Result<()> {
+    // SAFETY: `name` is NUL-terminated; `value` is valid for reads of `value.len()` bytes.
     cvt(unsafe {
         libc::fsetxattr(
             fd.as_raw_fd(),
@@ -135,7 +141,9 @@ pub fn xattr_set(fd: FdRef, name: &CStr, value: &[u8]) -> io::Result<()> {
 /// The name of the filesystem an open file lives on ("ext4", "xfs", ...).
 pub fn fs_type(fd: FdRef) -> io::Result<String> {
     let mut st = std::mem::MaybeUninit::<libc::statfs>::uninit();
+    // SAFETY: `fd` is a borrowed open descriptor; `st` points to room for one `statfs`.
     cvt(unsafe { libc::fstatfs(fd.as_raw_fd(), st.as_mut_ptr()) })?;
+    // SAFETY: fstatfs succeeded (checked by `?` above), so it filled in `st`.
     let magic = unsafe { st.assume_init() }.f_type as u64;
     Ok(match magic {
         0xEF53 => "ext4".into(), // ext2/3/4 share the magic
@@ -172,6 +180,7 @@ pub fn before_fs_sync(_fd: FdRef) -> io::Result<()> {
 
 /// Makes one file (or directory) durable: data, size and metadata.
 pub fn sync_file(fd: FdRef) -> io::Result<()> {
+    // SAFETY: plain libc call on a borrowed descriptor; no memory is passed.
     cvt(unsafe { libc::fsync(fd.as_raw_fd()) })?;
     Ok(())
 }
@@ -180,6 +189,7 @@ pub fn sync_file(fd: FdRef) -> io::Result<()> {
 /// Linux 5.8 it reports write-back errors of any file on that filesystem that
 /// happened after `fd` was opened.
 pub fn sync_fs(fd: FdRef) -> io::Result<()> {
+    // SAFETY: plain libc call on a borrowed descriptor; no memory is passed.
     cvt(unsafe { libc::syncfs(fd.as_raw_fd()) })?;
     Ok(())
 }
@@ -188,6 +198,8 @@ pub fn sync_fs(fd: FdRef) -> io::Result<()> {
 /// Filesystems without it (EINVAL) get `link` + `unlink` for files, and for
 /// directories (which cannot be linked) a check then a plain rename.
 pub fn rename_noreplace(old_dir: FdRef, old: &CStr, new_dir: FdRef, new: &CStr) -> io::Result<()> {
+    // SAFETY: renameat2 takes (int, const char *, int, const char *, unsigned); `old` and `new`
+    // are NUL-terminated C strings that outlive the call.
     let r = cvt(unsafe {
         libc::syscall(
             libc::SYS_renameat2,
@@ -229,6 +241,7 @@ pub fn open_uncached(dir: FdRef, name: &CStr) -> io::Result<super::Fd> {
             }
             Err(e) if e.raw_os_error() == Some(libc::EINVAL) => {
                 let fd = super::unix::open_raw(dir, name, flags, 0)?;
+                // SAFETY: plain libc call on the descriptor just opened; no memory is passed.
                 unsafe { libc::posix_fadvise(fd.as_raw_fd(), 0, 0, libc::POSIX_FADV_DONTNEED) };
                 return Ok(fd);
             }
@@ -278,11 +291,14 @@ pub fn extents(fd: FdRef) -> io::Result<Vec<Extent>> {
     let mut out = Vec::new();
     let mut start = 0u64;
     loop {
+        // SAFETY: `Req` holds only integers, for which all zeros is a valid value.
         let mut req: Req = unsafe { std::mem::zeroed() };
         req.head.start = start;
         req.head.length = u64::MAX - start;
         req.head.flags = FIEMAP_FLAG_SYNC;
         req.head.extent_count = BATCH as u32;
+        // SAFETY: `req` is a `struct fiemap` header followed by room for `extent_count` (BATCH)
+        // extents, in the kernel's layout; the kernel writes at most that many.
         cvt(unsafe { libc::ioctl(fd.as_raw_fd(), FS_IOC_FIEMAP as _, &mut req) })?;
         let n = req.head.mapped_extents as usize;
         let opaque = FIEMAP_EXTENT_UNKNOWN
@@ -352,6 +368,8 @@ pub fn share_blocks(
             status: 0,
             reserved: 0,
         };
+        // SAFETY: `req` is a `file_dedupe_range` with `dest_count` 1 followed by its one
+        // `file_dedupe_range_info`, the layout the kernel reads and writes.
         cvt(unsafe { libc::ioctl(src.as_raw_fd(), FIDEDUPERANGE as _, &mut req) })?;
         match req.status {
             0 if req.bytes_deduped > 0 => off += req.bytes_deduped,
@@ -379,6 +397,8 @@ pub fn can_share_blocks(fd: FdRef) -> bool {
         status: 0,
         reserved: 0,
     };
+    // SAFETY: `req` is a `file_dedupe_range` with `dest_count` 1 followed by its one
+    // `file_dedupe_range_info`, the layout the kernel reads and writes.
     let r = unsafe { libc::ioctl(fd.as_raw_fd(), FIDEDUPERANGE as _, &mut req) };
     r == 0 && req.status >= 0
 }
@@ -406,9 +426,11 @@ fn sysfs(rdev: u64, rel: &str) -> Option<String> {
 /// Size, topology and model of an open block device (`rdev`: its number).
 pub fn block_info(fd: FdRef, rdev: u64) -> io::Result<BlockInfo> {
     let mut size = 0u64;
+    // SAFETY: BLKGETSIZE64 writes one u64 through the pointer, and `size` is a u64.
     cvt(unsafe { libc::ioctl(fd.as_raw_fd(), BLKGETSIZE64 as _, &mut size) })?;
     let int = |req: libc::c_ulong| {
         let mut v: libc::c_int = 0;
+        // SAFETY: BLKSSZGET, BLKPBSZGET and BLKIOOPT write one (unsigned) int; `v` is a c_int.
         cvt(unsafe { libc::ioctl(fd.as_raw_fd(), req as _, &mut v) }).map(|_| v.max(0) as u32)
     };
     let max_kb: u64 = sysfs(rdev, "queue/max_sectors_kb")
@@ -504,6 +526,7 @@ const BLKZEROOUT: libc::c_ulong = 0x127F;
 /// back as zeros afterwards, which a discard does not promise.
 pub fn zero_out(fd: FdRef, len: u64) -> io::Result<()> {
     let range: [u64; 2] = [0, len];
+    // SAFETY: BLKZEROOUT reads two u64s (start, length) through the pointer: `range`.
     cvt(unsafe { libc::ioctl(fd.as_raw_fd(), BLKZEROOUT as _, &range) })?;
     Ok(())
 }

@@ -14,21 +14,29 @@ pub const CLONE_CREATES_FILE: bool = true;
 
 /// Reads every entry of an open directory, except `.` and `..`.
 pub fn read_dir(dir: FdRef) -> io::Result<Vec<DirEntry>> {
+    // SAFETY: plain libc call on a borrowed descriptor; no memory is passed.
     let fd = cvt(unsafe { libc::dup(dir.as_raw_fd()) })?;
+    // SAFETY: `fd` is our own duplicate; on success the DIR owns it (closedir closes it).
     let d = unsafe { libc::fdopendir(fd) };
     if d.is_null() {
         let e = io::Error::last_os_error();
+        // SAFETY: fdopendir failed, so `fd` is still ours; it is closed once, here.
         unsafe { libc::close(fd) };
         return Err(e);
     }
+    // SAFETY: `d` is the non-null DIR that fdopendir just returned.
     unsafe { libc::rewinddir(d) };
     let mut out = Vec::new();
     loop {
+        // SAFETY: `d` is a valid DIR, used by this thread only and not yet closed.
         let ent = unsafe { libc::readdir(d) };
         if ent.is_null() {
             break;
         }
+        // SAFETY: `ent` is non-null and stays valid until the next readdir or closedir on `d`;
+        // the reference does not outlive this iteration.
         let ent = unsafe { &*ent };
+        // SAFETY: readdir's `d_name` is NUL-terminated and lives as long as `ent`.
         let name = unsafe { CStr::from_ptr(ent.d_name.as_ptr()) };
         let bytes = name.to_bytes();
         if bytes != b"." && bytes != b".." {
@@ -39,6 +47,7 @@ pub fn read_dir(dir: FdRef) -> io::Result<Vec<DirEntry>> {
             });
         }
     }
+    // SAFETY: `d` is valid and closed once, here; this also closes `fd`.
     unsafe { libc::closedir(d) };
     Ok(out)
 }
@@ -51,6 +60,7 @@ pub fn clone_fd(_src: FdRef, _dst: FdRef) -> io::Result<()> {
 /// Clones an open file to a new name (`fclonefileat`), data and metadata.
 pub fn clone_new(src: FdRef, dir: FdRef, name: &CStr) -> io::Result<()> {
     const CLONE_NOFOLLOW: u32 = 0x0001;
+    // SAFETY: `src` and `dir` are borrowed descriptors; `name` is a NUL-terminated C string.
     cvt(unsafe {
         libc::fclonefileat(
             src.as_raw_fd(),
@@ -70,6 +80,7 @@ pub const CLONES_TREES: bool = true;
 /// setuid/setgid bits of regular files cleared (clonefile(2)).
 pub fn clone_tree(src_dir: FdRef, src: &CStr, dst_dir: FdRef, dst: &CStr) -> io::Result<()> {
     const CLONE_NOFOLLOW: u32 = 0x0001;
+    // SAFETY: `src` and `dst` are NUL-terminated C strings; both directories are borrowed.
     cvt(unsafe {
         libc::clonefileat(
             src_dir.as_raw_fd(),
@@ -91,10 +102,12 @@ pub fn copy_range(_src: FdRef, _so: u64, _dst: FdRef, _do: u64, _len: usize) -> 
 }
 
 pub(crate) fn flistxattr_raw(fd: FdRef, buf: &mut [u8]) -> io::Result<usize> {
+    // SAFETY: `buf` is valid for writes of `buf.len()` bytes (empty: only the size is asked).
     cvt_size(unsafe { libc::flistxattr(fd.as_raw_fd(), buf.as_mut_ptr().cast(), buf.len(), 0) })
 }
 
 pub(crate) fn fgetxattr_raw(fd: FdRef, name: &CStr, buf: &mut [u8]) -> io::Result<usize> {
+    // SAFETY: `name` is NUL-terminated; `buf` is valid for writes of `buf.len()` bytes.
     cvt_size(unsafe {
         libc::fgetxattr(
             fd.as_raw_fd(),
@@ -109,6 +122,7 @@ pub(crate) fn fgetxattr_raw(fd: FdRef, name: &CStr, buf: &mut [u8]) -> io::Resul
 
 /// Sets one extended attribute on an open file.
 pub fn xattr_set(fd: FdRef, name: &CStr, value: &[u8]) -> io::Result<()> {
+    // SAFETY: `name` is NUL-terminated; `value` is valid for reads of `value.len()` bytes.
     cvt(unsafe {
         libc::fsetxattr(
             fd.as_raw_fd(),
@@ -125,8 +139,11 @@ pub fn xattr_set(fd: FdRef, name: &CStr, value: &[u8]) -> io::Result<()> {
 /// The name of the filesystem an open file lives on ("apfs", "hfs", ...).
 pub fn fs_type(fd: FdRef) -> io::Result<String> {
     let mut st = std::mem::MaybeUninit::<libc::statfs>::uninit();
+    // SAFETY: `fd` is a borrowed open descriptor; `st` points to room for one `statfs`.
     cvt(unsafe { libc::fstatfs(fd.as_raw_fd(), st.as_mut_ptr()) })?;
+    // SAFETY: fstatfs succeeded (checked by `?` above), so it filled in `st`.
     let st = unsafe { st.assume_init() };
+    // SAFETY: the kernel fills `f_fstypename` with a NUL-terminated name; `st` outlives `name`.
     let name = unsafe { CStr::from_ptr(st.f_fstypename.as_ptr()) };
     Ok(name.to_string_lossy().into_owned())
 }
@@ -139,6 +156,7 @@ pub const FS_SYNC_WRITES_FILES: bool = false;
 /// (`fsync`); the one `F_FULLFSYNC` at the end ([`sync_fs`]) then flushes the
 /// drive's cache for all of them.
 pub fn before_fs_sync(fd: FdRef) -> io::Result<()> {
+    // SAFETY: plain libc call on a borrowed descriptor; no memory is passed.
     cvt(unsafe { libc::fsync(fd.as_raw_fd()) })?;
     Ok(())
 }
@@ -146,9 +164,11 @@ pub fn before_fs_sync(fd: FdRef) -> io::Result<()> {
 /// Makes one file durable: `F_FULLFSYNC`, since `fsync` on macOS stops at the
 /// drive's volatile cache.
 pub fn sync_file(fd: FdRef) -> io::Result<()> {
+    // SAFETY: plain libc call on a borrowed descriptor; no memory is passed.
     match cvt(unsafe { libc::fcntl(fd.as_raw_fd(), libc::F_FULLFSYNC) }) {
         // Filesystems without it (network, FAT) get a plain fsync.
         Err(e) if e.raw_os_error() == Some(libc::ENOTSUP) => {
+            // SAFETY: plain libc call on a borrowed descriptor; no memory is passed.
             cvt(unsafe { libc::fsync(fd.as_raw_fd()) })?;
             Ok(())
         }
@@ -164,6 +184,7 @@ pub fn sync_fs(fd: FdRef) -> io::Result<()> {
 
 /// `renameatx_np(RENAME_EXCL)`: fails with EEXIST instead of replacing.
 pub fn rename_noreplace(old_dir: FdRef, old: &CStr, new_dir: FdRef, new: &CStr) -> io::Result<()> {
+    // SAFETY: `old` and `new` are NUL-terminated C strings; both directories are borrowed.
     cvt(unsafe {
         libc::renameatx_np(
             old_dir.as_raw_fd(),
@@ -179,6 +200,7 @@ pub fn rename_noreplace(old_dir: FdRef, old: &CStr, new_dir: FdRef, new: &CStr) 
 /// Opens a file for reading with the cache bypassed (`F_NOCACHE`).
 pub fn open_uncached(dir: FdRef, name: &CStr) -> io::Result<super::Fd> {
     let fd = super::unix::open_raw(dir, name, libc::O_RDONLY | libc::O_NOFOLLOW, 0)?;
+    // SAFETY: plain libc call on the descriptor just opened; F_NOCACHE takes an int, no memory.
     cvt(unsafe { libc::fcntl(fd.as_raw_fd(), libc::F_NOCACHE, 1) })?;
     Ok(fd)
 }

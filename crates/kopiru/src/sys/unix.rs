@@ -186,7 +186,9 @@ impl Stat {
 /// `fstat` on an open descriptor.
 pub fn fstat(fd: FdRef) -> io::Result<Stat> {
     let mut st = std::mem::MaybeUninit::<libc::stat>::uninit();
+    // SAFETY: `fd` is a borrowed open descriptor; `st` points to room for one `stat`.
     cvt(unsafe { libc::fstat(fd.as_raw_fd(), st.as_mut_ptr()) })?;
+    // SAFETY: fstat succeeded (checked by `?` above), so it filled in `st`.
     Ok(Stat::from_libc(unsafe { &st.assume_init() }))
 }
 
@@ -194,7 +196,9 @@ pub fn fstat(fd: FdRef) -> io::Result<Stat> {
 pub fn stat_at(dir: FdRef, name: &CStr, follow: bool) -> io::Result<Stat> {
     let mut st = std::mem::MaybeUninit::<libc::stat>::uninit();
     let flags = if follow { 0 } else { libc::AT_SYMLINK_NOFOLLOW };
+    // SAFETY: `name` is a NUL-terminated C string; `st` points to room for one `stat`.
     cvt(unsafe { libc::fstatat(dir.as_raw_fd(), name.as_ptr(), st.as_mut_ptr(), flags) })?;
+    // SAFETY: fstatat succeeded (checked by `?` above), so it filled in `st`.
     Ok(Stat::from_libc(unsafe { &st.assume_init() }))
 }
 
@@ -206,15 +210,19 @@ pub fn stat_path(path: &Path, follow: bool) -> io::Result<Stat> {
 
 /// The current directory as a directory descriptor for `*at` calls.
 pub fn cwd() -> FdRef<'static> {
+    // SAFETY: AT_FDCWD is not -1 and is never closed; `*at` calls take it as the current
+    // directory (other calls on it just fail with EBADF).
     unsafe { BorrowedFd::borrow_raw(libc::AT_FDCWD) }
 }
 
 pub(crate) fn open_raw(dir: FdRef, name: &CStr, flags: libc::c_int, mode: u32) -> io::Result<Fd> {
     let flags = flags | libc::O_CLOEXEC | libc::O_NOCTTY;
     retry(|| {
+        // SAFETY: `name` is a NUL-terminated C string that outlives the call; `dir` is borrowed.
         let fd = cvt(unsafe {
             libc::openat(dir.as_raw_fd(), name.as_ptr(), flags, mode as libc::c_uint)
         })?;
+        // SAFETY: openat succeeded, so `fd` is a new open descriptor that nothing else owns.
         Ok(unsafe { OwnedFd::from_raw_fd(fd) })
     })
 }
@@ -277,6 +285,7 @@ pub fn open_path(path: &Path, flags: libc::c_int) -> io::Result<Fd> {
 
 /// `mkdirat`.
 pub fn mkdir_at(dir: FdRef, name: &CStr, mode: u32) -> io::Result<()> {
+    // SAFETY: `dir` is a borrowed descriptor and `name` a NUL-terminated C string.
     cvt(unsafe { libc::mkdirat(dir.as_raw_fd(), name.as_ptr(), mode as libc::mode_t) })?;
     Ok(())
 }
@@ -285,6 +294,7 @@ pub fn mkdir_at(dir: FdRef, name: &CStr, mode: u32) -> io::Result<()> {
 pub fn read_link_at(dir: FdRef, name: &CStr) -> io::Result<CString> {
     let mut buf = vec![0u8; 256];
     loop {
+        // SAFETY: `name` is NUL-terminated; `buf` is valid for writes of `buf.len()` bytes.
         let n = cvt_size(unsafe {
             libc::readlinkat(
                 dir.as_raw_fd(),
@@ -303,12 +313,14 @@ pub fn read_link_at(dir: FdRef, name: &CStr) -> io::Result<CString> {
 
 /// `symlinkat`.
 pub fn symlink_at(target: &CStr, dir: FdRef, name: &CStr) -> io::Result<()> {
+    // SAFETY: `target` and `name` are NUL-terminated C strings; `dir` is borrowed.
     cvt(unsafe { libc::symlinkat(target.as_ptr(), dir.as_raw_fd(), name.as_ptr()) })?;
     Ok(())
 }
 
 /// `linkat` without following symlinks.
 pub fn link_at(old_dir: FdRef, old: &CStr, new_dir: FdRef, new: &CStr) -> io::Result<()> {
+    // SAFETY: `old` and `new` are NUL-terminated C strings; both directories are borrowed.
     cvt(unsafe {
         libc::linkat(
             old_dir.as_raw_fd(),
@@ -323,6 +335,7 @@ pub fn link_at(old_dir: FdRef, old: &CStr, new_dir: FdRef, new: &CStr) -> io::Re
 
 /// `renameat`, replacing the target.
 pub fn rename_at(old_dir: FdRef, old: &CStr, new_dir: FdRef, new: &CStr) -> io::Result<()> {
+    // SAFETY: `old` and `new` are NUL-terminated C strings; both directories are borrowed.
     cvt(unsafe {
         libc::renameat(
             old_dir.as_raw_fd(),
@@ -337,12 +350,14 @@ pub fn rename_at(old_dir: FdRef, old: &CStr, new_dir: FdRef, new: &CStr) -> io::
 /// `unlinkat` of a file (or of a directory with `dir`).
 pub fn unlink_at(dir: FdRef, name: &CStr, is_dir: bool) -> io::Result<()> {
     let flags = if is_dir { libc::AT_REMOVEDIR } else { 0 };
+    // SAFETY: `dir` is a borrowed descriptor and `name` a NUL-terminated C string.
     cvt(unsafe { libc::unlinkat(dir.as_raw_fd(), name.as_ptr(), flags) })?;
     Ok(())
 }
 
 /// `mknodat`: re-creates a FIFO, device node or socket.
 pub fn mknod_at(dir: FdRef, name: &CStr, mode: u32, rdev: u64) -> io::Result<()> {
+    // SAFETY: `dir` is a borrowed descriptor and `name` a NUL-terminated C string.
     cvt(unsafe {
         libc::mknodat(
             dir.as_raw_fd(),
@@ -356,18 +371,21 @@ pub fn mknod_at(dir: FdRef, name: &CStr, mode: u32, rdev: u64) -> io::Result<()>
 
 /// `fchmod`.
 pub fn fchmod(fd: FdRef, mode: u32) -> io::Result<()> {
+    // SAFETY: plain libc call on a borrowed descriptor; no memory is passed.
     cvt(unsafe { libc::fchmod(fd.as_raw_fd(), mode as libc::mode_t) })?;
     Ok(())
 }
 
 /// `fchown`.
 pub fn fchown(fd: FdRef, uid: u32, gid: u32) -> io::Result<()> {
+    // SAFETY: plain libc call on a borrowed descriptor; no memory is passed.
     cvt(unsafe { libc::fchown(fd.as_raw_fd(), uid, gid) })?;
     Ok(())
 }
 
 /// `fchownat` without following a final symlink.
 pub fn chown_at(dir: FdRef, name: &CStr, uid: u32, gid: u32) -> io::Result<()> {
+    // SAFETY: `dir` is a borrowed descriptor and `name` a NUL-terminated C string.
     cvt(unsafe {
         libc::fchownat(
             dir.as_raw_fd(),
@@ -383,6 +401,7 @@ pub fn chown_at(dir: FdRef, name: &CStr, uid: u32, gid: u32) -> io::Result<()> {
 /// `futimens`: access and modification times to the nanosecond.
 pub fn futimens(fd: FdRef, atime: Timespec, mtime: Timespec) -> io::Result<()> {
     let times = [atime.to_libc(), mtime.to_libc()];
+    // SAFETY: `times` is the array of two timespecs futimens reads; `fd` is borrowed.
     cvt(unsafe { libc::futimens(fd.as_raw_fd(), times.as_ptr()) })?;
     Ok(())
 }
@@ -390,6 +409,7 @@ pub fn futimens(fd: FdRef, atime: Timespec, mtime: Timespec) -> io::Result<()> {
 /// `utimensat` without following a final symlink.
 pub fn utimens_at(dir: FdRef, name: &CStr, atime: Timespec, mtime: Timespec) -> io::Result<()> {
     let times = [atime.to_libc(), mtime.to_libc()];
+    // SAFETY: `name` is NUL-terminated and `times` holds the two timespecs utimensat reads.
     cvt(unsafe {
         libc::utimensat(
             dir.as_raw_fd(),
@@ -403,12 +423,14 @@ pub fn utimens_at(dir: FdRef, name: &CStr, atime: Timespec, mtime: Timespec) -> 
 
 /// `read` into `buf`, retrying on EINTR.
 pub fn read(fd: FdRef, buf: &mut [u8]) -> io::Result<usize> {
+    // SAFETY: `buf` is valid for writes of `buf.len()` bytes; `fd` is borrowed.
     retry(|| cvt_size(unsafe { libc::read(fd.as_raw_fd(), buf.as_mut_ptr().cast(), buf.len()) }))
 }
 
 /// `pread` at `offset`.
 pub fn pread(fd: FdRef, buf: &mut [u8], offset: u64) -> io::Result<usize> {
     retry(|| {
+        // SAFETY: `buf` is valid for writes of `buf.len()` bytes; `fd` is borrowed.
         cvt_size(unsafe {
             libc::pread(
                 fd.as_raw_fd(),
@@ -424,6 +446,7 @@ pub fn pread(fd: FdRef, buf: &mut [u8], offset: u64) -> io::Result<usize> {
 pub fn pwrite_all(fd: FdRef, mut buf: &[u8], mut offset: u64) -> io::Result<()> {
     while !buf.is_empty() {
         let n = retry(|| {
+            // SAFETY: `buf` is valid for reads of `buf.len()` bytes; `fd` is borrowed.
             cvt_size(unsafe {
                 libc::pwrite(
                     fd.as_raw_fd(),
@@ -444,6 +467,7 @@ pub fn pwrite_all(fd: FdRef, mut buf: &[u8], mut offset: u64) -> io::Result<()> 
 
 /// `ftruncate`.
 pub fn ftruncate(fd: FdRef, len: u64) -> io::Result<()> {
+    // SAFETY: plain libc call on a borrowed descriptor; no memory is passed.
     retry(|| cvt(unsafe { libc::ftruncate(fd.as_raw_fd(), len as libc::off_t) }))?;
     Ok(())
 }
@@ -456,6 +480,7 @@ pub fn seek_data(fd: FdRef, offset: u64, hole: bool) -> io::Result<Option<u64>> 
     } else {
         libc::SEEK_DATA
     };
+    // SAFETY: plain libc call on a borrowed descriptor; it only moves the file offset.
     let r = unsafe { libc::lseek(fd.as_raw_fd(), offset as libc::off_t, whence) };
     if r < 0 {
         let e = io::Error::last_os_error();
@@ -508,6 +533,7 @@ pub fn xattr_get(fd: FdRef, name: &CStr) -> io::Result<Vec<u8>> {
 /// `fchmodat` (the target is never a symlink: used on FIFOs and device nodes
 /// kopiru just created).
 pub fn chmod_at(dir: FdRef, name: &CStr, mode: u32) -> io::Result<()> {
+    // SAFETY: `dir` is a borrowed descriptor and `name` a NUL-terminated C string.
     cvt(unsafe { libc::fchmodat(dir.as_raw_fd(), name.as_ptr(), mode as libc::mode_t, 0) })?;
     Ok(())
 }
@@ -516,6 +542,7 @@ pub fn chmod_at(dir: FdRef, name: &CStr, mode: u32) -> io::Result<()> {
 /// FUSE filesystems report write-back failures only here).
 pub fn close(fd: Fd) -> io::Result<()> {
     use std::os::fd::IntoRawFd;
+    // SAFETY: `into_raw_fd` gave up ownership, so the descriptor is closed exactly once.
     cvt(unsafe { libc::close(fd.into_raw_fd()) })?;
     Ok(())
 }
@@ -608,14 +635,19 @@ pub struct Mapping {
     len: usize,
 }
 
-// A shared, read-only mapping: reading it from several threads is safe.
+// SAFETY: a shared, read-only mapping owned by this value alone (unmapped on drop):
+// reading it from, or dropping it on, any thread is safe.
 unsafe impl Send for Mapping {}
+// SAFETY: as for Send: through `&Mapping` the pages are only read (and madvised),
+// never written, so sharing it between threads is sound.
 unsafe impl Sync for Mapping {}
 
 impl Mapping {
     /// Maps the first `len` bytes of `fd` (read-only, shared), for a
     /// sequential read.
     pub fn new(fd: FdRef, len: usize) -> io::Result<Mapping> {
+        // SAFETY: a new mapping at an address the kernel picks (null hint); `fd` is borrowed
+        // and need not outlive it. Failure (MAP_FAILED) is checked below.
         let ptr = unsafe {
             libc::mmap(
                 std::ptr::null_mut(),
@@ -629,12 +661,16 @@ impl Mapping {
         if ptr == libc::MAP_FAILED {
             return Err(io::Error::last_os_error());
         }
+        // SAFETY: `ptr`..`ptr + len` is the mapping just made; the advice changes no data.
         unsafe { libc::madvise(ptr, len, libc::MADV_SEQUENTIAL) };
         Ok(Mapping { ptr, len })
     }
 
     /// The mapped bytes.
     pub fn bytes(&self) -> &[u8] {
+        // SAFETY: `ptr` is a read-only mapping of `len` bytes that lives until `self` drops,
+        // and the returned slice borrows `self`. (As with any file mmap, this assumes no
+        // one truncates or rewrites the file meanwhile.)
         unsafe { std::slice::from_raw_parts(self.ptr as *const u8, self.len) }
     }
 
@@ -645,6 +681,8 @@ impl Mapping {
         let start = off.div_ceil(page) * page;
         let end = ((off + len) / page * page).min(self.len);
         if end > start {
+            // SAFETY: start < end <= `self.len`, so the range lies inside the mapping; on a shared
+            // file mapping MADV_DONTNEED only drops pages, which refault with the file's data.
             unsafe {
                 libc::madvise(
                     (self.ptr as *mut u8).add(start).cast(),
@@ -658,6 +696,8 @@ impl Mapping {
 
 impl Drop for Mapping {
     fn drop(&mut self) {
+        // SAFETY: `ptr`/`len` are the mapping made in `new`, unmapped once, here; no slice
+        // from `bytes` outlives `self`.
         unsafe { libc::munmap(self.ptr, self.len) };
     }
 }
@@ -665,7 +705,9 @@ impl Drop for Mapping {
 /// Free bytes and the block size of the filesystem of `fd`.
 pub fn fs_space(fd: FdRef) -> io::Result<(u64, u64)> {
     let mut st = std::mem::MaybeUninit::<libc::statfs>::uninit();
+    // SAFETY: `fd` is a borrowed open descriptor; `st` points to room for one `statfs`.
     cvt(unsafe { libc::fstatfs(fd.as_raw_fd(), st.as_mut_ptr()) })?;
+    // SAFETY: fstatfs succeeded (checked by `?` above), so it filled in `st`.
     let st = unsafe { st.assume_init() };
     Ok((st.f_bfree as u64 * st.f_bsize as u64, st.f_bsize as u64))
 }
