@@ -264,6 +264,7 @@ pub fn verify<'e>(
 /// Options of `flash` (no prompt: the wrapper's caller has decided).
 #[cfg(unix)]
 #[napi(object)]
+#[derive(Default)]
 pub struct NativeFlashOptions {
     /// Read every device back and compare (default true).
     pub verify: Option<bool>,
@@ -282,20 +283,21 @@ pub struct NativeFlashOptions {
     pub skip_identical: Option<bool>,
 }
 
+/// A device operation's counts: bytes written (flash) or read (image),
+/// then bytes read back.
 #[cfg(unix)]
-struct FlashCounts(Arc<Counts>);
+struct DeviceCounts(Arc<Counts>);
 
 #[cfg(unix)]
-impl FlashEvents for FlashCounts {
+impl FlashEvents for DeviceCounts {
     fn written(&self, n: u64) {
         self.0.add_bytes(n);
     }
     fn verifying(&self, total: u64) {
-        self.0.total2.store(total, Ordering::Relaxed);
-        self.0.phase.store(2, Ordering::Relaxed);
+        self.0.begin_check(total);
     }
     fn verified(&self, n: u64) {
-        self.0.bytes2.fetch_add(n, Ordering::Relaxed);
+        self.0.add_checked(n);
     }
 }
 
@@ -313,15 +315,7 @@ pub fn flash<'e>(
         ProgressFn,
     >,
 ) -> Result<Object<'e>> {
-    let o = options.unwrap_or(NativeFlashOptions {
-        verify: None,
-        allow_file: None,
-        force: None,
-        bmap: None,
-        zeroed: None,
-        zero_first: None,
-        skip_identical: None,
-    });
+    let o = options.unwrap_or_default();
     let cancel = cancel.inner.clone();
     let image = PathBuf::from(image);
     let devices: Vec<PathBuf> = devices.into_iter().map(PathBuf::from).collect();
@@ -364,7 +358,7 @@ pub fn flash<'e>(
                 "verifyTotal": (verify_total > 0).then_some(verify_total),
             })
         });
-        let s = flash::flash(&image, &targets, &opts, &FlashCounts(counts.clone()));
+        let s = flash::flash(&image, &targets, &opts, &DeviceCounts(counts.clone()));
         ticker.stop();
         json!({
             "kind": "done",
@@ -380,6 +374,7 @@ pub fn flash<'e>(
 /// Options of `image`.
 #[cfg(target_os = "linux")]
 #[napi(object)]
+#[derive(Default)]
 pub struct NativeImageOptions {
     /// Read a regular file, not only a block device.
     pub allow_file: Option<bool>,
@@ -398,19 +393,15 @@ pub struct NativeImageOptions {
 }
 
 #[cfg(target_os = "linux")]
-struct ImageCounts(Arc<Counts>);
-
-#[cfg(target_os = "linux")]
-impl ImageEvents for ImageCounts {
+impl ImageEvents for DeviceCounts {
     fn read(&self, n: u64) {
         self.0.add_bytes(n);
     }
     fn verifying(&self, total: u64) {
-        self.0.total2.store(total, Ordering::Relaxed);
-        self.0.phase.store(2, Ordering::Relaxed);
+        self.0.begin_check(total);
     }
     fn verified(&self, n: u64) {
-        self.0.bytes2.fetch_add(n, Ordering::Relaxed);
+        self.0.add_checked(n);
     }
 }
 
@@ -428,15 +419,7 @@ pub fn image<'e>(
         ProgressFn,
     >,
 ) -> Result<Object<'e>> {
-    let o = options.unwrap_or(NativeImageOptions {
-        allow_file: None,
-        force: None,
-        level: None,
-        jobs: None,
-        bmap: None,
-        partitions_only: None,
-        verify: None,
-    });
+    let o = options.unwrap_or_default();
     let cancel = cancel.inner.clone();
     let (device, output) = (PathBuf::from(device), PathBuf::from(output));
     off_thread(env, "image", move || {
@@ -487,7 +470,7 @@ pub fn image<'e>(
                 "verifyTotal": (verify_total > 0).then_some(verify_total),
             })
         });
-        let s = kopiru::image::image(&src, &output, &opts, &ImageCounts(counts.clone()));
+        let s = kopiru::image::image(&src, &output, &opts, &DeviceCounts(counts.clone()));
         ticker.stop();
         json!({
             "kind": "done",

@@ -45,6 +45,15 @@ impl Counts {
     pub fn add_bytes(&self, n: u64) {
         self.bytes.fetch_add(n, Ordering::Relaxed);
     }
+    /// The read-back has begun (phase 2): `total` bytes to check.
+    pub fn begin_check(&self, total: u64) {
+        self.total2.store(total, Ordering::Relaxed);
+        self.phase.store(2, Ordering::Relaxed);
+    }
+    /// `n` more bytes read back.
+    pub fn add_checked(&self, n: u64) {
+        self.bytes2.fetch_add(n, Ordering::Relaxed);
+    }
     pub fn get(&self, c: &AtomicU64) -> u64 {
         c.load(Ordering::Relaxed)
     }

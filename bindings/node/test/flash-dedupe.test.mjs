@@ -6,15 +6,13 @@ import { createHash } from 'node:crypto'
 import { mkdirSync, readFileSync, openSync, readSync, closeSync, copyFileSync, writeFileSync } from 'node:fs'
 import { join } from 'node:path'
 import { flash, dedupe } from 'kopiru'
-import { isRoot, have, cannotMount, mountFresh, skipUnless, writePattern, scratch, sh } from './helpers.mjs'
+import { loopDeviceMissing, cannotMount, mountFresh, skipUnless, writePattern, scratch, sh } from './helpers.mjs'
 
 let loopdev = null
 let why = null
 let base = null
 before(() => {
-  if (!isRoot) why = `needs root to attach a loop device (running as uid ${process.getuid()})`
-  else if (!have('zstd')) why = 'zstd is not installed (apt-get install zstd)'
-  else if (!have('losetup')) why = 'losetup is not installed'
+  why = loopDeviceMissing()
   if (why) return
   base = scratch()
   sh('truncate', ['-s', '64M', join(base, 'disk.img')])

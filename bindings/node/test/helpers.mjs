@@ -11,6 +11,14 @@ export function have(cmd) {
   return spawnSync('sh', ['-c', `command -v ${cmd}`], { stdio: 'ignore' }).status === 0
 }
 
+/** Why a loop device with zstd images cannot be used here, or null. */
+export function loopDeviceMissing() {
+  if (!isRoot) return `needs root to attach a loop device (running as uid ${process.getuid()})`
+  if (!have('zstd')) return 'zstd is not installed (apt-get install zstd)'
+  if (!have('losetup')) return 'losetup is not installed'
+  return null
+}
+
 export function sh(cmd, args, opts = {}) {
   return execFileSync(cmd, args, { encoding: 'utf8', stdio: ['ignore', 'pipe', 'pipe'], ...opts })
 }

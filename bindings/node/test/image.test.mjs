@@ -6,16 +6,14 @@ import { createHash } from 'node:crypto'
 import { existsSync, openSync, readSync, writeSync, closeSync, readFileSync, writeFileSync, readdirSync } from 'node:fs'
 import { join } from 'node:path'
 import { image } from 'kopiru'
-import { isRoot, have, scratch, sh } from './helpers.mjs'
+import { loopDeviceMissing, scratch, sh } from './helpers.mjs'
 
 const SIZE = 32 << 20
 let loopdev = null
 let why = null
 let base = null
 before(() => {
-  if (!isRoot) why = `needs root to attach a loop device (running as uid ${process.getuid()})`
-  else if (!have('zstd')) why = 'zstd is not installed (apt-get install zstd)'
-  else if (!have('losetup')) why = 'losetup is not installed'
+  why = loopDeviceMissing()
   if (why) return
   base = scratch()
   const disk = join(base, 'disk.img')
