@@ -18,17 +18,8 @@ fs=$1 corpus=$(readlink -f "$2") runs=$3; shift 3
 P=${PEERS_ROOT:-$HOME/.cache/kopiru-peers}/bin
 name=$(basename "$corpus")
 img=/var/tmp/kopiru-ab-$fs-$name.img mnt=/mnt/kopiru-ab-$fs-$name
-if ! mountpoint -q "$mnt"; then
-  need=$(( $(du -sk "$corpus" | cut -f1) * 3 / 1024 + 2048 ))
-  rm -f "$img"; truncate -s "${need}M" "$img"
-  case $fs in
-    ext4) mkfs.ext4 -q -F -i 4096 "$img";;
-    xfs) mkfs.xfs -q -f -m reflink=1 "$img";;
-    btrfs) mkfs.btrfs -q -f "$img" >/dev/null;;
-    *) echo "FS must be ext4, xfs or btrfs" >&2; exit 2;;
-  esac
-  mkdir -p "$mnt"; mount -o loop "$img" "$mnt"; cp -a "$corpus" "$mnt/src"; sync
-fi
+source "$(dirname "$0")/loopfs.sh"
+mountpoint -q "$mnt" || corpus_fs "$fs" "$corpus" "$img" "$mnt"
 args=()
 for peer in cpz fcp; do
   [[ -x $P/$peer ]] && args+=("$peer=$P/$peer $mnt/src $mnt/dst")

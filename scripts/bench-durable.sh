@@ -15,16 +15,9 @@ P=${PEERS_ROOT:-$HOME/.cache/kopiru-peers}/bin
 cargo build --release -q --bin kopiru
 k=$PWD/target/release/kopiru
 img=/var/tmp/kopiru-durable-$fs.img mnt=/mnt/kopiru-durable-$fs
-need=$(( $(du -sk "$corpus" | cut -f1) * 3 / 1024 + 2048 ))
-mountpoint -q "$mnt" && umount "$mnt"
-rm -f "$img"; truncate -s "${need}M" "$img"
-case $fs in
-  ext4) mkfs.ext4 -q -F -i 4096 "$img";;
-  xfs) mkfs.xfs -q -f -m reflink=1 "$img";;
-  *) echo "FS must be ext4 or xfs" >&2; exit 2;;
-esac
-mkdir -p "$mnt"; mount -o loop "$img" "$mnt"
-cp -a "$corpus" "$mnt/src"; sync
+[[ $fs == ext4 || $fs == xfs ]] || { echo "FS must be ext4 or xfs" >&2; exit 2; }
+source scripts/loopfs.sh
+corpus_fs "$fs" "$corpus" "$img" "$mnt"
 S=$mnt/src D=$mnt/dst
 cmds=(
   -n "kopiru (--sync end)" "$k copy $S $D"

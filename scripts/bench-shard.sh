@@ -19,16 +19,9 @@ cargo build --release -q --bin kopiru
 k=$PWD/target/release/kopiru
 name=$(basename "$corpus")
 img=/var/tmp/kopiru-shard-$fs-$name.img mnt=/mnt/kopiru-shard-$fs-$name
-if ! mountpoint -q "$mnt"; then
-  need=$(( $(du -sk "$corpus" | cut -f1) * 3 / 1024 + 2048 ))
-  rm -f "$img"; truncate -s "${need}M" "$img"
-  case $fs in
-    ext4) mkfs.ext4 -q -F -i 4096 "$img";;
-    xfs) mkfs.xfs -q -f -m reflink=1 "$img";;
-    *) echo "FS must be ext4 or xfs" >&2; exit 2;;
-  esac
-  mkdir -p "$mnt"; mount -o loop "$img" "$mnt"; cp -a "$corpus" "$mnt/src"; sync
-fi
+[[ $fs == ext4 || $fs == xfs ]] || { echo "FS must be ext4 or xfs" >&2; exit 2; }
+source scripts/loopfs.sh
+mountpoint -q "$mnt" || corpus_fs "$fs" "$corpus" "$img" "$mnt"
 mpi="mpirun --allow-run-as-root --oversubscribe -n 2"
 # fpart's hook runs through a shell; interleave.py splits on spaces, so
 # each multi-word command is a small script.
