@@ -272,7 +272,11 @@ pub(crate) fn copy_entries(
     let mut groups = Vec::new();
     let mut chain = Chain::default();
     for (parent, items) in by_parent {
-        let opened = chain.open(src_root.as_fd(), root.dir.as_fd(), &parent);
+        // The group's node owns its pair; the chain keeps its own.
+        let dup = |fd: &Fd, side| fd.try_clone().map_err(|e| (side, Op::Open, e));
+        let opened = chain
+            .open(src_root.as_fd(), root.dir.as_fd(), &parent)
+            .and_then(|(s, d)| Ok((dup(s, Side::Source)?, dup(d, Side::Destination)?)));
         let (s, d) = match opened {
             Ok(pair) => pair,
             Err((side, op, err)) => {
@@ -321,14 +325,15 @@ struct Chain {
 }
 
 impl Chain {
-    /// The source and destination directories `rel` (the destination's made
-    /// if missing, as `mkdir -p`), never through a symlink.
+    /// Opens the source and destination directories `rel` (the
+    /// destination's made if missing, as `mkdir -p`), never through a
+    /// symlink, and returns them, borrowed from the chain.
     fn open(
         &mut self,
         src_root: sys::FdRef,
         dst_root: sys::FdRef,
         rel: &Path,
-    ) -> Result<(Fd, Fd), (Side, Op, io::Error)> {
+    ) -> Result<(&Fd, &Fd), (Side, Op, io::Error)> {
         while self
             .open
             .last()
@@ -367,8 +372,7 @@ impl Chain {
             self.open.push((p, sub_s, sub_d));
         }
         let (_, s, d) = self.open.last().expect("the roots at least");
-        let dup = |fd: &Fd, side| fd.try_clone().map_err(|e| (side, Op::Open, e));
-        Ok((dup(s, Side::Source)?, dup(d, Side::Destination)?))
+        Ok((s, d))
     }
 }
 
