@@ -159,6 +159,13 @@ fn ends_in_name(path: &Path) -> bool {
         && !(cfg!(windows) && bytes.ends_with(b"\\."))
 }
 
+/// Whether a path ends in a separator ("link/"): resolving it then follows
+/// a symlink at its end, as the kernel's path walk does.
+fn ends_in_separator(path: &Path) -> bool {
+    let bytes = path.as_os_str().as_encoded_bytes();
+    bytes.ends_with(b"/") || (cfg!(windows) && bytes.ends_with(b"\\"))
+}
+
 fn split(path: &Path) -> std::io::Result<(PathBuf, std::ffi::OsString)> {
     let path = if ends_in_name(path) {
         path.to_path_buf()
@@ -201,7 +208,9 @@ fn plan_one(
     opts: &CopyOptions,
     basis: Option<&Path>,
 ) -> Result<Job, Error> {
-    let follow = opts.follow != Follow::Never;
+    // "link/" names the directory the link points to, for cp and rsync
+    // alike: the source is followed, whatever -P says.
+    let follow = opts.follow != Follow::Never || ends_in_separator(src);
     let src_st = sys::stat_path(src, follow).map_err(|e| Error::src(src, Op::Stat, &e))?;
     let src_is_dir = src_st.kind() == FileKind::Dir;
 
@@ -214,8 +223,7 @@ fn plan_one(
         }
         _ => dest.to_path_buf(),
     };
-    let dst_bytes = dst_path.as_os_str().as_encoded_bytes();
-    let trailing_sep = dst_bytes.ends_with(b"/") || (cfg!(windows) && dst_bytes.ends_with(b"\\"));
+    let trailing_sep = ends_in_separator(&dst_path);
     if trailing_sep && !dest_is_dir && !src_is_dir {
         return Err(Error::refused(
             Side::Destination,

@@ -470,6 +470,29 @@ pub fn follow_links(fs: Fs) -> R {
         std::fs::read(dst.join("link-to-file"))? == b"data",
         "wrong content"
     );
+    // A source "link/" names the directory the link points to (as for cp
+    // and rsync); "link" alone is the link.
+    let dlink = w.join("dlink");
+    std::os::unix::fs::symlink(src.join("d"), &dlink)?;
+    let (through, itself) = (w.join("through"), w.join("itself"));
+    let mut slashed = dlink.clone().into_os_string();
+    slashed.push("/");
+    for (from, to) in [
+        (slashed.as_os_str(), &through),
+        (dlink.as_os_str(), &itself),
+    ] {
+        let o = kopiru([OsStr::new("copy"), from, to.as_os_str()]);
+        ensure!(code(&o) == 0, "{}", show(&o));
+    }
+    ensure!(
+        std::fs::symlink_metadata(&through)?.is_dir()
+            && std::fs::read(through.join("f"))? == b"data",
+        "\"dlink/\" did not copy the directory it points to"
+    );
+    ensure!(
+        std::fs::symlink_metadata(&itself)?.is_symlink(),
+        "\"dlink\" was not copied as a link"
+    );
     Ok(())
 }
 
