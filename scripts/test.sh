@@ -2,7 +2,7 @@
 # Runs the whole test suite: the Rust tests (library units and end-to-end
 # tests on real ext4/XFS/Btrfs loop filesystems), the Node.js binding
 # (built, packed, installed into a scratch project, `node --test`), and the
-# Windows build under Wine. As root on Debian/Ubuntu it first installs what
+# Windows builds of the command and of the binding under Wine. As root on Debian/Ubuntu it first installs what
 # the tests need with apt-get; what cannot run is reported as skipped, with
 # the reason, never as passed. Ends with one line: N passed, N failed, N
 # skipped (all parts added up).
@@ -59,6 +59,8 @@ if has windows; then
   echo "== Windows build under Wine: scripts/test-windows.sh"
   if [[ -f scripts/test-windows.sh ]]; then
     bash scripts/test-windows.sh 2>&1 | tee -a "$log" || status=$?
+    echo "== Node.js binding on Windows under Wine: bindings/node/scripts/test-windows.sh"
+    bash bindings/node/scripts/test-windows.sh 2>&1 | tee -a "$log" || status=$?
   else
     echo "!!!!!!!! SKIPPED: Windows: scripts/test-windows.sh is not in this checkout" | tee -a "$log"
   fi

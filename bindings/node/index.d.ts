@@ -11,9 +11,11 @@ export interface EntryError {
   op: string
   /** The OS's message, or the engine's refusal. */
   reason: string
-  /** The OS error number; null when the engine refused by itself. */
+  /** The OS error number (on Windows the Windows error code, such as 5);
+   * null when the engine refused by itself. */
   errno: number | null
-  /** The errno's name ('ENOENT', 'EACCES', ...), or null. */
+  /** Its name as Node's fs gives it ('ENOENT', 'EACCES'; on Windows
+   * ERROR_ACCESS_DENIED is 'EPERM', as in fs), or null. */
   code: string | null
 }
 

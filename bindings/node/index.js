@@ -160,7 +160,8 @@ async function run(fn, options, start, { stoppable = true } = {}) {
 }
 
 function withCodes(errors) {
-  for (const e of errors) e.code = e.errno == null ? null : (ERRNO_NAMES.get(e.errno) ?? null)
+  // On Windows the binding names the Windows error itself (`code`).
+  for (const e of errors) if (!('code' in e)) e.code = e.errno == null ? null : (ERRNO_NAMES.get(e.errno) ?? null)
   return errors
 }
 

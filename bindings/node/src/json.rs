@@ -23,14 +23,49 @@ pub fn path(p: &Path) -> String {
 }
 
 /// One error: `{ path, side, op, reason, errno }` (`errno` null for a
-/// refusal the engine made itself).
+/// refusal the engine made itself). On Windows `errno` is the Windows error
+/// code and `code` its name as Node's `fs` gives it; elsewhere the wrapper
+/// names the errno from `os.constants.errno`.
 pub fn error(e: &Error) -> Value {
-    json!({
+    let mut v = json!({
         "path": path(&e.path),
         "side": e.side.name(),
         "op": e.op.name(),
         "reason": e.reason(),
         "errno": e.errno(),
+    });
+    if cfg!(windows) {
+        v["code"] = e.errno().and_then(windows_code).into();
+    }
+    v
+}
+
+/// The `code` Node's `fs` (libuv's `uv_translate_sys_error`) gives a
+/// Windows error, for the codes a copy meets; `None` for the rest. The
+/// numbers are stable Win32 error codes (winerror.h).
+fn windows_code(code: i32) -> Option<&'static str> {
+    Some(match code {
+        // FILE_NOT_FOUND, PATH_NOT_FOUND, INVALID_DRIVE, BAD_NETPATH,
+        // BAD_NET_NAME, INVALID_NAME, BAD_PATHNAME, MOD_NOT_FOUND
+        2 | 3 | 15 | 53 | 67 | 123 | 161 | 126 => "ENOENT",
+        // ACCESS_DENIED, PRIVILEGE_NOT_HELD, CANT_ACCESS_FILE
+        5 | 1314 | 1920 => "EPERM",
+        6 => "EBADF",          // INVALID_HANDLE
+        8 | 14 => "ENOMEM",    // NOT_ENOUGH_MEMORY, OUTOFMEMORY
+        17 => "EXDEV",         // NOT_SAME_DEVICE
+        19 => "EROFS",         // WRITE_PROTECT
+        32 | 33 => "EBUSY",    // SHARING_VIOLATION, LOCK_VIOLATION
+        39 | 112 => "ENOSPC",  // HANDLE_DISK_FULL, DISK_FULL
+        50 => "ENOTSUP",       // NOT_SUPPORTED
+        80 | 183 => "EEXIST",  // FILE_EXISTS, ALREADY_EXISTS
+        87 | 4390 => "EINVAL", // INVALID_PARAMETER, NOT_A_REPARSE_POINT
+        145 => "ENOTEMPTY",    // DIR_NOT_EMPTY
+        206 => "ENAMETOOLONG", // FILENAME_EXCED_RANGE
+        267 => "ENOTDIR",      // DIRECTORY (the name is not a directory)
+        995 => "ECANCELED",    // OPERATION_ABORTED
+        1117 => "EIO",         // IO_DEVICE
+        1921 => "ELOOP",       // CANT_RESOLVE_FILENAME
+        _ => return None,
     })
 }
 

@@ -98,6 +98,9 @@ impl NativeCopyOptions {
             no_clobber: self.no_clobber.unwrap_or(false),
             no_target_directory: self.no_target_directory.unwrap_or(false),
             verify: self.verify.unwrap_or(false),
+            // The command's record: a rerun of the same copy merges into
+            // the tree it made instead of nesting a second one inside.
+            copies_record: kopiru::default_copies_record(),
             ..CopyOptions::default()
         })
     }
@@ -156,7 +159,11 @@ fn is_refusal(e: &KError, sources: &[PathBuf], dest: &Path) -> bool {
             | Refusal::CannotClone { .. },
         ) => true,
         Some(_) => false,
-        None => e.side == Side::Source && e.op == Op::Stat && e.errno() == Some(libc::ENOENT),
+        None => {
+            e.side == Side::Source
+                && e.op == Op::Stat
+                && e.io_error().map(std::io::Error::kind) == Some(std::io::ErrorKind::NotFound)
+        }
     }
 }
 

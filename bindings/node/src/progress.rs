@@ -46,11 +46,13 @@ impl Counts {
         self.bytes.fetch_add(n, Ordering::Relaxed);
     }
     /// The read-back has begun (phase 2): `total` bytes to check.
+    #[cfg(unix)]
     pub fn begin_check(&self, total: u64) {
         self.total2.store(total, Ordering::Relaxed);
         self.phase.store(2, Ordering::Relaxed);
     }
     /// `n` more bytes read back.
+    #[cfg(unix)]
     pub fn add_checked(&self, n: u64) {
         self.bytes2.fetch_add(n, Ordering::Relaxed);
     }

@@ -124,6 +124,30 @@ test('refusals: into itself, onto itself, missing source', async () => {
   await assert.rejects(copy([src, src], join(src, 'f')), refused('not a directory'))
 })
 
+test('the same copy run again merges into the tree it made, as the command does', async () => {
+  // The record of copies is the command's ($XDG_STATE_HOME/kopiru/copies):
+  // a scratch one here.
+  process.env.XDG_STATE_HOME = scratch()
+  const root = scratch()
+  const src = join(root, 'src')
+  mkdirSync(join(src, 'd'), { recursive: true })
+  writeFileSync(join(src, 'd', 'f'), 'one\n')
+  const dest = join(root, 'dest')
+  await copy(src, dest)
+  writeFileSync(join(src, 'g'), 'two\n')
+  const again = await copy(src, dest)
+  assert.equal(again.exitCode, 0)
+  // Not dest/src (cp's rule once dest exists): the copy was brought up to date.
+  assert.equal(existsSync(join(dest, 'src')), false)
+  assert.equal(readFileSync(join(dest, 'g'), 'utf8'), 'two\n')
+  assert.equal(readFileSync(join(dest, 'd', 'f'), 'utf8'), 'one\n')
+  // A directory kopiru did not make still follows cp's rule: into it.
+  const other = join(root, 'other')
+  mkdirSync(other)
+  await copy(src, other)
+  assert.equal(readFileSync(join(other, 'src', 'g'), 'utf8'), 'two\n')
+})
+
 test('options are checked before anything starts', async () => {
   const root = scratch()
   await assert.rejects(copy(root, join(root, 'x'), { method: 'fast' }), { name: 'TypeError' })

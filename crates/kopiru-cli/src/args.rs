@@ -662,31 +662,11 @@ impl CopyArgs {
             no_clobber: self.no_clobber,
             no_target_directory: self.no_target_directory,
             verify: self.verify,
-            copies_record: copies_record(),
+            copies_record: kopiru::default_copies_record(),
             ..CopyOptions::default()
         };
         self.select.apply(&mut opts)?;
         self.scale.apply(&mut opts, self.recursive)?;
         Ok(opts)
     }
-}
-
-/// Where `kopiru copy` records the trees it makes, so that the same command
-/// run again merges into its copy instead of nesting one inside it:
-/// `$XDG_STATE_HOME/kopiru/copies`, or `~/.local/state/kopiru/copies`
-/// (on Windows `%LOCALAPPDATA%\kopiru\copies`).
-fn copies_record() -> Option<std::path::PathBuf> {
-    if cfg!(windows) {
-        let local = std::env::var_os("LOCALAPPDATA").filter(|d| !d.is_empty())?;
-        return Some(
-            std::path::PathBuf::from(local)
-                .join("kopiru")
-                .join("copies"),
-        );
-    }
-    let state = match std::env::var_os("XDG_STATE_HOME") {
-        Some(d) if !d.is_empty() => std::path::PathBuf::from(d),
-        _ => std::path::PathBuf::from(std::env::var_os("HOME")?).join(".local/state"),
-    };
-    Some(state.join("kopiru/copies"))
 }

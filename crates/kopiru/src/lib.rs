@@ -46,6 +46,7 @@ pub use options::{
     Backup, Basis, BasisKind, CopyOptions, Follow, MethodChoice, Preserve, SparseMode, SyncMode,
 };
 pub use plan::PlanError;
+pub use record::default_path as default_copies_record;
 pub use shard::Shard;
 
 pub use copy::copy;

@@ -41,6 +41,23 @@ fn parse(line: &str) -> Option<Entry<'_>> {
     Some(((a, b), (c, d), words.next()?))
 }
 
+/// The usual place of the record, shared by the command and the Node
+/// binding so that either one's rerun finds the other's copies:
+/// `$XDG_STATE_HOME/kopiru/copies`, or `~/.local/state/kopiru/copies`
+/// (on Windows `%LOCALAPPDATA%\kopiru\copies`); `None` without a home.
+pub fn default_path() -> Option<std::path::PathBuf> {
+    use std::path::PathBuf;
+    if cfg!(windows) {
+        let local = std::env::var_os("LOCALAPPDATA").filter(|d| !d.is_empty())?;
+        return Some(PathBuf::from(local).join("kopiru").join("copies"));
+    }
+    let state = match std::env::var_os("XDG_STATE_HOME") {
+        Some(d) if !d.is_empty() => PathBuf::from(d),
+        _ => PathBuf::from(std::env::var_os("HOME")?).join(".local/state"),
+    };
+    Some(state.join("kopiru/copies"))
+}
+
 /// Appends that `dst` is a copy of `src` (one whole line per write, so
 /// several processes may append), keeping the file small.
 pub(crate) fn record(
