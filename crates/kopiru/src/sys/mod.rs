@@ -103,7 +103,7 @@ pub fn os_str(name: &CStr) -> &OsStr {
 
 /// A name within a directory, as the OS takes it (a NUL-terminated byte
 /// string on Unix; on Windows the NUL-terminated WTF-8 of the UTF-16 name,
-/// see `windows.rs`). The tree code passes names only through these types.
+/// see `windows/mod.rs`). The tree code passes names only through these types.
 pub type Name = CStr;
 /// An owned [`Name`].
 pub type NameBuf = CString;
@@ -141,7 +141,7 @@ pub fn noatime_refused(e: &io::Error) -> bool {
     e.raw_os_error() == Some(libc::EPERM)
 }
 
-/// Nothing beyond the Unix metadata to keep on Unix (see `windows.rs`).
+/// Nothing beyond the Unix metadata to keep on Unix (see `windows/meta.rs`).
 #[cfg(unix)]
 pub fn platform_meta(_fd: FdRef, _st: &Stat, _attributes: bool, _times: bool) -> io::Result<()> {
     Ok(())
