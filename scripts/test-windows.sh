@@ -33,7 +33,7 @@ finish() {
 
 # The checks below, by name: all skipped when Wine cannot be had.
 ALL_CHECKS=(starts tree close-pool long-path attributes times same-file into-itself
-    one-failure resume verify hard-links rerun not-supported method-clone copyfile2
+    one-failure resume two-at-once verify hard-links rerun not-supported method-clone copyfile2
     bench-sweep unit-tests rename-by-handle archive security streams)
 
 WINE=/usr/lib/wine/wine64
@@ -329,6 +329,46 @@ if kill -9 $pid 2>/dev/null; then
 else
     wait $pid
     fail "resume: the copy finished before it could be killed (make the tree larger)"
+fi
+
+# two-at-once: a run stopped (SIGSTOP) while it builds its staged tree; the
+# same command started meanwhile finds that tree locked (a named event,
+# Windows' stand-in for flock), refuses (exit 1) and touches nothing; the
+# first, continued, makes an exact copy.
+A=$T/two
+mkdir -p "$A/src"
+for d in $(seq 1 8); do
+    mkdir "$A/src/d$d"
+    for f in $(seq 1 60); do echo "file $d $f" >"$A/src/d$d/f$f"; done
+done
+head -c 20000000 /dev/urandom >"$A/src/big"
+"$WINE" "$BIN/kopiru.exe" copy --sync none "$(winpath "$A/src")" "$(winpath "$A/dst")" \
+    >"$WORK/first.out" 2>&1 </dev/null &
+pid=$!
+for _ in $(seq 1 300); do
+    n=$(find "$A" -path "$A/src" -prune -o -type f -print 2>/dev/null | wc -l)
+    [ "$n" -ge 50 ] && break
+    kill -0 $pid 2>/dev/null || break
+    sleep 0.05
+done
+if kill -STOP $pid 2>/dev/null; then
+    staged=$(find "$A" -maxdepth 1 -name '.kopiru-tmp.tree.*' | wc -l)
+    k copy --sync none "$A/src" "$A/dst"
+    rc2=$RC
+    kill -CONT $pid
+    wait $pid
+    rc1=$?
+    if [ "$staged" -eq 1 ] && [ $rc2 -eq 1 ] && grep -q 'another kopiru is copying' "$ERR" &&
+        [ $rc1 -eq 0 ] && diff -r "$A/src" "$A/dst" >/dev/null &&
+        [ "$(find "$A" -name '.kopiru-tmp*' | wc -l)" -eq 0 ]; then
+        pass "two-at-once: the second run refused (exit 1) while the first held its staged tree; the first finished exactly"
+    else
+        fail "two-at-once: staged trees $staged, second exit $rc2, first exit $rc1 ($(head -c 300 "$WORK/first.out"))"
+        show
+    fi
+else
+    wait $pid
+    fail "two-at-once: the first copy finished before it could be stopped (make the tree larger)"
 fi
 
 # verify: copy --verify reads the copy back; kopiru verify finds a change.

@@ -488,8 +488,13 @@ fn main() {
         );
         add(
             format!("rerun_cleans_leftovers::{}", fs.name()),
-            why,
+            why.clone(),
             Box::new(move || reruns::rerun_cleans_leftovers(fs)),
+        );
+        add(
+            format!("two_at_once::{}", fs.name()),
+            why,
+            Box::new(move || reruns::two_at_once(fs)),
         );
     }
     add(

@@ -5,7 +5,7 @@
 use crate::durability::{no_temporaries, tree};
 use crate::fixture::{self, Fs};
 use crate::manifest::DEFAULT;
-use crate::{code, json, kopiru_injected, same_tree, show, R};
+use crate::{code, fails_with, json, kopiru_injected, same_tree, show, R};
 use libtest_mimic::Failed;
 use std::ffi::OsStr;
 use std::path::Path;
@@ -154,5 +154,64 @@ pub fn rerun_cleans_leftovers(fs: Fs) -> R {
         "content"
     );
     no_temporaries(&w)?;
+    Ok(())
+}
+
+/// Two runs of one command at once: the first is held just before it
+/// publishes its staged tree (strace delays its `renameat2` by 4 s); the
+/// second finds that tree locked, refuses with exit 1 and touches nothing;
+/// the first then finishes an exact copy.
+pub fn two_at_once(fs: Fs) -> R {
+    let w = fixture::workdir(fs, "two-at-once")?;
+    let (src, dst) = (w.join("src"), w.join("dst"));
+    tree(&src, 24)?;
+    let first = kopiru_injected("renameat2:delay_enter=4000000")
+        .env("XDG_STATE_HOME", w.join("state"))
+        .arg("copy")
+        .args([&src, &dst])
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()?;
+    // The staged tree, complete: the first run holds its lock now.
+    let staged = || -> Option<std::path::PathBuf> {
+        let e = std::fs::read_dir(&w).ok()?.flatten().find(|e| {
+            e.file_name()
+                .to_string_lossy()
+                .starts_with(".kopiru-tmp.tree.")
+        })?;
+        Some(e.path())
+    };
+    let started = std::time::Instant::now();
+    let stage = loop {
+        if let Some(s) = staged().filter(|s| same_tree(&src, s, DEFAULT).is_ok()) {
+            break s;
+        }
+        ensure!(
+            started.elapsed().as_secs() < 30,
+            "the first run never finished its staged tree"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    };
+    let second = copy_in(&w, &[src.as_os_str(), dst.as_os_str()])?;
+    let held = started.elapsed();
+    ensure!(
+        held.as_secs() < 4,
+        "the second run ended after the first was released ({held:?})"
+    );
+    fails_with(
+        &second,
+        1,
+        "another kopiru is copying to this destination now",
+    )?;
+    ensure!(!dst.exists(), "the second run made DEST");
+    ensure!(stage.exists(), "the second run removed the first's tree");
+    let first = first.wait_with_output()?;
+    ensure!(code(&first) == 0, "first run: {}", show(&first));
+    same_tree(&src, &dst, DEFAULT)?;
+    no_temporaries(&w)?;
+    // And the same command once more merges into the copy.
+    let o = copy_in(&w, &[src.as_os_str(), dst.as_os_str()])?;
+    ensure!(code(&o) == 0, "{}", show(&o));
+    ensure!(!dst.join("src").exists(), "nested");
     Ok(())
 }

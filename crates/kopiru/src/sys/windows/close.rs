@@ -187,10 +187,7 @@ mod tests {
         // its raw value back (into_raw_handle) and closes it, which fails
         // without touching any real object.
         let file = unsafe { File::from_raw_handle(bogus as _) };
-        let fd = Fd {
-            file,
-            path: PathBuf::from(r"\\?\Z:\nowhere"),
-        };
+        let fd = Fd::new(file, PathBuf::from(r"\\?\Z:\nowhere"));
         let closer = Closer::new();
         closer.close(fd).unwrap();
         let errors = closer.finish();

@@ -25,8 +25,9 @@ use std::ffi::{CStr, OsString};
 use std::fs::File;
 use std::io;
 use std::os::windows::ffi::OsStrExt;
-use std::os::windows::io::{AsRawHandle, FromRawHandle};
+use std::os::windows::io::{AsRawHandle, FromRawHandle, OwnedHandle};
 use std::path::{Path, PathBuf};
+use std::sync::OnceLock;
 
 use windows_sys::Win32::Foundation::{HANDLE, INVALID_HANDLE_VALUE};
 use windows_sys::Win32::Storage::FileSystem::{
@@ -56,28 +57,37 @@ pub use self::process::*;
 pub use self::stat::*;
 pub use self::streams::*;
 
-/// An open handle and the full path it was opened by; closed on drop.
+/// An open handle and the full path it was opened by, and the lock taken
+/// through it ([`try_lock`]); closed on drop.
 #[derive(Debug)]
 pub struct Fd {
     file: File,
     path: PathBuf,
+    lock: OnceLock<OwnedHandle>,
 }
 
 impl Fd {
-    /// A second handle to the same file (`DuplicateHandle`).
+    fn new(file: File, path: PathBuf) -> Fd {
+        Fd {
+            file,
+            path,
+            lock: OnceLock::new(),
+        }
+    }
+
+    /// A second handle to the same file (`DuplicateHandle`), without the
+    /// first one's lock.
     pub fn try_clone(&self) -> io::Result<Fd> {
-        Ok(Fd {
-            file: self.file.try_clone()?,
-            path: self.path.clone(),
-        })
+        Ok(Fd::new(self.file.try_clone()?, self.path.clone()))
     }
 }
 
-/// A borrowed [`Fd`]: a handle and its path.
+/// A borrowed [`Fd`]: a handle, its path and its lock.
 #[derive(Clone, Copy, Debug)]
 pub struct FdRef<'a> {
     file: &'a File,
     path: &'a Path,
+    lock: &'a OnceLock<OwnedHandle>,
 }
 
 /// Borrowing a handle as an [`FdRef`], as `std::os::fd::AsFd` on Unix.
@@ -91,6 +101,7 @@ impl AsFd for Fd {
         FdRef {
             file: &self.file,
             path: &self.path,
+            lock: &self.lock,
         }
     }
 }
@@ -212,7 +223,7 @@ fn create_file(path: PathBuf, access: u32, disposition: u32, flags: u32) -> io::
     }
     // SAFETY: CreateFileW returned a valid handle that nothing else owns; the File closes it.
     let file = unsafe { File::from_raw_handle(h as _) };
-    Ok(Fd { file, path })
+    Ok(Fd::new(file, path))
 }
 
 fn open_flags(follow: bool) -> u32 {
