@@ -22,6 +22,15 @@ pub(super) fn copy(
     let mut pos = 0u64;
     let mut data_bytes = 0u64;
     let mut end = st.size;
+    // Windows: the ranges skipped stay holes only in a file marked sparse
+    // before anything is written (a no-op on Unix).
+    if let Err(e) = sys::make_sparse(dst) {
+        let w = format!(
+            "sparse: marking the copy sparse: {}",
+            crate::error::reason(&e)
+        );
+        return Rung::NotSupported(e, w);
+    }
     while pos < st.size {
         let data = match sys::seek_data(src, pos, false) {
             Ok(Some(d)) if d < st.size => d,

@@ -4,13 +4,16 @@
 use std::io;
 
 use windows_sys::Win32::Foundation::{
-    GetLastError, ERROR_ACCESS_DENIED, ERROR_BROKEN_PIPE, ERROR_HANDLE_EOF,
+    GetLastError, ERROR_ACCESS_DENIED, ERROR_BROKEN_PIPE, ERROR_HANDLE_EOF, ERROR_MORE_DATA,
 };
 use windows_sys::Win32::Storage::FileSystem::{
     FileEndOfFileInfo, FlushFileBuffers, GetVolumeInformationByHandleW, ReadFile,
     SetFileInformationByHandle, WriteFile, FILE_END_OF_FILE_INFO,
 };
-use windows_sys::Win32::System::IO::OVERLAPPED;
+use windows_sys::Win32::System::Ioctl::{
+    FILE_ALLOCATED_RANGE_BUFFER, FSCTL_QUERY_ALLOCATED_RANGES, FSCTL_SET_SPARSE,
+};
+use windows_sys::Win32::System::IO::{DeviceIoControl, OVERLAPPED};
 
 use super::stat::{fstat, FileKind};
 use super::{cvt, FdRef};
@@ -89,10 +92,92 @@ pub fn ftruncate(fd: FdRef, len: u64) -> io::Result<()> {
     })
 }
 
-/// Not yet (`FSCTL_QUERY_ALLOCATED_RANGES` would do it): files are copied
-/// whole.
-pub fn seek_data(_fd: FdRef, _offset: u64, _hole: bool) -> io::Result<Option<u64>> {
-    Err(super::unsupported())
+/// `lseek(SEEK_DATA)` (`hole` false: where the next data at or after
+/// `offset` starts) or `lseek(SEEK_HOLE)` (`hole` true: where the data at
+/// `offset` ends), from `FSCTL_QUERY_ALLOCATED_RANGES`. `None`: no data
+/// at or after `offset`. Only asked of files that are sparse
+/// (`Stat::looks_sparse`); a filesystem without sparse files fails the call
+/// and the file is copied whole.
+pub fn seek_data(fd: FdRef, offset: u64, hole: bool) -> io::Result<Option<u64>> {
+    let size = fstat(fd)?.size;
+    if offset >= size {
+        return Ok(None);
+    }
+    let mut at = offset;
+    loop {
+        let Some((start, end)) = first_allocated(fd, at, size)? else {
+            // No data at or after `at`: a hole to the end.
+            return Ok(if hole { Some(size) } else { None });
+        };
+        match hole {
+            false => return Ok(Some(start.max(offset))),
+            // `offset` lies in a hole: the hole is there.
+            true if start > at => return Ok(Some(at)),
+            // In data: the data may go on in the next range, which NTFS
+            // can report separately (ranges are per 64 KiB unit runs).
+            true if end >= size => return Ok(Some(size)),
+            true => at = end,
+        }
+    }
+}
+
+/// The first allocated range `[start, end)` that ends after `offset`.
+fn first_allocated(fd: FdRef, offset: u64, size: u64) -> io::Result<Option<(u64, u64)>> {
+    let query = FILE_ALLOCATED_RANGE_BUFFER {
+        FileOffset: offset as i64,
+        Length: (size - offset) as i64,
+    };
+    let mut out = [FILE_ALLOCATED_RANGE_BUFFER {
+        FileOffset: 0,
+        Length: 0,
+    }; 1];
+    let mut got = 0u32;
+    // SAFETY: `fd` is an open handle; `query` and `out` are
+    // FILE_ALLOCATED_RANGE_BUFFERs of the sizes given, alive through the
+    // (synchronous) call; `got` a valid out-pointer.
+    let ok = unsafe {
+        DeviceIoControl(
+            fd.handle()?,
+            FSCTL_QUERY_ALLOCATED_RANGES,
+            (&query as *const FILE_ALLOCATED_RANGE_BUFFER).cast(),
+            std::mem::size_of::<FILE_ALLOCATED_RANGE_BUFFER>() as u32,
+            out.as_mut_ptr().cast(),
+            std::mem::size_of_val(&out) as u32,
+            &mut got,
+            std::ptr::null_mut(),
+        )
+    };
+    // ERROR_MORE_DATA: more ranges than room; the first one is there.
+    // SAFETY: read right after the failed call.
+    if ok == 0 && unsafe { GetLastError() } != ERROR_MORE_DATA {
+        return Err(super::last_error());
+    }
+    if (got as usize) < std::mem::size_of::<FILE_ALLOCATED_RANGE_BUFFER>() {
+        return Ok(None);
+    }
+    let start = out[0].FileOffset as u64;
+    Ok(Some((start, start + out[0].Length as u64)))
+}
+
+/// Marks a new, empty destination file sparse (`FSCTL_SET_SPARSE`), so
+/// that the ranges a sparse copy skips stay unallocated instead of being
+/// filled with zeros when a later range is written.
+pub fn make_sparse(fd: FdRef) -> io::Result<()> {
+    let mut got = 0u32;
+    // SAFETY: `fd` is an open handle; no input (which means "set"), no
+    // output; `got` a valid out-pointer.
+    cvt(unsafe {
+        DeviceIoControl(
+            fd.handle()?,
+            FSCTL_SET_SPARSE,
+            std::ptr::null(),
+            0,
+            std::ptr::null_mut(),
+            0,
+            &mut got,
+            std::ptr::null_mut(),
+        )
+    })
 }
 
 /// Alignment of buffers, offsets and lengths for uncached reads.

@@ -42,6 +42,7 @@ use super::{cstring, loop_error, os_str, unsupported};
 mod close;
 mod copy;
 mod data;
+mod junction;
 mod meta;
 mod ops;
 mod process;

@@ -190,16 +190,27 @@ pub fn mkdir_at(dir: FdRef, name: &CStr, _mode: u32) -> io::Result<()> {
 
 /// The target of a symbolic link or junction, as stored.
 pub fn read_link_at(dir: FdRef, name: &CStr) -> io::Result<CString> {
-    let target = std::fs::read_link(full(dir, name)?)?;
+    let path = full(dir, name)?;
+    if let Some(target) = super::junction::target(path.clone())? {
+        return super::cstring(&target);
+    }
+    let target = std::fs::read_link(path)?;
     super::cstring(target.as_os_str())
 }
 
 /// `CreateSymbolicLinkW`: a directory link when the target (resolved from
 /// the link's directory) is a directory now. Needs Developer Mode or the
-/// symbolic-link privilege.
+/// symbolic-link privilege. A target read from a junction (`\??\...`) makes
+/// a junction again.
 pub fn symlink_at(target: &CStr, dir: FdRef, name: &CStr) -> io::Result<()> {
     let link = full(dir, name)?;
     let t = Path::new(super::os_str(target));
+    if t.as_os_str()
+        .as_encoded_bytes()
+        .starts_with(super::junction::PREFIX.as_bytes())
+    {
+        return super::junction::make(&link, t);
+    }
     let resolved = match link.parent() {
         Some(p) if t.is_relative() => p.join(t),
         _ => t.to_path_buf(),

@@ -173,9 +173,11 @@ impl Stat {
         self.mode & 0o7777
     }
 
-    /// Never: holes are not looked for on Windows yet.
+    /// Whether the file is marked sparse (`FILE_ATTRIBUTE_SPARSE_FILE`):
+    /// only such files have holes on Windows.
     pub fn looks_sparse(&self) -> bool {
-        false
+        use windows_sys::Win32::Storage::FileSystem::FILE_ATTRIBUTE_SPARSE_FILE;
+        self.size > 0 && self.attributes & FILE_ATTRIBUTE_SPARSE_FILE != 0
     }
 }
 
