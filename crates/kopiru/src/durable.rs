@@ -39,6 +39,11 @@ pub(crate) struct StagedTree {
     /// The staged directory, locked ([`Worker::lock_staged`]) until it is
     /// published or the run ends; `None` for a macOS whole-tree clone.
     pub(crate) _lock: Option<Fd>,
+    /// A directory of a listed copy: when its name was made meanwhile (by
+    /// another process copying other entries of the same tree), its
+    /// entries are moved into that directory ([`merge_into`]) instead of
+    /// failing; and it is no copy of a source for [`crate::record`].
+    pub(crate) merge: bool,
 }
 
 impl Shared<'_> {
@@ -171,12 +176,22 @@ impl Shared<'_> {
             let outcome = match failed.get(&dev) {
                 Some(&errno) => Err((Op::Sync, io::Error::from_raw_os_error(errno))),
                 None => sys::rename_noreplace(parent, &t.tmp, parent, &t.name)
+                    .or_else(|e| match e.kind() {
+                        io::ErrorKind::AlreadyExists | io::ErrorKind::DirectoryNotEmpty
+                            if t.merge =>
+                        {
+                            merge_into(parent, &t.tmp, &t.name)
+                        }
+                        _ => Err(e),
+                    })
                     .map_err(|e| (Op::Rename, e)),
             };
             match outcome {
                 Ok(()) => {
                     renamed_on.push(dev);
-                    self.record_copy(&t);
+                    if !t.merge {
+                        self.record_copy(&t);
+                    }
                     if opts.sync == SyncMode::File {
                         if let Err(e) = sys::sync_file(parent) {
                             self.error(Error::dst(&t.parent.dst_path, Op::Sync, &e));
@@ -233,7 +248,7 @@ impl<'scope, 'env, 'a> Worker<'scope, 'env, 'a> {
     /// can tell a leftover (its process is gone) from a live run's file.
     pub(crate) fn tmp_name(&self) -> NameBuf {
         let n = self.sh.tmp_counter.fetch_add(1, Ordering::Relaxed);
-        sys::name(&format!("{TMP_PREFIX}{}.{n}", std::process::id()))
+        sys::name(&format!("{TMP_PREFIX}{}.{n}", self.sh.pid))
     }
 
     /// Whether files finished in `dir` wait for the end-of-run flush before
@@ -347,6 +362,41 @@ fn leftover_pid(name: &Name) -> Option<u32> {
     let (pid, n) = rest.split_once('.')?;
     n.parse::<u64>().ok()?;
     pid.parse().ok()
+}
+
+/// Moves every entry of the staged directory `tmp` into the directory
+/// `name` beside it in `dir`, then removes `tmp`. An entry there already:
+/// two directories are merged in turn; a file of this run replaces what is
+/// there (another process's copy of the same source entry).
+fn merge_into(dir: sys::FdRef, tmp: &Name, name: &Name) -> io::Result<()> {
+    let from = sys::open_dir(dir, tmp)?;
+    let to = sys::open_dir(dir, name)?;
+    merge_dir(from.as_fd(), to.as_fd())?;
+    drop(from);
+    sys::unlink_at(dir, tmp, true)
+}
+
+fn merge_dir(from: sys::FdRef, to: sys::FdRef) -> io::Result<()> {
+    for e in sys::read_dir(from)? {
+        match sys::rename_noreplace(from, &e.name, to, &e.name) {
+            Err(x) if x.kind() == io::ErrorKind::AlreadyExists => {
+                let ours = sys::stat_at(from, &e.name, false)?.kind();
+                let theirs = sys::stat_at(to, &e.name, false)?.kind();
+                match (ours == FileKind::Dir, theirs == FileKind::Dir) {
+                    (true, true) => {
+                        let sub_from = sys::open_dir(from, &e.name)?;
+                        let sub_to = sys::open_dir(to, &e.name)?;
+                        merge_dir(sub_from.as_fd(), sub_to.as_fd())?;
+                        sys::unlink_at(from, &e.name, true)?;
+                    }
+                    (false, false) => sys::rename_at(from, &e.name, to, &e.name)?,
+                    _ => return Err(x),
+                }
+            }
+            r => r?,
+        }
+    }
+    Ok(())
 }
 
 /// Removes a file, or a directory and everything in it, adding the number

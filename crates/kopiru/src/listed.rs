@@ -6,17 +6,19 @@
 //! its entries, and runs them on its workers as usual. A directory's own
 //! metadata comes last, once everything is in it: [`apply_dir_meta`].
 
+use crate::durable::{self, StagedTree};
 use crate::error::{Error, Op, Refusal, Side};
 use crate::events::{Reporter, Summary};
 use crate::meta::{self, Target};
 use crate::options::{CopyOptions, Follow, SyncMode};
 use crate::plan::{self, PlanError};
-use crate::sys::{self, AsFd, Fd, FileKind};
+use crate::sys::{self, AsFd, Fd, FileKind, Name};
 use crate::tree::node::{DirNode, Item};
 use crate::tree::{self, Group};
 use std::collections::{BTreeSet, HashMap};
 use std::io;
 use std::path::{Component, Path, PathBuf};
+use std::sync::Arc;
 
 /// One listed entry.
 pub(crate) struct Listed {
@@ -227,7 +229,7 @@ pub(crate) fn copy_entries(
         Ok(fd) => fd,
         Err(e) => {
             refused.push(Error::src(src, Op::Open, &e));
-            let (summary, _, _) = tree::run_groups(Vec::new(), opts, reporter, refused);
+            let (summary, _, _) = tree::run_groups(Vec::new(), Vec::new(), opts, reporter, refused);
             return Copied {
                 summary,
                 dirs: Vec::new(),
@@ -270,14 +272,20 @@ pub(crate) fn copy_entries(
     }
     drop(index);
     let mut groups = Vec::new();
-    let mut chain = Chain::default();
+    let mut chain = Chain {
+        stage: !root.staged,
+        ..Chain::default()
+    };
     for (parent, items) in by_parent {
         // The group's node owns its pair; the chain keeps its own.
         let dup = |fd: &Fd, side| fd.try_clone().map_err(|e| (side, Op::Open, e));
         let opened = chain
-            .open(src_root.as_fd(), root.dir.as_fd(), &parent)
-            .and_then(|(s, d)| Ok((dup(s, Side::Source)?, dup(d, Side::Destination)?)));
-        let (s, d) = match opened {
+            .open((src_root.as_fd(), root.dir.as_fd()), (src, root), &parent)
+            .and_then(|o| {
+                let (s, d) = (dup(&o.src, Side::Source)?, dup(&o.dst, Side::Destination)?);
+                Ok((s, d, o.made, o.staged))
+            });
+        let (s, d, made, staged) = match opened {
             Ok(pair) => pair,
             Err((side, op, err)) => {
                 // Each entry of the group fails with its directory.
@@ -305,49 +313,83 @@ pub(crate) fn copy_entries(
         );
         node.rel = parent.clone();
         node.root_dev = src_dev;
-        node.staged = root.staged;
-        node.fresh = root.fresh;
+        node.staged = staged;
+        // A directory this process made was empty then: only entries of
+        // other lists (never these names) can have come since.
+        node.fresh = root.fresh || made;
         node.basis = basis.and_then(|b| sys::open_path(&b.join(&parent), sys::OPEN_DIR_FLAGS).ok());
         groups.push(Group { node, items });
     }
-    let (summary, _, dirs) = tree::run_groups(groups, opts, reporter, refused);
+    let trees = std::mem::take(&mut chain.trees);
+    drop(chain);
+    let (summary, _, dirs) = tree::run_groups(groups, trees, opts, reporter, refused);
     Copied { summary, dirs }
 }
 
 /// The source and destination directories opened last, from the roots
 /// down: the groups come in path order (parents first), so each directory
 /// is opened from its parent's descriptor, once, not from the root.
+///
+/// A destination directory missing in a visible DEST is made under a
+/// staged name beside it (as a whole-tree copy stages its top directory)
+/// and put in place when the run ends ([`tree::run_groups`] publishes
+/// [`Chain::trees`]): its files are written under their final names,
+/// without the temporary name or nameless file each file in a visible
+/// directory needs. Another process making the same directory meanwhile
+/// (fpart splits directories among its jobs) keeps it apart: the staged
+/// name is locked, the other makes the directory itself, and the staged
+/// one is merged into it when put in place.
 #[derive(Default)]
 struct Chain {
-    open: Vec<(PathBuf, Fd, Fd)>,
+    open: Vec<Opened>,
     /// Opening only: a missing destination directory is an error.
     no_make: bool,
+    /// Stage the directories made (DEST is visible).
+    stage: bool,
+    /// Directories staged by this run, by path: opened there again.
+    staged: HashMap<PathBuf, sys::NameBuf>,
+    /// The staged directories, to be put in place at the end.
+    trees: Vec<StagedTree>,
+}
+
+/// One open pair of the chain.
+struct Opened {
+    rel: PathBuf,
+    src: Fd,
+    dst: Fd,
+    /// This process made the destination directory (so it held nothing else).
+    made: bool,
+    /// It is inside (or is) a staged directory, invisible until published.
+    staged: bool,
 }
 
 impl Chain {
     /// Opens the source and destination directories `rel` (the
-    /// destination's made if missing, as `mkdir -p`), never through a
-    /// symlink, and returns them, borrowed from the chain.
+    /// destination's made if missing, as `mkdir -p`, or staged), never
+    /// through a symlink, and returns them, borrowed from the chain, with
+    /// whether this process made the destination, and whether it is staged.
     fn open(
         &mut self,
-        src_root: sys::FdRef,
-        dst_root: sys::FdRef,
+        (src_root, dst_root): (sys::FdRef, sys::FdRef),
+        (src, root): (&Path, &Root),
         rel: &Path,
-    ) -> Result<(&Fd, &Fd), (Side, Op, io::Error)> {
-        while self
-            .open
-            .last()
-            .is_some_and(|(p, _, _)| !rel.starts_with(p))
-        {
+    ) -> Result<&Opened, (Side, Op, io::Error)> {
+        while self.open.last().is_some_and(|o| !rel.starts_with(&o.rel)) {
             self.open.pop();
         }
         if self.open.is_empty() {
             let s = sys::open_dir(src_root, sys::DOT).map_err(|e| (Side::Source, Op::Open, e))?;
             let d =
                 sys::open_dir(dst_root, sys::DOT).map_err(|e| (Side::Destination, Op::Open, e))?;
-            self.open.push((PathBuf::new(), s, d));
+            self.open.push(Opened {
+                rel: PathBuf::new(),
+                src: s,
+                dst: d,
+                made: false,
+                staged: root.staged,
+            });
         }
-        let (top, _, _) = self.open.last().expect("the roots at least");
+        let top = &self.open.last().expect("the roots at least").rel;
         let rest: Vec<_> = rel
             .strip_prefix(top)
             .expect("an ancestor")
@@ -356,23 +398,89 @@ impl Chain {
             .collect();
         for c in rest {
             let name = sys::cstring(&c).map_err(|e| (Side::Source, Op::Name, e))?;
-            let (p, s, d) = self.open.last().expect("the roots at least");
-            let sub_s = sys::open_dir(s.as_fd(), &name).map_err(|e| (Side::Source, Op::Open, e))?;
-            match self.no_make {
-                true => Ok(()),
-                false => sys::mkdir_at(d.as_fd(), &name, 0o777),
-            }
-            .or_else(|e| match e.kind() {
-                io::ErrorKind::AlreadyExists => Ok(()),
-                _ => Err((Side::Destination, Op::Mkdir, e)),
-            })?;
-            let sub_d =
-                sys::open_dir(d.as_fd(), &name).map_err(|e| (Side::Destination, Op::Open, e))?;
-            let p = p.join(&c);
-            self.open.push((p, sub_s, sub_d));
+            let up = self.open.last().expect("the roots at least");
+            let p = up.rel.join(&c);
+            let sub_s =
+                sys::open_dir(up.src.as_fd(), &name).map_err(|e| (Side::Source, Op::Open, e))?;
+            let staged_here = match self.staged.get(&p) {
+                Some(tmp) => Some(sys::open_dir(up.dst.as_fd(), tmp)),
+                None if self.stage && !self.no_make && !up.staged => {
+                    self.make_staged((src, root), &name, &p).map(Ok)
+                }
+                None => None,
+            };
+            let up = self.open.last().expect("the roots at least");
+            let (sub_d, made, staged) = match staged_here {
+                Some(d) => (d, true, true),
+                None => {
+                    let made = match self.no_make {
+                        true => Ok(false),
+                        false => sys::mkdir_at(up.dst.as_fd(), &name, 0o777).map(|()| true),
+                    }
+                    .or_else(|e| match e.kind() {
+                        io::ErrorKind::AlreadyExists => Ok(false),
+                        _ => Err((Side::Destination, Op::Mkdir, e)),
+                    })?;
+                    (sys::open_dir(up.dst.as_fd(), &name), made, up.staged)
+                }
+            };
+            let sub_d = sub_d.map_err(|e| (Side::Destination, Op::Open, e))?;
+            self.open.push(Opened {
+                rel: p,
+                src: sub_s,
+                dst: sub_d,
+                made,
+                staged,
+            });
         }
-        let (_, s, d) = self.open.last().expect("the roots at least");
-        Ok((s, d))
+        Ok(self.open.last().expect("the roots at least"))
+    }
+
+    /// Makes the missing directory `name` (at `rel`) in the last open
+    /// directory under its staged name, locked, and notes it for the end.
+    /// `None`: it is there already, or its staged name is another live
+    /// process's, or it could not be staged: it is made (or opened) as it
+    /// is, in place.
+    fn make_staged(&mut self, (src, root): (&Path, &Root), name: &Name, rel: &Path) -> Option<Fd> {
+        let up = self.open.last()?;
+        let d = up.dst.as_fd();
+        if sys::stat_at(d, name, false).is_ok() {
+            return None;
+        }
+        let tmp = durable::staged_name(name);
+        if sys::stat_at(d, &tmp, false).is_ok() {
+            // Another process's, while it lives (it holds the lock); an
+            // interrupted run's otherwise, removed.
+            let free = sys::open_dir(d, &tmp).and_then(|fd| sys::try_lock(fd.as_fd()));
+            if !matches!(free, Ok(true)) || durable::remove_tree(d, &tmp, &mut 0).is_err() {
+                return None;
+            }
+        }
+        sys::mkdir_at(d, &tmp, 0o777).ok()?;
+        let fd = sys::open_dir(d, &tmp).ok()?;
+        let lock = fd.try_clone().ok()?;
+        if !sys::try_lock(lock.as_fd()).unwrap_or(false) {
+            return None;
+        }
+        let at = up.rel.as_os_str();
+        let parent = DirNode::new(
+            up.src.try_clone().ok()?,
+            up.dst.try_clone().ok()?,
+            tree::join(src, at),
+            tree::join(&root.path, at),
+            root.dev,
+            None,
+        );
+        self.staged.insert(rel.to_path_buf(), tmp.clone());
+        self.trees.push(StagedTree {
+            parent: Arc::new(parent),
+            tmp,
+            name: name.to_owned(),
+            source: (0, 0),
+            _lock: Some(lock),
+            merge: true,
+        });
+        Some(fd)
     }
 }
 
@@ -404,12 +512,13 @@ pub(crate) fn apply_dir_meta(
     for rel in order.into_iter().rev() {
         let dst_path = tree::join(&root.path, rel.as_os_str());
         let both = chain
-            .open(src_root.as_fd(), root.dir.as_fd(), rel)
+            .open((src_root.as_fd(), root.dir.as_fd()), (src, root), rel)
             .map_err(|(side, op, e)| match side {
                 Side::Source => Error::src(src.join(rel), op, &e),
                 Side::Destination => Error::dst(&dst_path, op, &e),
             })
-            .and_then(|(s, d)| {
+            .and_then(|o| {
+                let (s, d) = (&o.src, &o.dst);
                 let st =
                     sys::fstat(s.as_fd()).map_err(|e| Error::src(src.join(rel), Op::Stat, &e))?;
                 let now = sys::fstat(d.as_fd()).map_err(|e| Error::dst(&dst_path, Op::Stat, &e))?;

@@ -388,6 +388,148 @@ pub fn fpart_live(fs: Fs) -> R {
     no_temporaries(&w)
 }
 
+/// A listed copy into a visible DEST makes each new file without a name
+/// (`O_TMPFILE`) and names it once whole. When the name turns out to be
+/// taken at that moment (strace makes the first `linkat` fail with
+/// EEXIST), the file is named under a temporary name and renamed over it,
+/// as before; a file that was there before the run is replaced. Either
+/// way: exit 0, the exact files, nothing left over. Also the naming
+/// through /proc where `AT_EMPTY_PATH` is refused.
+pub fn files_from_name_taken(fs: Fs) -> R {
+    let w = fixture::workdir(fs, "files_from_taken")?;
+    let src = w.join("src");
+    fs::create_dir_all(src.join("d"))?;
+    let names: Vec<String> = (0..40).map(|i| format!("d/f{i:02}")).collect();
+    for (i, n) in names.iter().enumerate() {
+        fs::write(src.join(n), trees::bytes(i * 97, i as u64))?;
+    }
+    let list = w.join("list");
+    fs::write(&list, names.join("\n"))?;
+    let dst = w.join("dst");
+    // One destination file there already, with other content.
+    fs::create_dir_all(dst.join("d"))?;
+    fs::write(dst.join(&names[0]), b"old content, replaced")?;
+    let o = kopiru_injected("linkat:error=EEXIST:when=1")
+        .args(["copy", "--sync", "none", "--files-from"])
+        .arg(&list)
+        .args([&src, &dst])
+        .output()?;
+    ensure!(code(&o) == 0, "{}", show(&o));
+    same_tree(&src, &dst, manifest::DEFAULT)?;
+    // Where `linkat(AT_EMPTY_PATH)` is refused (ENOENT: kernels before 6.10
+    // without CAP_DAC_READ_SEARCH), every file is named through its
+    // /proc/self/fd link instead.
+    let dst2 = w.join("dst2");
+    let o = kopiru_injected("linkat:error=ENOENT:when=1")
+        .args(["copy", "--sync", "none", "--files-from"])
+        .arg(&list)
+        .args([&src, &dst2])
+        .output()?;
+    ensure!(code(&o) == 0, "{}", show(&o));
+    same_tree(&src, &dst2, manifest::DEFAULT)?;
+    no_temporaries(&w)
+}
+
+/// Two listed copies at once that split one directory between them, as
+/// fpart's jobs do. A missing directory is made under a staged name and
+/// put in place at the end; the first job is held just before that
+/// (strace delays its first `renameat2` by 3 s) while the second runs whole: the
+/// second finds the staged name locked and makes the directory itself, so
+/// the first, released, merges its entries into it. Then a job killed
+/// just before putting its staged directory in place leaves it behind, and
+/// the same job run again removes it and copies the entries again. Each
+/// time: the exact files, nothing left over.
+pub fn files_from_split_dir(fs: Fs) -> R {
+    let w = fixture::workdir(fs, "files_from_split")?;
+    let src = w.join("src");
+    fs::create_dir_all(src.join("d/sub"))?;
+    let mut names: Vec<String> = (0..60).map(|i| format!("d/f{i:02}")).collect();
+    names.extend((0..10).map(|i| format!("d/sub/g{i}")));
+    for (i, n) in names.iter().enumerate() {
+        fs::write(src.join(n), trees::bytes(i * 113, i as u64))?;
+    }
+    // Each job has half of d/ and half of d/sub/.
+    let (a, b): (Vec<_>, Vec<_>) = names.iter().enumerate().partition(|(i, _)| i % 2 == 0);
+    let write_list = |name: &str, v: &[(usize, &String)]| -> Result<std::path::PathBuf, Failed> {
+        let p = w.join(name);
+        let text: Vec<&str> = v.iter().map(|(_, n)| n.as_str()).collect();
+        fs::write(&p, text.join("\n"))?;
+        Ok(p)
+    };
+    let (list_a, list_b) = (write_list("list-a", &a)?, write_list("list-b", &b)?);
+    let dst = w.join("dst");
+    let job = |list: &Path| {
+        let mut c = Command::new(env!("CARGO_BIN_EXE_kopiru"));
+        c.args(["copy", "--sync", "none", "--files-from"])
+            .arg(list)
+            .args([&src, &dst]);
+        c
+    };
+    let first = kopiru_injected("renameat2:delay_enter=3000000:when=1")
+        .args(["copy", "--sync", "none", "--files-from"])
+        .arg(&list_a)
+        .args([&src, &dst])
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()?;
+    // The first job's staged d/ is there and holds its files: it waits.
+    let staged = || -> Result<bool, Failed> {
+        Ok(dst.exists()
+            && fs::read_dir(&dst)?.flatten().any(|e| {
+                let n = e.file_name().to_string_lossy().into_owned();
+                n.starts_with(".kopiru-tmp.tree.")
+                    && fs::read_dir(e.path().join("sub")).is_ok_and(|d| d.count() == 5)
+            }))
+    };
+    let started = std::time::Instant::now();
+    while !staged()? {
+        ensure!(
+            started.elapsed().as_secs() < 20,
+            "the first job never staged d/"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(10));
+    }
+    let o = job(&list_b).output()?;
+    ensure!(code(&o) == 0, "second job: {}", show(&o));
+    ensure!(
+        dst.join("d").is_dir() && staged()?,
+        "the second job did not make d/ beside the staged one"
+    );
+    let o = first.wait_with_output()?;
+    ensure!(code(&o) == 0, "first job: {}", show(&o));
+    same_tree(&src, &dst, manifest::DEFAULT)?;
+    no_temporaries(&w)?;
+
+    // Killed just before putting d/ in place: the staged directory stays;
+    // the same job again removes it and makes d/ whole.
+    let dst2 = w.join("dst2");
+    let killed = kopiru_injected("renameat2:signal=SIGKILL")
+        .args(["copy", "--sync", "none", "--files-from"])
+        .arg(&list_a)
+        .args([&src, &dst2])
+        .output()?;
+    ensure!(
+        killed.status.code().is_none(),
+        "not killed: {}",
+        show(&killed)
+    );
+    ensure!(!dst2.join("d").exists(), "the killed job put d/ in place");
+    let o = Command::new(env!("CARGO_BIN_EXE_kopiru"))
+        .args(["copy", "--sync", "none", "--files-from"])
+        .arg(&list_a)
+        .args([&src, &dst2])
+        .output()?;
+    ensure!(code(&o) == 0, "rerun: {}", show(&o));
+    let o = Command::new(env!("CARGO_BIN_EXE_kopiru"))
+        .args(["copy", "--sync", "none", "--files-from"])
+        .arg(&list_b)
+        .args([&src, &dst2])
+        .output()?;
+    ensure!(code(&o) == 0, "{}", show(&o));
+    same_tree(&src, &dst2, manifest::DEFAULT)?;
+    no_temporaries(&w)
+}
+
 type Add<'a> = &'a mut dyn FnMut(String, Option<String>, Box<dyn FnOnce() -> R + Send>);
 
 pub fn trials(add: Add) {
@@ -402,6 +544,16 @@ pub fn trials(add: Add) {
             format!("files_from::{n}"),
             why.clone(),
             Box::new(move || files_from(fs)),
+        );
+        add(
+            format!("files_from_name_taken::{n}"),
+            why.clone().or_else(need("strace", "strace")),
+            Box::new(move || files_from_name_taken(fs)),
+        );
+        add(
+            format!("files_from_split_dir::{n}"),
+            why.clone().or_else(need("strace", "strace")),
+            Box::new(move || files_from_split_dir(fs)),
         );
         add(
             format!("fpart_live::{n}"),

@@ -85,6 +85,58 @@ pub fn clone_tree(_src_dir: FdRef, _src: &CStr, _dst_dir: FdRef, _dst: &CStr) ->
 }
 
 /// Whether the platform has an in-kernel copy call at all.
+/// New files can be made without a name and named once whole
+/// ([`create_anonymous`], [`link_anonymous`]), where the filesystem has
+/// `O_TMPFILE` and `/proc` is mounted.
+pub const HAS_ANONYMOUS: bool = true;
+
+/// A new file without a name in `dir` (`O_TMPFILE`): nobody sees it until
+/// [`link_anonymous`] names it, and it vanishes if the process dies first.
+/// EOPNOTSUPP (or EISDIR on old kernels) where the filesystem cannot.
+pub fn create_anonymous(dir: FdRef, mode: u32) -> io::Result<super::Fd> {
+    super::unix::open_raw(dir, c".", libc::O_WRONLY | libc::O_TMPFILE, mode)
+}
+
+/// Names the file of `fd` (from [`create_anonymous`]) `name` in `dir`:
+/// `linkat(AT_EMPTY_PATH)`, which needs CAP_DAC_READ_SEARCH (ENOENT
+/// without it), else `linkat` of its `/proc/self/fd` entry, which needs no
+/// privilege but a path lookup through /proc. EEXIST when the name is taken.
+pub fn link_anonymous(fd: FdRef, dir: FdRef, name: &CStr) -> io::Result<()> {
+    use std::sync::atomic::{AtomicBool, Ordering};
+    static EMPTY_PATH_REFUSED: AtomicBool = AtomicBool::new(false);
+    if !EMPTY_PATH_REFUSED.load(Ordering::Relaxed) {
+        // SAFETY: an empty NUL-terminated name; both descriptors are borrowed.
+        let r = cvt(unsafe {
+            libc::linkat(
+                fd.as_raw_fd(),
+                c"".as_ptr(),
+                dir.as_raw_fd(),
+                name.as_ptr(),
+                libc::AT_EMPTY_PATH,
+            )
+        });
+        match r {
+            Err(e) if e.raw_os_error() == Some(libc::ENOENT) => {
+                EMPTY_PATH_REFUSED.store(true, Ordering::Relaxed);
+            }
+            r => return r.map(drop),
+        }
+    }
+    let proc = std::ffi::CString::new(format!("/proc/self/fd/{}", fd.as_raw_fd()))
+        .expect("no NUL in a number");
+    // SAFETY: both names are NUL-terminated and outlive the call; `dir` is borrowed.
+    cvt(unsafe {
+        libc::linkat(
+            libc::AT_FDCWD,
+            proc.as_ptr(),
+            dir.as_raw_fd(),
+            name.as_ptr(),
+            libc::AT_SYMLINK_FOLLOW,
+        )
+    })
+    .map(drop)
+}
+
 pub const HAS_OFFLOAD: bool = true;
 
 /// `copy_file_range` of up to `len` bytes at explicit offsets (so the file

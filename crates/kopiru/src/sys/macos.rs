@@ -94,6 +94,19 @@ pub fn clone_tree(src_dir: FdRef, src: &CStr, dst_dir: FdRef, dst: &CStr) -> io:
 }
 
 /// Whether the platform has an in-kernel copy call at all.
+/// No `O_TMPFILE` on macOS: new files get a temporary name.
+pub const HAS_ANONYMOUS: bool = false;
+
+/// Never called (`HAS_ANONYMOUS` is false).
+pub fn create_anonymous(_dir: FdRef, _mode: u32) -> io::Result<super::Fd> {
+    Err(io::Error::from_raw_os_error(libc::ENOTSUP))
+}
+
+/// Never called (`HAS_ANONYMOUS` is false).
+pub fn link_anonymous(_fd: FdRef, _dir: FdRef, _name: &CStr) -> io::Result<()> {
+    Err(io::Error::from_raw_os_error(libc::ENOTSUP))
+}
+
 pub const HAS_OFFLOAD: bool = false;
 
 /// macOS has no `copy_file_range`.

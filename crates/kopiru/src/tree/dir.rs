@@ -57,6 +57,7 @@ impl<'scope, 'env, 'a> Worker<'scope, 'env, 'a> {
                     name: dst_name.to_owned(),
                     source: (st.dev, st.ino),
                     _lock: lock,
+                    merge: false,
                 });
             }
         };

@@ -62,6 +62,9 @@ impl<'scope, 'env, 'a> Worker<'scope, 'env, 'a> {
             Some((p, fd, len)) => (p, Start::Continue(fd, len)),
             None => match basis {
                 Some(Basis::Clone(b)) => (self.write_name(dir, f.dst_name), Start::CloneOf(b)),
+                _ if created.is_none() && old.is_none() && self.may_write_anonymous(dir) => {
+                    (self.write_name(dir, f.dst_name), Start::Anonymous)
+                }
                 _ => (self.write_name(dir, f.dst_name), Start::New(created)),
             },
         };
@@ -69,7 +72,7 @@ impl<'scope, 'env, 'a> Worker<'scope, 'env, 'a> {
             Start::New(None) => self.clone_new(dir, f.src, &tmp),
             _ => None,
         };
-        let (moved, hashed) = match cloned {
+        let (moved, hashed, named) = match cloned {
             Some(Ok(())) => {
                 let moved = data::Moved {
                     method: Method::Clone,
@@ -77,7 +80,7 @@ impl<'scope, 'env, 'a> Worker<'scope, 'env, 'a> {
                     why_not: None,
                     source_hash: None,
                 };
-                (moved, None)
+                (moved, None, false)
             }
             Some(Err(e)) => {
                 self.dst_error(dir, f.dst_name, Op::Clone, &e);
@@ -85,7 +88,10 @@ impl<'scope, 'env, 'a> Worker<'scope, 'env, 'a> {
             }
             None => self.write_new(f, &tmp, start)?,
         };
-        let placed = self.place(dir, tmp, f.dst_name)?;
+        let placed = match named {
+            true => self.placed_anonymous(dir, f.dst_name)?,
+            false => self.place(dir, tmp, f.dst_name)?,
+        };
         if let Some(h) = hashed {
             self.sh.source_hashes.lock().expect("hashes lock").push(h);
         }
@@ -184,13 +190,15 @@ impl<'scope, 'env, 'a> Worker<'scope, 'env, 'a> {
     /// hash, when it was hashed, keyed by the new file's device and inode.
     /// `None`: failed (reported) or cancelled, and `tmp` removed (under
     /// `--partial`, the data written so far is kept: [`Worker::keep_partial`]).
-    /// `start`: how the data begins (see [`Start`]).
+    /// `start`: how the data begins (see [`Start`]). The last value is
+    /// true when the file was made without a name ([`Start::Anonymous`])
+    /// and has its final name already; else it is under `tmp`.
     pub(crate) fn write_new(
         &mut self,
         f: &SourceFile,
         tmp: &Name,
         start: Start,
-    ) -> Option<(data::Moved, Option<SourceHash>)> {
+    ) -> Option<(data::Moved, Option<SourceHash>, bool)> {
         let (dir, st) = (f.dir, f.st);
         let opts = self.sh.opts;
         let pair = self.pair_caps(st.dev, dir.dst_dev);
@@ -211,8 +219,19 @@ impl<'scope, 'env, 'a> Worker<'scope, 'env, 'a> {
             ),
             _ => None,
         };
+        let mut anonymous = matches!(start, Start::Anonymous);
         let (created, from, basis) = match start {
             Start::New(c) => (c, 0, None),
+            Start::Anonymous => match sys::create_anonymous(dir.dst.as_fd(), perm) {
+                Ok(fd) => (Some(Ok(fd)), 0, None),
+                Err(_) => {
+                    // This filesystem has no O_TMPFILE: temporary names
+                    // from now on.
+                    self.sh.anonymous.store(false, Ordering::Relaxed);
+                    anonymous = false;
+                    (None, 0, None)
+                }
+            },
             Start::Continue(fd, len) => (Some(Ok(fd)), len, None),
             Start::CloneOf(b) => (None, 0, Some(b)),
         };
@@ -323,14 +342,63 @@ impl<'scope, 'env, 'a> Worker<'scope, 'env, 'a> {
             fail(self, Op::Sync, &e, false);
             return None;
         }
+        let mut named = false;
+        if anonymous {
+            // Whole now: named at once. The name taken meanwhile (another
+            // process made it): under the temporary name instead, which
+            // `place` then renames over it as for any file.
+            let (d, fd) = (dir.dst.as_fd(), dst.as_fd());
+            let linked = match sys::link_anonymous(fd, d, f.dst_name) {
+                Err(e) if e.kind() == io::ErrorKind::AlreadyExists => {
+                    sys::link_anonymous(fd, d, tmp)
+                }
+                r => r.map(|()| named = true),
+            };
+            if let Err(e) = linked {
+                drop(dst);
+                fail(self, Op::Link, &e, false);
+                return None;
+            }
+        }
         if let Err(e) = self.sh.closer.close(dst) {
+            let name = if named { f.dst_name } else { tmp };
+            let _ = sys::unlink_at(dir.dst.as_fd(), name, false);
             fail(self, Op::Close, &e, false);
             return None;
         }
         if !warnings.is_empty() {
             self.warnings(&join(&dir.dst_path, sys::os_str(f.dst_name)), warnings);
         }
-        Some((moved, hashed))
+        Some((moved, hashed, named))
+    }
+
+    /// Whether a new file in `dir` is made without a name and named once
+    /// whole ([`Start::Anonymous`]): where the system can, in a visible
+    /// directory whose names are placed as files finish (not deferred to
+    /// the end, not a staged tree's, where files are written under their
+    /// final names), and without `--partial` (which keeps a failed file's
+    /// data under a name). One name made instead of a temporary one made
+    /// and renamed: less work for the filesystem, and nothing left behind
+    /// by a process that dies.
+    fn may_write_anonymous(&self, dir: &DirNode) -> bool {
+        let named_as_written = dir.staged && dir.fresh;
+        self.sh.anonymous.load(Ordering::Relaxed)
+            && !named_as_written
+            && !self.defers(dir)
+            && !self.sh.opts.partial
+    }
+
+    /// [`Worker::place`] for a file named as it was finished
+    /// ([`Start::Anonymous`]): under `--sync file` its name is made
+    /// durable with its directory.
+    fn placed_anonymous(&self, dir: &DirNode, dst_name: &Name) -> Option<NameBuf> {
+        if self.sh.opts.sync == SyncMode::File {
+            if let Err(e) = sys::sync_file(dir.dst.as_fd()) {
+                self.dst_error(dir, dst_name, Op::Sync, &e);
+                return None;
+            }
+        }
+        Some(dst_name.to_owned())
     }
 
     pub(crate) fn file_done(
@@ -390,6 +458,8 @@ pub(crate) enum Start {
     /// Empty: created now, or already (`Some`, by [`Ahead`] under its
     /// final name in a staged tree, with the source's permissions).
     New(Option<io::Result<Fd>>),
+    /// Created now without a name (`O_TMPFILE`), named when whole.
+    Anonymous,
     /// A partial copy (`--partial`), open, whose first bytes match.
     Continue(Fd, u64),
     /// Cloned from this unchanged basis file (`--clone-dest`), else copied.

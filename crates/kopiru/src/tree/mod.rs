@@ -80,6 +80,12 @@ pub(crate) struct Shared<'a> {
     pub(crate) errors: Mutex<Vec<Error>>,
     pub(crate) warnings: Mutex<Vec<Error>>,
     pub(crate) tmp_counter: AtomicU64,
+    /// This process's id, for temporary names (`getpid` is a system call).
+    pub(crate) pid: u32,
+    /// New files in visible directories are made without a name and named
+    /// once whole (`O_TMPFILE`), instead of under a temporary name renamed
+    /// at the end; cleared once a filesystem refuses it.
+    pub(crate) anonymous: AtomicBool,
     /// Visible directories with deferred renames, kept open for the end.
     pub(crate) finish: Mutex<Vec<Arc<DirNode>>>,
     /// Trees to rename into place at the end.
@@ -181,17 +187,20 @@ pub(crate) struct Group {
 }
 
 /// Copies the entries of every group, as [`run`] copies command-line
-/// sources, minus the staging of new top-level trees. Also returns the
+/// sources, minus the staging of new top-level trees; `staged`: the
+/// directories the caller staged, put in place at the end. Also returns the
 /// directories made as entries of their own (`Item::shallow`), relative to
 /// the source, whose metadata the caller applies.
 pub(crate) fn run_groups(
     groups: Vec<Group>,
+    staged: Vec<StagedTree>,
     opts: &CopyOptions,
     reporter: &dyn Reporter,
     refused: Vec<Error>,
 ) -> (Summary, SourceHashes, Vec<PathBuf>) {
     sys::raise_fd_limit();
     let sh = Shared::new(opts, reporter);
+    *sh.staged.lock().expect("staged lock") = staged;
     for e in refused {
         sh.error(e);
     }
@@ -274,6 +283,10 @@ impl<'a> Shared<'a> {
             errors: Mutex::new(Vec::new()),
             warnings: Mutex::new(Vec::new()),
             tmp_counter: AtomicU64::new(0),
+            pid: std::process::id(),
+            anonymous: AtomicBool::new(
+                sys::HAS_ANONYMOUS && std::path::Path::new("/proc/self/fd").is_dir(),
+            ),
             finish: Mutex::new(Vec::new()),
             staged: Mutex::new(Vec::new()),
             source_hashes: Mutex::new(Vec::new()),

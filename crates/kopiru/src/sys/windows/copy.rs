@@ -42,6 +42,19 @@ pub fn clone_tree(_src_dir: FdRef, _src: &CStr, _dst_dir: FdRef, _dst: &CStr) ->
 /// Whether the platform has an in-kernel copy between open handles: no
 /// (CopyFile2 works on names and creates the destination: see
 /// [`COPY_CREATES_FILE`]).
+/// No nameless files on Windows: new files get a temporary name.
+pub const HAS_ANONYMOUS: bool = false;
+
+/// Never called (`HAS_ANONYMOUS` is false).
+pub fn create_anonymous(_dir: FdRef, _mode: u32) -> io::Result<Fd> {
+    Err(super::unsupported())
+}
+
+/// Never called (`HAS_ANONYMOUS` is false).
+pub fn link_anonymous(_fd: FdRef, _dir: FdRef, _name: &CStr) -> io::Result<()> {
+    Err(super::unsupported())
+}
+
 pub const HAS_OFFLOAD: bool = false;
 
 /// Whether [`copy_file_new`] exists: `CopyFile2`, which creates the copy
