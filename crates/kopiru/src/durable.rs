@@ -180,7 +180,7 @@ impl Shared<'_> {
                         io::ErrorKind::AlreadyExists | io::ErrorKind::DirectoryNotEmpty
                             if t.merge =>
                         {
-                            merge_into(parent, &t.tmp, &t.name)
+                            merge_into(parent, &t.tmp, &t.name, opts.sync == SyncMode::File)
                         }
                         _ => Err(e),
                     })
@@ -367,16 +367,17 @@ fn leftover_pid(name: &Name) -> Option<u32> {
 /// Moves every entry of the staged directory `tmp` into the directory
 /// `name` beside it in `dir`, then removes `tmp`. An entry there already:
 /// two directories are merged in turn; a file of this run replaces what is
-/// there (another process's copy of the same source entry).
-fn merge_into(dir: sys::FdRef, tmp: &Name, name: &Name) -> io::Result<()> {
+/// there (another process's copy of the same source entry). `sync`
+/// (`--sync file`): each directory moved into is flushed.
+fn merge_into(dir: sys::FdRef, tmp: &Name, name: &Name, sync: bool) -> io::Result<()> {
     let from = sys::open_dir(dir, tmp)?;
     let to = sys::open_dir(dir, name)?;
-    merge_dir(from.as_fd(), to.as_fd())?;
+    merge_dir(from.as_fd(), to.as_fd(), sync)?;
     drop(from);
     sys::unlink_at(dir, tmp, true)
 }
 
-fn merge_dir(from: sys::FdRef, to: sys::FdRef) -> io::Result<()> {
+fn merge_dir(from: sys::FdRef, to: sys::FdRef, sync: bool) -> io::Result<()> {
     for e in sys::read_dir(from)? {
         match sys::rename_noreplace(from, &e.name, to, &e.name) {
             Err(x) if x.kind() == io::ErrorKind::AlreadyExists => {
@@ -386,7 +387,7 @@ fn merge_dir(from: sys::FdRef, to: sys::FdRef) -> io::Result<()> {
                     (true, true) => {
                         let sub_from = sys::open_dir(from, &e.name)?;
                         let sub_to = sys::open_dir(to, &e.name)?;
-                        merge_dir(sub_from.as_fd(), sub_to.as_fd())?;
+                        merge_dir(sub_from.as_fd(), sub_to.as_fd(), sync)?;
                         sys::unlink_at(from, &e.name, true)?;
                     }
                     (false, false) => sys::rename_at(from, &e.name, to, &e.name)?,
@@ -396,7 +397,10 @@ fn merge_dir(from: sys::FdRef, to: sys::FdRef) -> io::Result<()> {
             r => r?,
         }
     }
-    Ok(())
+    match sync {
+        true => sys::sync_file(to),
+        false => Ok(()),
+    }
 }
 
 /// Removes a file, or a directory and everything in it, adding the number

@@ -465,8 +465,10 @@ pub fn files_from_split_dir(fs: Fs) -> R {
             .args([&src, &dst]);
         c
     };
+    // The first job flushes each file and directory (`--sync file`), the
+    // ones it merges into too.
     let first = kopiru_injected("renameat2:delay_enter=3000000:when=1")
-        .args(["copy", "--sync", "none", "--files-from"])
+        .args(["copy", "--sync", "file", "--files-from"])
         .arg(&list_a)
         .args([&src, &dst])
         .stdout(std::process::Stdio::piped())

@@ -224,10 +224,17 @@ impl<'scope, 'env, 'a> Worker<'scope, 'env, 'a> {
             Start::New(c) => (c, 0, None),
             Start::Anonymous => match sys::create_anonymous(dir.dst.as_fd(), perm) {
                 Ok(fd) => (Some(Ok(fd)), 0, None),
-                Err(_) => {
-                    // This filesystem has no O_TMPFILE: temporary names
-                    // from now on.
-                    self.sh.anonymous.store(false, Ordering::Relaxed);
+                Err(e) => {
+                    // No O_TMPFILE on this filesystem (EOPNOTSUPP; EISDIR
+                    // before Linux 3.11): temporary names from now on. Any
+                    // other error is the directory's, met again (and
+                    // reported) when the file is made under one.
+                    if matches!(
+                        e.kind(),
+                        io::ErrorKind::Unsupported | io::ErrorKind::IsADirectory
+                    ) {
+                        self.sh.anonymous.store(false, Ordering::Relaxed);
+                    }
                     anonymous = false;
                     (None, 0, None)
                 }
