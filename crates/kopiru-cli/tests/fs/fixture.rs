@@ -65,6 +65,7 @@ pub fn have(cmd: &str) -> bool {
 
 /// Why loop-mounted filesystems cannot be made here, if they cannot.
 pub fn loop_unavailable() -> Option<String> {
+    // SAFETY: a plain libc call without arguments.
     if unsafe { libc::geteuid() } != 0 {
         return Some("not root: loop devices and mount need root".into());
     }

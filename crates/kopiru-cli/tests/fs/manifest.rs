@@ -73,6 +73,7 @@ pub fn manifest(root: &Path) -> Result<Manifest, String> {
     let st = lstat_at(libc::AT_FDCWD, &c)?;
     if st.st_mode & libc::S_IFMT == libc::S_IFDIR {
         let fd = cvt(
+            // SAFETY: the path is a NUL-terminated C string that outlives the call.
             unsafe {
                 libc::open(
                     c.as_ptr(),
@@ -83,6 +84,7 @@ pub fn manifest(root: &Path) -> Result<Manifest, String> {
         )?;
         out.insert(Vec::new(), entry(fd, None, &st, &mut seen, b"")?);
         walk(fd, Vec::new(), &mut out, &mut seen)?;
+        // SAFETY: `fd` was opened above and is closed once.
         unsafe { libc::close(fd) };
     } else {
         out.insert(
@@ -94,8 +96,10 @@ pub fn manifest(root: &Path) -> Result<Manifest, String> {
 }
 
 fn lstat_at(dir: libc::c_int, name: &CStr) -> Result<libc::stat, String> {
+    // SAFETY: all-zero is a valid `libc::stat` (plain integers).
     let mut st: libc::stat = unsafe { std::mem::zeroed() };
     cvt(
+        // SAFETY: `name` is NUL-terminated and `st` a valid out-pointer; `dir` is open.
         unsafe { libc::fstatat(dir, name.as_ptr(), &mut st, libc::AT_SYMLINK_NOFOLLOW) },
         "lstat",
     )?;
@@ -108,19 +112,24 @@ fn walk(
     out: &mut Manifest,
     seen: &mut HashMap<(u64, u64), Vec<u8>>,
 ) -> Result<(), String> {
+    // SAFETY: `dir` is an open descriptor.
     let dup = cvt(unsafe { libc::dup(dir) }, "dup")?;
+    // SAFETY: `dup` is a descriptor of our own, which the DIR takes over.
     let d = unsafe { libc::fdopendir(dup) };
     let mut names = Vec::new();
     loop {
+        // SAFETY: `d` is the DIR opened above, not yet closed.
         let e = unsafe { libc::readdir(d) };
         if e.is_null() {
             break;
         }
+        // SAFETY: readdir returned an entry whose `d_name` is NUL-terminated; copied before the next readdir.
         let name = unsafe { CStr::from_ptr((*e).d_name.as_ptr()) }.to_owned();
         if name.as_bytes() != b"." && name.as_bytes() != b".." {
             names.push(name);
         }
     }
+    // SAFETY: `d` is the DIR opened above, closed once.
     unsafe { libc::closedir(d) };
     names.sort();
     for name in names {
@@ -134,6 +143,7 @@ fn walk(
         out.insert(path.clone(), e);
         if st.st_mode & libc::S_IFMT == libc::S_IFDIR {
             let fd = cvt(
+                // SAFETY: `name` is a NUL-terminated C string that outlives the call; the directory descriptor is open.
                 unsafe {
                     libc::openat(
                         dir,
@@ -144,6 +154,7 @@ fn walk(
                 "open dir",
             )?;
             let r = walk(fd, path, out, seen);
+            // SAFETY: `fd` was opened above and is closed once.
             unsafe { libc::close(fd) };
             r?;
         }
@@ -193,6 +204,7 @@ fn entry(
     if kind == 'l' {
         let name = name.unwrap();
         let mut buf = vec![0u8; 8192];
+        // SAFETY: `name` is NUL-terminated; `buf` is writable for the length given.
         let n = unsafe { libc::readlinkat(dir, name.as_ptr(), buf.as_mut_ptr().cast(), buf.len()) };
         buf.truncate(cvt(n as libc::c_int, "readlink")? as usize);
         e.target = Some(buf);
@@ -203,6 +215,7 @@ fn entry(
     }
     let fd = match name {
         Some(name) => cvt(
+            // SAFETY: `name` is a NUL-terminated C string that outlives the call; the directory descriptor is open.
             unsafe {
                 libc::openat(
                     dir,
@@ -212,6 +225,7 @@ fn entry(
             },
             "open",
         )?,
+        // SAFETY: `dir` is an open descriptor.
         None => cvt(unsafe { libc::dup(dir) }, "dup")?,
     };
     e.xattrs = xattrs(fd);
@@ -219,6 +233,7 @@ fn entry(
         let mut h = std::collections::hash_map::DefaultHasher::new();
         let mut buf = vec![0u8; 1 << 20];
         loop {
+            // SAFETY: `fd` is open; `buf` is writable for the length given.
             let n = unsafe { libc::read(fd, buf.as_mut_ptr().cast(), buf.len()) };
             if n <= 0 {
                 break;
@@ -227,12 +242,14 @@ fn entry(
         }
         e.hash = h.finish();
     }
+    // SAFETY: `fd` was opened above and is closed once.
     unsafe { libc::close(fd) };
     Ok(e)
 }
 
 fn xattrs(fd: libc::c_int) -> Vec<(Vec<u8>, Vec<u8>)> {
     let mut names = vec![0u8; 65536];
+    // SAFETY: `fd` is open; `names` is writable for the length given.
     let n = unsafe { libc::flistxattr(fd, names.as_mut_ptr().cast(), names.len()) };
     if n <= 0 {
         return Vec::new();
@@ -243,6 +260,7 @@ fn xattrs(fd: libc::c_int) -> Vec<(Vec<u8>, Vec<u8>)> {
         .map(|name| {
             let c = CString::new(name).unwrap();
             let mut v = vec![0u8; 65536];
+            // SAFETY: `fd` is open; `c` is NUL-terminated; `v` is writable for the length given.
             let m = unsafe { libc::fgetxattr(fd, c.as_ptr(), v.as_mut_ptr().cast(), v.len()) };
             v.truncate(m.max(0) as usize);
             (name.to_vec(), v)

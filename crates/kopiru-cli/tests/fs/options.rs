@@ -321,6 +321,7 @@ pub fn itemize(fs: Fs) -> R {
     std::os::unix::fs::symlink("new", src.join("l"))?;
     fs::hard_link(src.join("links/a"), src.join("links/b"))?;
     let fifo = std::ffi::CString::new(src.join("p").as_os_str().as_bytes())?;
+    // SAFETY: the path is a NUL-terminated C string that outlives the call.
     ensure!(unsafe { libc::mkfifo(fifo.as_ptr(), 0o644) } == 0, "mkfifo");
     make(&dst, &["changed", "sub/"])?;
     fs::write(dst.join("changed"), "a different size")?;

@@ -62,6 +62,7 @@ fn set_times(p: &Path, i: i64) -> Res {
         },
     ];
     check(
+        // SAFETY: the path is NUL-terminated and `t` holds the two timespecs utimensat reads.
         unsafe {
             libc::utimensat(
                 libc::AT_FDCWD,
@@ -78,6 +79,7 @@ fn set_times(p: &Path, i: i64) -> Res {
 fn set_xattr(p: &Path, name: &str, value: &[u8]) -> Res {
     let n = CString::new(name).unwrap();
     check(
+        // SAFETY: the path and `n` are NUL-terminated; `value` is readable for the length given.
         unsafe {
             libc::setxattr(
                 c(p).as_ptr(),
@@ -94,6 +96,7 @@ fn set_xattr(p: &Path, name: &str, value: &[u8]) -> Res {
 
 fn lchown(p: &Path, uid: u32, gid: u32) -> Res {
     check(
+        // SAFETY: the path is a NUL-terminated C string that outlives the call.
         unsafe { libc::lchown(c(p).as_ptr(), uid, gid) },
         "lchown",
         p,
@@ -101,6 +104,7 @@ fn lchown(p: &Path, uid: u32, gid: u32) -> Res {
 }
 
 fn chmod(p: &Path, mode: u32) -> Res {
+    // SAFETY: the path is a NUL-terminated C string that outlives the call.
     check(unsafe { libc::chmod(c(p).as_ptr(), mode) }, "chmod", p)
 }
 
@@ -130,11 +134,13 @@ pub fn rich(root: &Path) -> Res {
     std::fs::hard_link(p("a/one"), p("a/b/c/one-1")).map_err(io)?;
     std::fs::hard_link(p("a/one"), p("one-2")).map_err(io)?;
     check(
+        // SAFETY: the path is a NUL-terminated C string that outlives the call.
         unsafe { libc::mkfifo(c(&p("a/fifo")).as_ptr(), 0o640) },
         "mkfifo",
         &p("a/fifo"),
     )?;
     check(
+        // SAFETY: the path is a NUL-terminated C string that outlives the call.
         unsafe {
             libc::mknod(
                 c(&p("a/null")).as_ptr(),
@@ -238,27 +244,34 @@ pub fn large_dir(root: &Path, files: usize) -> Res {
 pub fn deep(root: &Path, levels: usize) -> Result<usize, String> {
     std::fs::create_dir_all(root).map_err(|e| e.to_string())?;
     let name = CString::new(vec![b'd'; 200]).unwrap();
+    // SAFETY: the path is a NUL-terminated C string that outlives the call.
     let mut fd = unsafe { libc::open(c(root).as_ptr(), libc::O_RDONLY | libc::O_DIRECTORY) };
     check(fd, "open", root)?;
     for i in 0..levels {
         let f = CString::new(format!("file{i}")).unwrap();
         let data = bytes(100 + i, i as u64);
+        // SAFETY: `f` is a NUL-terminated C string that outlives the call; `fd` is an open directory.
         let ffd = unsafe { libc::openat(fd, f.as_ptr(), libc::O_WRONLY | libc::O_CREAT, 0o644) };
         check(ffd, "create", root)?;
+        // SAFETY: `ffd` was opened above; `data` is readable for the length given; closed once.
         unsafe {
             libc::write(ffd, data.as_ptr().cast(), data.len());
             libc::close(ffd);
         }
         check(
+            // SAFETY: `name` is NUL-terminated; `fd` is an open directory.
             unsafe { libc::mkdirat(fd, name.as_ptr(), 0o755) },
             "mkdirat",
             root,
         )?;
+        // SAFETY: `name` is a NUL-terminated C string that outlives the call; `fd` is an open directory.
         let next = unsafe { libc::openat(fd, name.as_ptr(), libc::O_RDONLY | libc::O_DIRECTORY) };
         check(next, "openat", root)?;
+        // SAFETY: `fd` was opened above and is closed once.
         unsafe { libc::close(fd) };
         fd = next;
     }
+    // SAFETY: `fd` was opened above and is closed once.
     unsafe { libc::close(fd) };
     Ok(root.as_os_str().len() + levels * 201)
 }
