@@ -41,12 +41,13 @@ need=()
 command -v "$CC" >/dev/null || need+=(gcc-mingw-w64-x86-64)
 [ -x "$WINE" ] || need+=(wine64)
 if ((${#need[@]})) && [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null; then
-  apt-get update -qq >/dev/null && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${need[@]}" >/dev/null
+  { apt-get update -qq >/dev/null && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${need[@]}" >/dev/null; } || true
 fi
 command -v "$CC" >/dev/null && [ -x "$WINE" ] || skip_all "mingw ($CC) or Wine ($WINE) is not installed and cannot be"
 command -v npm >/dev/null || skip_all "npm is not installed"
 if command -v rustup >/dev/null; then
-  rustup target list --installed | grep -qx x86_64-pc-windows-gnu || rustup target add x86_64-pc-windows-gnu >/dev/null
+  rustup target list --installed | grep -qx x86_64-pc-windows-gnu ||
+    rustup target add x86_64-pc-windows-gnu >/dev/null || skip_all "rustup cannot add x86_64-pc-windows-gnu"
 fi
 
 work="$(mktemp -d "${TMPDIR:-/tmp}/kopiru-node-win.XXXXXX")"

@@ -45,11 +45,16 @@ pub fn error(e: &Error) -> Value {
 /// numbers are stable Win32 error codes (winerror.h).
 fn windows_code(code: i32) -> Option<&'static str> {
     Some(match code {
-        // FILE_NOT_FOUND, PATH_NOT_FOUND, INVALID_DRIVE, BAD_NETPATH,
-        // BAD_NET_NAME, INVALID_NAME, BAD_PATHNAME, MOD_NOT_FOUND
-        2 | 3 | 15 | 53 | 67 | 123 | 161 | 126 => "ENOENT",
-        // ACCESS_DENIED, PRIVILEGE_NOT_HELD, CANT_ACCESS_FILE
-        5 | 1314 | 1920 => "EPERM",
+        // FILE_NOT_FOUND, PATH_NOT_FOUND, INVALID_DRIVE, INVALID_NAME,
+        // MOD_NOT_FOUND, BAD_PATHNAME, DIRECTORY (a name that is no
+        // directory where one was expected)
+        2 | 3 | 15 | 123 | 126 | 161 | 267 => "ENOENT",
+        1 => "EISDIR", // INVALID_FUNCTION
+        // ACCESS_DENIED, PRIVILEGE_NOT_HELD
+        5 | 1314 => "EPERM",
+        // NOACCESS, CANT_ACCESS_FILE
+        998 | 1920 => "EACCES",
+        4 => "EMFILE",         // TOO_MANY_OPEN_FILES
         6 => "EBADF",          // INVALID_HANDLE
         8 | 14 => "ENOMEM",    // NOT_ENOUGH_MEMORY, OUTOFMEMORY
         17 => "EXDEV",         // NOT_SAME_DEVICE
@@ -61,7 +66,6 @@ fn windows_code(code: i32) -> Option<&'static str> {
         87 | 4390 => "EINVAL", // INVALID_PARAMETER, NOT_A_REPARSE_POINT
         145 => "ENOTEMPTY",    // DIR_NOT_EMPTY
         206 => "ENAMETOOLONG", // FILENAME_EXCED_RANGE
-        267 => "ENOTDIR",      // DIRECTORY (the name is not a directory)
         995 => "ECANCELED",    // OPERATION_ABORTED
         1117 => "EIO",         // IO_DEVICE
         1921 => "ELOOP",       // CANT_RESOLVE_FILENAME

@@ -8,6 +8,10 @@ import { join } from 'node:path'
 import { copy, verify, probe } from 'kopiru'
 import { isRoot, cannotMount, mountFresh, skipUnless, makeTree, writePattern, scratch, sh, have } from './helpers.mjs'
 
+// The record of copies (reruns merge) is the command's
+// ($XDG_STATE_HOME/kopiru/copies): a scratch one for every test here.
+process.env.XDG_STATE_HOME = scratch()
+
 let xfs = null
 let ext4 = null
 before(() => {
@@ -125,9 +129,6 @@ test('refusals: into itself, onto itself, missing source', async () => {
 })
 
 test('the same copy run again merges into the tree it made, as the command does', async () => {
-  // The record of copies is the command's ($XDG_STATE_HOME/kopiru/copies):
-  // a scratch one here.
-  process.env.XDG_STATE_HOME = scratch()
   const root = scratch()
   const src = join(root, 'src')
   mkdirSync(join(src, 'd'), { recursive: true })

@@ -180,7 +180,8 @@ impl Shared<'_> {
                         io::ErrorKind::AlreadyExists | io::ErrorKind::DirectoryNotEmpty
                             if t.merge =>
                         {
-                            merge_into(parent, &t.tmp, &t.name, opts.sync == SyncMode::File)
+                            let sync = opts.sync == SyncMode::File;
+                            merge_into(parent, &t.tmp, &t.name, sync, !opts.no_clobber)
                         }
                         _ => Err(e),
                     })
@@ -290,9 +291,13 @@ impl<'scope, 'env, 'a> Worker<'scope, 'env, 'a> {
     /// Whether a staged tree is being built by a live kopiru (which holds
     /// its lock: [`Worker::lock_staged`]); if so, reported.
     fn staged_tree_busy(&self, parent: &DirNode, tmp: &Name, dst_name: &Name) -> bool {
-        let held = sys::open_dir(parent.dst.as_fd(), tmp)
-            .and_then(|fd| sys::try_lock(fd.as_fd()))
-            .is_ok_and(|free| !free);
+        // A lock that cannot be tried counts as held: a live run's tree is
+        // never removed.
+        let held =
+            match sys::open_dir(parent.dst.as_fd(), tmp).and_then(|fd| sys::try_lock(fd.as_fd())) {
+                Ok(free) => !free,
+                Err(e) => e.kind() != io::ErrorKind::NotFound,
+            };
         if held {
             let path = join(&parent.dst_path, sys::os_str(dst_name));
             let why = Refusal::Busy;
@@ -367,40 +372,54 @@ fn leftover_pid(name: &Name) -> Option<u32> {
 /// Moves every entry of the staged directory `tmp` into the directory
 /// `name` beside it in `dir`, then removes `tmp`. An entry there already:
 /// two directories are merged in turn; a file of this run replaces what is
-/// there (another process's copy of the same source entry). `sync`
-/// (`--sync file`): each directory moved into is flushed.
-fn merge_into(dir: sys::FdRef, tmp: &Name, name: &Name, sync: bool) -> io::Result<()> {
+/// there (another process's copy of the same source entry) when `replace`
+/// (not `--no-clobber`). An entry that cannot be moved does not stop the
+/// others; the first such error is returned, and what is left in `tmp`
+/// is then removed by the caller. `sync` (`--sync file`): each directory
+/// moved into is flushed.
+fn merge_into(
+    dir: sys::FdRef,
+    tmp: &Name,
+    name: &Name,
+    sync: bool,
+    replace: bool,
+) -> io::Result<()> {
     let from = sys::open_dir(dir, tmp)?;
     let to = sys::open_dir(dir, name)?;
-    merge_dir(from.as_fd(), to.as_fd(), sync)?;
+    merge_dir(from.as_fd(), to.as_fd(), sync, replace)?;
     drop(from);
     sys::unlink_at(dir, tmp, true)
 }
 
-fn merge_dir(from: sys::FdRef, to: sys::FdRef, sync: bool) -> io::Result<()> {
+fn merge_dir(from: sys::FdRef, to: sys::FdRef, sync: bool, replace: bool) -> io::Result<()> {
+    let mut first_error = None;
     for e in sys::read_dir(from)? {
-        match sys::rename_noreplace(from, &e.name, to, &e.name) {
-            Err(x) if x.kind() == io::ErrorKind::AlreadyExists => {
-                let ours = sys::stat_at(from, &e.name, false)?.kind();
-                let theirs = sys::stat_at(to, &e.name, false)?.kind();
-                match (ours == FileKind::Dir, theirs == FileKind::Dir) {
-                    (true, true) => {
-                        let sub_from = sys::open_dir(from, &e.name)?;
-                        let sub_to = sys::open_dir(to, &e.name)?;
-                        merge_dir(sub_from.as_fd(), sub_to.as_fd(), sync)?;
-                        sys::unlink_at(from, &e.name, true)?;
-                    }
-                    (false, false) => sys::rename_at(from, &e.name, to, &e.name)?,
-                    _ => return Err(x),
-                }
+        let moved = sys::rename_noreplace(from, &e.name, to, &e.name).or_else(|x| {
+            if x.kind() != io::ErrorKind::AlreadyExists {
+                return Err(x);
             }
-            r => r?,
+            let ours = sys::stat_at(from, &e.name, false)?.kind();
+            let theirs = sys::stat_at(to, &e.name, false)?.kind();
+            match (ours == FileKind::Dir, theirs == FileKind::Dir) {
+                (true, true) => {
+                    let sub_from = sys::open_dir(from, &e.name)?;
+                    let sub_to = sys::open_dir(to, &e.name)?;
+                    merge_dir(sub_from.as_fd(), sub_to.as_fd(), sync, replace)?;
+                    sys::unlink_at(from, &e.name, true)
+                }
+                (false, false) if replace => sys::rename_at(from, &e.name, to, &e.name),
+                (false, false) => sys::unlink_at(from, &e.name, false),
+                _ => Err(x),
+            }
+        });
+        if let Err(x) = moved {
+            first_error.get_or_insert(x);
         }
     }
-    match sync {
-        true => sys::sync_file(to),
-        false => Ok(()),
+    if sync {
+        sys::sync_file(to)?;
     }
+    first_error.map_or(Ok(()), Err)
 }
 
 /// Removes a file, or a directory and everything in it, adding the number

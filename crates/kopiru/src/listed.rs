@@ -272,8 +272,11 @@ pub(crate) fn copy_entries(
     }
     drop(index);
     let mut groups = Vec::new();
+    // Each staged directory holds descriptors until the end.
+    sys::raise_fd_limit();
     let mut chain = Chain {
         stage: !root.staged,
+        resume: opts.resume,
         ..Chain::default()
     };
     for (parent, items) in by_parent {
@@ -346,6 +349,8 @@ struct Chain {
     no_make: bool,
     /// Stage the directories made (DEST is visible).
     stage: bool,
+    /// `--resume`: a staged directory an interrupted run left is used.
+    resume: bool,
     /// Directories staged by this run, by path: opened there again.
     staged: HashMap<PathBuf, sys::NameBuf>,
     /// The staged directories, to be put in place at the end.
@@ -403,15 +408,15 @@ impl Chain {
             let sub_s =
                 sys::open_dir(up.src.as_fd(), &name).map_err(|e| (Side::Source, Op::Open, e))?;
             let staged_here = match self.staged.get(&p) {
-                Some(tmp) => Some(sys::open_dir(up.dst.as_fd(), tmp)),
-                None if self.stage && !self.no_make && !up.staged => {
-                    self.make_staged((src, root), &name, &p).map(Ok)
-                }
+                Some(tmp) => Some((sys::open_dir(up.dst.as_fd(), tmp), true)),
+                None if self.stage && !self.no_make && !up.staged => self
+                    .make_staged((src, root), &name, &p)
+                    .map(|(fd, made)| (Ok(fd), made)),
                 None => None,
             };
             let up = self.open.last().expect("the roots at least");
             let (sub_d, made, staged) = match staged_here {
-                Some(d) => (d, true, true),
+                Some((d, made)) => (d, made, true),
                 None => {
                     let made = match self.no_make {
                         true => Ok(false),
@@ -437,31 +442,59 @@ impl Chain {
     }
 
     /// Makes the missing directory `name` (at `rel`) in the last open
-    /// directory under its staged name, locked, and notes it for the end.
-    /// `None`: it is there already, or its staged name is another live
-    /// process's, or it could not be staged: it is made (or opened) as it
-    /// is, in place.
-    fn make_staged(&mut self, (src, root): (&Path, &Root), name: &Name, rel: &Path) -> Option<Fd> {
+    /// directory under its staged name, locked, and notes it for the end;
+    /// returns it and whether this process made it (not: an interrupted
+    /// run's, continued under `--resume`). `None`: it is there already, or
+    /// its staged name is another live process's, or it could not be
+    /// staged: it is made (or opened) as it is, in place. A staged name
+    /// left by an interrupted run is removed (or, under `--resume`, used)
+    /// even when the directory exists by now.
+    fn make_staged(
+        &mut self,
+        (src, root): (&Path, &Root),
+        name: &Name,
+        rel: &Path,
+    ) -> Option<(Fd, bool)> {
         let up = self.open.last()?;
         let d = up.dst.as_fd();
-        if sys::stat_at(d, name, false).is_ok() {
-            return None;
-        }
         let tmp = durable::staged_name(name);
+        let there = || sys::stat_at(d, name, false).is_ok();
+        let mut reused = None;
         if sys::stat_at(d, &tmp, false).is_ok() {
-            // Another process's, while it lives (it holds the lock); an
-            // interrupted run's otherwise, removed.
-            let free = sys::open_dir(d, &tmp).and_then(|fd| sys::try_lock(fd.as_fd()));
-            if !matches!(free, Ok(true)) || durable::remove_tree(d, &tmp, &mut 0).is_err() {
-                return None;
+            let lock = sys::open_dir(d, &tmp).and_then(|fd| Ok((sys::try_lock(fd.as_fd())?, fd)));
+            match lock {
+                Ok((true, fd)) if self.resume && !there() => reused = Some(fd),
+                Ok((true, fd)) => {
+                    // Removed while its lock is held, so that a process
+                    // that has just made it (and not yet locked it) finds
+                    // it gone once it can lock it, and stays away.
+                    durable::remove_tree(d, &tmp, &mut 0).ok()?;
+                    drop(fd);
+                }
+                // Another live process's (or one that cannot be told).
+                _ => return None,
             }
         }
-        sys::mkdir_at(d, &tmp, 0o777).ok()?;
-        let fd = sys::open_dir(d, &tmp).ok()?;
-        let lock = fd.try_clone().ok()?;
-        if !sys::try_lock(lock.as_fd()).unwrap_or(false) {
-            return None;
-        }
+        let (lock, made) = match reused {
+            Some(fd) => (fd, false),
+            None if there() => return None,
+            None => {
+                sys::mkdir_at(d, &tmp, 0o777).ok()?;
+                let fd = sys::open_dir(d, &tmp).ok()?;
+                // Locked, then checked to be still the directory under the
+                // staged name: one that found it unlocked in between took
+                // it for an interrupted run's and removed it.
+                let same = |fd: &Fd| {
+                    let (a, b) = (sys::fstat(fd.as_fd()), sys::stat_at(d, &tmp, false));
+                    matches!((a, b), (Ok(a), Ok(b)) if (a.dev, a.ino) == (b.dev, b.ino))
+                };
+                if !sys::try_lock(fd.as_fd()).unwrap_or(false) || !same(&fd) {
+                    return None;
+                }
+                (fd, true)
+            }
+        };
+        let fd = lock.try_clone().ok()?;
         let at = up.rel.as_os_str();
         let parent = DirNode::new(
             up.src.try_clone().ok()?,
@@ -480,7 +513,7 @@ impl Chain {
             _lock: Some(lock),
             merge: true,
         });
-        Some(fd)
+        Some((fd, made))
     }
 }
 

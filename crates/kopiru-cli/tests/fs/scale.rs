@@ -502,20 +502,44 @@ pub fn files_from_split_dir(fs: Fs) -> R {
     same_tree(&src, &dst, manifest::DEFAULT)?;
     no_temporaries(&w)?;
 
-    // Killed just before putting d/ in place: the staged directory stays;
-    // the same job again removes it and makes d/ whole.
+    // Killed just before putting d/ in place: the staged directory stays.
+    // The same job with --resume uses it (copies none of its files again);
+    // killed again, then d/ made meanwhile by someone else, the same job
+    // without --resume removes the staged one and writes into d/.
     let dst2 = w.join("dst2");
-    let killed = kopiru_injected("renameat2:signal=SIGKILL")
-        .args(["copy", "--sync", "none", "--files-from"])
+    let kill_a = || -> R {
+        let killed = kopiru_injected("renameat2:signal=SIGKILL")
+            .args(["copy", "--sync", "none", "--files-from"])
+            .arg(&list_a)
+            .args([&src, &dst2])
+            .output()?;
+        ensure!(
+            killed.status.code().is_none(),
+            "not killed: {}",
+            show(&killed)
+        );
+        ensure!(!dst2.join("d").exists(), "the killed job put d/ in place");
+        Ok(())
+    };
+    kill_a()?;
+    let o = Command::new(env!("CARGO_BIN_EXE_kopiru"))
+        .args([
+            "copy",
+            "--sync",
+            "none",
+            "--resume",
+            "--json",
+            "--files-from",
+        ])
         .arg(&list_a)
         .args([&src, &dst2])
         .output()?;
-    ensure!(
-        killed.status.code().is_none(),
-        "not killed: {}",
-        show(&killed)
-    );
-    ensure!(!dst2.join("d").exists(), "the killed job put d/ in place");
+    ensure!(code(&o) == 0, "--resume: {}", show(&o));
+    let j = json(&o)?;
+    ensure!(j["files"] == 0, "--resume copied files again: {j}");
+    fs::remove_dir_all(&dst2)?;
+    kill_a()?;
+    fs::create_dir(dst2.join("d"))?;
     let o = Command::new(env!("CARGO_BIN_EXE_kopiru"))
         .args(["copy", "--sync", "none", "--files-from"])
         .arg(&list_a)

@@ -362,6 +362,9 @@ impl<'scope, 'env, 'a> Worker<'scope, 'env, 'a> {
                 r => r.map(|()| named = true),
             };
             if let Err(e) = linked {
+                // Naming nameless files does not work here: temporary
+                // names for the files after this one.
+                self.sh.anonymous.store(false, Ordering::Relaxed);
                 drop(dst);
                 fail(self, Op::Link, &e, false);
                 return None;

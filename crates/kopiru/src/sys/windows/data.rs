@@ -116,6 +116,8 @@ pub fn seek_data(fd: FdRef, offset: u64, hole: bool) -> io::Result<Option<u64>> 
             // In data: the data may go on in the next range, which NTFS
             // can report separately (ranges are per 64 KiB unit runs).
             true if end >= size => return Ok(Some(size)),
+            // A range that does not move on: its end is the hole.
+            true if end <= at => return Ok(Some(at)),
             true => at = end,
         }
     }

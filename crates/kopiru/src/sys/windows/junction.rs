@@ -13,7 +13,7 @@ use std::os::windows::ffi::{OsStrExt, OsStringExt};
 use std::path::{Path, PathBuf};
 
 use windows_sys::Wdk::Storage::FileSystem::{REPARSE_DATA_BUFFER, REPARSE_DATA_BUFFER_0_1};
-use windows_sys::Win32::Foundation::{GENERIC_READ, GENERIC_WRITE};
+use windows_sys::Win32::Foundation::GENERIC_WRITE;
 use windows_sys::Win32::Storage::FileSystem::{
     CreateDirectoryW, RemoveDirectoryW, FILE_FLAG_BACKUP_SEMANTICS, FILE_FLAG_OPEN_REPARSE_POINT,
     MAXIMUM_REPARSE_DATA_BUFFER_SIZE, OPEN_EXISTING,
@@ -36,9 +36,11 @@ const HEADER: usize = offset_of!(REPARSE_DATA_BUFFER, Anonymous);
 /// The target of the junction at `path` (`\??\C:\...`), or `None` when it
 /// is another kind of reparse point (a symbolic link).
 pub(super) fn target(path: PathBuf) -> io::Result<Option<OsString>> {
+    // No access asked: the profile's compatibility junctions deny listing
+    // to everyone, and reading the reparse data needs none.
     let fd = create_file(
         path,
-        GENERIC_READ,
+        0,
         OPEN_EXISTING,
         FILE_FLAG_BACKUP_SEMANTICS | FILE_FLAG_OPEN_REPARSE_POINT,
     )?;
@@ -87,7 +89,14 @@ pub(super) fn target(path: PathBuf) -> io::Result<Option<OsString>> {
 /// fails.
 pub(super) fn make(link: &Path, target: &Path) -> io::Result<()> {
     let subst: Vec<u16> = target.as_os_str().encode_wide().collect();
-    let print: Vec<u16> = subst[PREFIX.len()..].to_vec();
+    // The print name: the path without `\??\` (`\??\UNC\server\share`
+    // prints as `\\server\share`).
+    let rest = &subst[PREFIX.len()..];
+    let unc: Vec<u16> = "UNC\\".encode_utf16().collect();
+    let print: Vec<u16> = match rest.strip_prefix(&unc[..]) {
+        Some(share) => "\\\\".encode_utf16().chain(share.iter().copied()).collect(),
+        None => rest.to_vec(),
+    };
     // Substitute name, NUL, print name, NUL.
     let names = (subst.len() + 1 + print.len() + 1) * 2;
     let data_len = PATHS - HEADER + names;

@@ -67,7 +67,13 @@ pub fn try_lock(fd: FdRef) -> io::Result<bool> {
     // security attributes; a manual-reset event, never signalled or waited on.
     let h = unsafe { CreateEventW(std::ptr::null(), 1, 0, wname.as_ptr()) };
     if h.is_null() {
-        return Err(super::last_error());
+        // SAFETY: read right after the failed CreateEventW.
+        return match unsafe { GetLastError() } {
+            // The event exists, made by a run we may not open (another
+            // user, or elevated): held.
+            ERROR_ACCESS_DENIED => Ok(false),
+            _ => Err(super::last_error()),
+        };
     }
     // SAFETY: read right after CreateEventW, which set it.
     let existed = unsafe { GetLastError() } == ERROR_ALREADY_EXISTS;
