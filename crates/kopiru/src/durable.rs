@@ -270,9 +270,12 @@ impl<'scope, 'env, 'a> Worker<'scope, 'env, 'a> {
         // Only touched when there is one: a read-only destination then
         // fails on the directory itself, with its own name.
         let leftover = sys::stat_at(parent.dst.as_fd(), &tmp, false).is_ok();
-        if leftover && self.staged_tree_busy(parent, &tmp, dst_name) {
-            return Err(());
-        }
+        // Held while the leftover is removed, so that a run that has just
+        // made it (and not yet locked it) finds it gone once it can.
+        let _held = match leftover {
+            true => self.leftover_lock(parent, &tmp, dst_name)?,
+            false => None,
+        };
         // A leftover beside a destination that exists now cannot be
         // resumed (the copy merges into what is there): removed.
         if leftover && (exists || !self.sh.opts.resume) {
@@ -288,32 +291,50 @@ impl<'scope, 'env, 'a> Worker<'scope, 'env, 'a> {
         Ok((!exists).then_some(tmp))
     }
 
-    /// Whether a staged tree is being built by a live kopiru (which holds
-    /// its lock: [`Worker::lock_staged`]); if so, reported.
-    fn staged_tree_busy(&self, parent: &DirNode, tmp: &Name, dst_name: &Name) -> bool {
-        // A lock that cannot be tried counts as held: a live run's tree is
-        // never removed.
-        let held =
-            match sys::open_dir(parent.dst.as_fd(), tmp).and_then(|fd| sys::try_lock(fd.as_fd())) {
-                Ok(free) => !free,
-                Err(e) => e.kind() != io::ErrorKind::NotFound,
-            };
-        if held {
-            let path = join(&parent.dst_path, sys::os_str(dst_name));
-            let why = Refusal::Busy;
-            self.sh
-                .error(Error::refused(Side::Destination, path, Op::Copy, why));
+    /// The lock of a leftover staged tree, taken; `Err`: a live kopiru is
+    /// building it (it holds the lock: [`Worker::lock_staged`]), reported.
+    /// A lock that cannot be tried counts as held: a live run's tree is
+    /// never removed.
+    fn leftover_lock(
+        &self,
+        parent: &DirNode,
+        tmp: &Name,
+        dst_name: &Name,
+    ) -> Result<Option<Fd>, ()> {
+        let lock = sys::open_dir(parent.dst.as_fd(), tmp)
+            .and_then(|fd| Ok((sys::try_lock(fd.as_fd())?, fd)));
+        match lock {
+            Ok((true, fd)) => Ok(Some(fd)),
+            Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(None),
+            _ => {
+                let path = join(&parent.dst_path, sys::os_str(dst_name));
+                let why = Refusal::Busy;
+                self.sh
+                    .error(Error::refused(Side::Destination, path, Op::Copy, why));
+                Err(())
+            }
         }
-        held
     }
 
-    /// Locks a staged tree's directory for the rest of the run, so that
-    /// another kopiru copying to the same destination neither removes nor
-    /// reuses it. `None`: another holds it (reported).
-    pub(crate) fn lock_staged(&self, dir: &Fd, path: &Path) -> Option<Fd> {
+    /// Locks a staged tree's directory `dir` (`tmp` in `parent`) for the
+    /// rest of the run, so that another kopiru copying to the same
+    /// destination neither removes nor reuses it, and checks that it is
+    /// still the directory under that name (another run that found it
+    /// unlocked before may have removed it). `None`: another holds it
+    /// (reported).
+    pub(crate) fn lock_staged(
+        &self,
+        (parent, tmp): (&DirNode, &Name),
+        dir: &Fd,
+        path: &Path,
+    ) -> Option<Fd> {
+        let same = |fd: &Fd| {
+            let here = sys::stat_at(parent.dst.as_fd(), tmp, false);
+            matches!((sys::fstat(fd.as_fd()), here), (Ok(a), Ok(b)) if (a.dev, a.ino) == (b.dev, b.ino))
+        };
         let lock = dir
             .try_clone()
-            .and_then(|fd| match sys::try_lock(fd.as_fd())? {
+            .and_then(|fd| match sys::try_lock(fd.as_fd())? && same(&fd) {
                 true => Ok(Some(fd)),
                 false => Ok(None),
             });

@@ -84,8 +84,8 @@ impl<'scope, 'env, 'a> Worker<'scope, 'env, 'a> {
             self.changed(parent, dst_name, EntryKind::Dir, None, &st, None);
         }
         let dst_path = join(&parent.dst_path, sys::os_str(dst_name));
-        let lock = match staged_tmp {
-            Some(_) => match self.lock_staged(&dst, &dst_path) {
+        let lock = match &staged_tmp {
+            Some(tmp) => match self.lock_staged((parent, tmp), &dst, &dst_path) {
                 Some(fd) => Some(fd),
                 None => return,
             },
