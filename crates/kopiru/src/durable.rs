@@ -301,9 +301,7 @@ impl<'scope, 'env, 'a> Worker<'scope, 'env, 'a> {
         tmp: &Name,
         dst_name: &Name,
     ) -> Result<Option<Fd>, ()> {
-        let lock = sys::open_dir(parent.dst.as_fd(), tmp)
-            .and_then(|fd| Ok((sys::try_lock(fd.as_fd())?, fd)));
-        match lock {
+        match try_lock_at(parent.dst.as_fd(), tmp) {
             Ok((true, fd)) => Ok(Some(fd)),
             Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(None),
             _ => {
@@ -328,16 +326,12 @@ impl<'scope, 'env, 'a> Worker<'scope, 'env, 'a> {
         dir: &Fd,
         path: &Path,
     ) -> Option<Fd> {
-        let same = |fd: &Fd| {
-            let here = sys::stat_at(parent.dst.as_fd(), tmp, false);
-            matches!((sys::fstat(fd.as_fd()), here), (Ok(a), Ok(b)) if (a.dev, a.ino) == (b.dev, b.ino))
-        };
-        let lock = dir
-            .try_clone()
-            .and_then(|fd| match sys::try_lock(fd.as_fd())? && same(&fd) {
+        let lock = dir.try_clone().and_then(|fd| {
+            match sys::try_lock(fd.as_fd())? && still_named(parent.dst.as_fd(), tmp, &fd) {
                 true => Ok(Some(fd)),
                 false => Ok(None),
-            });
+            }
+        });
         match lock {
             Ok(Some(fd)) => Some(fd),
             Ok(None) => {
@@ -352,6 +346,21 @@ impl<'scope, 'env, 'a> Worker<'scope, 'env, 'a> {
             }
         }
     }
+}
+
+/// Opens the directory `name` in `dir` and tries its lock: (taken, the
+/// descriptor that holds it while it lives).
+pub(crate) fn try_lock_at(dir: sys::FdRef, name: &Name) -> io::Result<(bool, Fd)> {
+    let fd = sys::open_dir(dir, name)?;
+    Ok((sys::try_lock(fd.as_fd())?, fd))
+}
+
+/// Whether `name` in `dir` is still the file open as `fd` (a staged
+/// directory locked after it was made: another run that found it unlocked
+/// in between may have removed it).
+pub(crate) fn still_named(dir: sys::FdRef, name: &Name, fd: &Fd) -> bool {
+    let here = sys::stat_at(dir, name, false);
+    matches!((sys::fstat(fd.as_fd()), here), (Ok(a), Ok(b)) if (a.dev, a.ino) == (b.dev, b.ino))
 }
 
 /// FNV-1a of a name: short, stable and dependency-free; it only has to

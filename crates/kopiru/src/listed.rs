@@ -461,8 +461,7 @@ impl Chain {
         let there = || sys::stat_at(d, name, false).is_ok();
         let mut reused = None;
         if sys::stat_at(d, &tmp, false).is_ok() {
-            let lock = sys::open_dir(d, &tmp).and_then(|fd| Ok((sys::try_lock(fd.as_fd())?, fd)));
-            match lock {
+            match durable::try_lock_at(d, &tmp) {
                 Ok((true, fd)) if self.resume && !there() => reused = Some(fd),
                 Ok((true, fd)) => {
                     // Removed while its lock is held, so that a process
@@ -484,11 +483,9 @@ impl Chain {
                 // Locked, then checked to be still the directory under the
                 // staged name: one that found it unlocked in between took
                 // it for an interrupted run's and removed it.
-                let same = |fd: &Fd| {
-                    let (a, b) = (sys::fstat(fd.as_fd()), sys::stat_at(d, &tmp, false));
-                    matches!((a, b), (Ok(a), Ok(b)) if (a.dev, a.ino) == (b.dev, b.ino))
-                };
-                if !sys::try_lock(fd.as_fd()).unwrap_or(false) || !same(&fd) {
+                if !sys::try_lock(fd.as_fd()).unwrap_or(false)
+                    || !durable::still_named(d, &tmp, &fd)
+                {
                     return None;
                 }
                 (fd, true)
