@@ -388,6 +388,28 @@ pub fn fpart_live(fs: Fs) -> R {
     no_temporaries(&w)
 }
 
+/// `c` (kopiru, or kopiru under strace) made into `copy --sync SYNC
+/// EXTRA... --files-from LIST SRC DST`.
+fn listed(
+    mut c: Command,
+    sync: &str,
+    extra: &[&str],
+    list: &Path,
+    ends: (&Path, &Path),
+) -> Command {
+    c.args(["copy", "--sync", sync])
+        .args(extra)
+        .arg("--files-from")
+        .arg(list)
+        .args([ends.0, ends.1]);
+    c
+}
+
+/// The kopiru under test, as a command to add arguments to.
+fn plain() -> Command {
+    Command::new(env!("CARGO_BIN_EXE_kopiru"))
+}
+
 /// A listed copy into a visible DEST makes each new file without a name
 /// (`O_TMPFILE`) and names it once whole. When the name turns out to be
 /// taken at that moment (strace makes the first `linkat` fail with
@@ -409,22 +431,16 @@ pub fn files_from_name_taken(fs: Fs) -> R {
     // One destination file there already, with other content.
     fs::create_dir_all(dst.join("d"))?;
     fs::write(dst.join(&names[0]), b"old content, replaced")?;
-    let o = kopiru_injected("linkat:error=EEXIST:when=1")
-        .args(["copy", "--sync", "none", "--files-from"])
-        .arg(&list)
-        .args([&src, &dst])
-        .output()?;
+    let inject = kopiru_injected("linkat:error=EEXIST:when=1");
+    let o = listed(inject, "none", &[], &list, (&src, &dst)).output()?;
     ensure!(code(&o) == 0, "{}", show(&o));
     same_tree(&src, &dst, manifest::DEFAULT)?;
     // Where `linkat(AT_EMPTY_PATH)` is refused (ENOENT: kernels before 6.10
     // without CAP_DAC_READ_SEARCH), every file is named through its
     // /proc/self/fd link instead.
     let dst2 = w.join("dst2");
-    let o = kopiru_injected("linkat:error=ENOENT:when=1")
-        .args(["copy", "--sync", "none", "--files-from"])
-        .arg(&list)
-        .args([&src, &dst2])
-        .output()?;
+    let inject = kopiru_injected("linkat:error=ENOENT:when=1");
+    let o = listed(inject, "none", &[], &list, (&src, &dst2)).output()?;
     ensure!(code(&o) == 0, "{}", show(&o));
     same_tree(&src, &dst2, manifest::DEFAULT)?;
     no_temporaries(&w)
@@ -458,19 +474,10 @@ pub fn files_from_split_dir(fs: Fs) -> R {
     };
     let (list_a, list_b) = (write_list("list-a", &a)?, write_list("list-b", &b)?);
     let dst = w.join("dst");
-    let job = |list: &Path| {
-        let mut c = Command::new(env!("CARGO_BIN_EXE_kopiru"));
-        c.args(["copy", "--sync", "none", "--files-from"])
-            .arg(list)
-            .args([&src, &dst]);
-        c
-    };
     // The first job flushes each file and directory (`--sync file`), the
     // ones it merges into too.
-    let first = kopiru_injected("renameat2:delay_enter=3000000:when=1")
-        .args(["copy", "--sync", "file", "--files-from"])
-        .arg(&list_a)
-        .args([&src, &dst])
+    let delay = kopiru_injected("renameat2:delay_enter=3000000:when=1");
+    let first = listed(delay, "file", &[], &list_a, (&src, &dst))
         .stdout(std::process::Stdio::piped())
         .stderr(std::process::Stdio::piped())
         .spawn()?;
@@ -491,7 +498,7 @@ pub fn files_from_split_dir(fs: Fs) -> R {
         );
         std::thread::sleep(std::time::Duration::from_millis(10));
     }
-    let o = job(&list_b).output()?;
+    let o = listed(plain(), "none", &[], &list_b, (&src, &dst)).output()?;
     ensure!(code(&o) == 0, "second job: {}", show(&o));
     ensure!(
         dst.join("d").is_dir() && staged()?,
@@ -508,11 +515,8 @@ pub fn files_from_split_dir(fs: Fs) -> R {
     // without --resume removes the staged one and writes into d/.
     let dst2 = w.join("dst2");
     let kill_a = || -> R {
-        let killed = kopiru_injected("renameat2:signal=SIGKILL")
-            .args(["copy", "--sync", "none", "--files-from"])
-            .arg(&list_a)
-            .args([&src, &dst2])
-            .output()?;
+        let kill = kopiru_injected("renameat2:signal=SIGKILL");
+        let killed = listed(kill, "none", &[], &list_a, (&src, &dst2)).output()?;
         ensure!(
             killed.status.code().is_none(),
             "not killed: {}",
@@ -522,35 +526,17 @@ pub fn files_from_split_dir(fs: Fs) -> R {
         Ok(())
     };
     kill_a()?;
-    let o = Command::new(env!("CARGO_BIN_EXE_kopiru"))
-        .args([
-            "copy",
-            "--sync",
-            "none",
-            "--resume",
-            "--json",
-            "--files-from",
-        ])
-        .arg(&list_a)
-        .args([&src, &dst2])
-        .output()?;
+    let resume = ["--resume", "--json"];
+    let o = listed(plain(), "none", &resume, &list_a, (&src, &dst2)).output()?;
     ensure!(code(&o) == 0, "--resume: {}", show(&o));
     let j = json(&o)?;
     ensure!(j["files"] == 0, "--resume copied files again: {j}");
     fs::remove_dir_all(&dst2)?;
     kill_a()?;
     fs::create_dir(dst2.join("d"))?;
-    let o = Command::new(env!("CARGO_BIN_EXE_kopiru"))
-        .args(["copy", "--sync", "none", "--files-from"])
-        .arg(&list_a)
-        .args([&src, &dst2])
-        .output()?;
+    let o = listed(plain(), "none", &[], &list_a, (&src, &dst2)).output()?;
     ensure!(code(&o) == 0, "rerun: {}", show(&o));
-    let o = Command::new(env!("CARGO_BIN_EXE_kopiru"))
-        .args(["copy", "--sync", "none", "--files-from"])
-        .arg(&list_b)
-        .args([&src, &dst2])
-        .output()?;
+    let o = listed(plain(), "none", &[], &list_b, (&src, &dst2)).output()?;
     ensure!(code(&o) == 0, "{}", show(&o));
     same_tree(&src, &dst2, manifest::DEFAULT)?;
     no_temporaries(&w)
