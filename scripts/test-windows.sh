@@ -111,6 +111,29 @@ attrs() {
         cut -c1-12
 }
 
+# A tree to interrupt a copy of: DIRS directories of FILES small files
+# each, and a 20 MB file, under ROOT/src.
+interruptible_tree() {
+    local root=$1 dirs=$2 files=$3 d f
+    mkdir -p "$root/src"
+    for d in $(seq 1 "$dirs"); do
+        mkdir "$root/src/d$d"
+        for f in $(seq 1 "$files"); do echo "file $d $f" >"$root/src/d$d/f$f"; done
+    done
+    head -c 20000000 /dev/urandom >"$root/src/big"
+}
+# Waits (up to 15 s) until N files exist under ROOT outside ROOT/src, or
+# until process PID has ended.
+wait_for_files() {
+    local root=$1 n=$2 pid=$3 have
+    for _ in $(seq 1 300); do
+        have=$(find "$root" -path "$root/src" -prune -o -type f -print 2>/dev/null | wc -l)
+        [ "$have" -ge "$n" ] && return
+        kill -0 "$pid" 2>/dev/null || return
+        sleep 0.05
+    done
+}
+
 # Modification time with nanoseconds, and access time.
 mtime() { stat -c %.9Y "$1"; }
 atime() { stat -c %.9X "$1"; }
@@ -296,22 +319,12 @@ fi
 # resume: kill -9 during a copy, then the same command with --resume makes
 # an exact copy, leaves no temporaries, and a second --resume copies nothing.
 R=$T/resume
-mkdir -p "$R/src"
-for d in $(seq 1 12); do
-    mkdir "$R/src/d$d"
-    for f in $(seq 1 80); do echo "file $d $f" >"$R/src/d$d/f$f"; done
-done
-head -c 20000000 /dev/urandom >"$R/src/big"
+interruptible_tree "$R" 12 80
 "$WINE" "$BIN/kopiru.exe" copy --sync none -T "$(winpath "$R/src")" "$(winpath "$R/dst")" \
     >/dev/null 2>&1 </dev/null &
 pid=$!
 # Kill once the copy is under way: a staged tree with files in it.
-for _ in $(seq 1 300); do
-    n=$(find "$R" -path "$R/src" -prune -o -type f -print 2>/dev/null | wc -l)
-    [ "$n" -ge 100 ] && break
-    kill -0 $pid 2>/dev/null || break
-    sleep 0.05
-done
+wait_for_files "$R" 100 $pid
 if kill -9 $pid 2>/dev/null; then
     wait $pid 2>/dev/null
     partial=$(find "$R" -path "$R/src" -prune -o -type f -print | wc -l)
@@ -336,21 +349,11 @@ fi
 # Windows' stand-in for flock), refuses (exit 1) and touches nothing; the
 # first, continued, makes an exact copy.
 A=$T/two
-mkdir -p "$A/src"
-for d in $(seq 1 8); do
-    mkdir "$A/src/d$d"
-    for f in $(seq 1 60); do echo "file $d $f" >"$A/src/d$d/f$f"; done
-done
-head -c 20000000 /dev/urandom >"$A/src/big"
+interruptible_tree "$A" 8 60
 "$WINE" "$BIN/kopiru.exe" copy --sync none "$(winpath "$A/src")" "$(winpath "$A/dst")" \
     >"$WORK/first.out" 2>&1 </dev/null &
 pid=$!
-for _ in $(seq 1 300); do
-    n=$(find "$A" -path "$A/src" -prune -o -type f -print 2>/dev/null | wc -l)
-    [ "$n" -ge 50 ] && break
-    kill -0 $pid 2>/dev/null || break
-    sleep 0.05
-done
+wait_for_files "$A" 50 $pid
 if kill -STOP $pid 2>/dev/null; then
     staged=$(find "$A" -maxdepth 1 -name '.kopiru-tmp.tree.*' | wc -l)
     k copy --sync none "$A/src" "$A/dst"

@@ -82,13 +82,14 @@ echo '{ "name": "kopiru-win-test", "version": "0.0.0", "private": true, "type": 
 npm install --no-audit --no-fund --silent "$work/$tarball"
 cp "$dll" node_modules/kopiru/kopiru.win32-x64-gnu.node
 "$CC" -shared -O2 -o node_modules/kopiru/bcryptprimitives.dll "$root/tests/windows/processprng.c" -ladvapi32
-mkdir test
-cp "$here"/test/windows/*.test.mjs test/
+mkdir -p test/windows
+cp "$here"/test/helpers.mjs test/
+cp "$here"/test/windows/*.test.mjs test/windows/
 
-echo "== node.exe $NODE_WIN_VERSION --test test/*.test.mjs under $("$WINE" --version 2>/dev/null)"
+echo "== node.exe $NODE_WIN_VERSION --test test/windows/*.test.mjs under $("$WINE" --version 2>/dev/null)"
 export WINEPREFIX=${KOPIRU_WINEPREFIX:-/tmp/kopiru-wineprefix} WINEDEBUG=-all DISPLAY=
 status=0
 NODE_SKIP_PLATFORM_CHECK=1 NAPI_RS_NATIVE_LIBRARY_PATH='Z:'"${PWD//\//\\}"'\node_modules\kopiru\kopiru.win32-x64-gnu.node' \
-  "$WINE" "$node_exe" --test --test-reporter=tap test/*.test.mjs >"$work/out" 2>&1 </dev/null || status=$?
+  "$WINE" "$node_exe" --test --test-reporter=tap test/windows/*.test.mjs >"$work/out" 2>&1 </dev/null || status=$?
 tr -d '\r' <"$work/out"
 exit $status

@@ -2,39 +2,14 @@
 // (scripts/test-windows.sh), with the binding cross-built by mingw. Only
 // what a plain directory on Wine's drives can show: copies, progress,
 // refusals and their error codes, a failed file, AbortSignal and resume,
-// verify. No helpers from ../helpers.mjs (they use Linux tools).
+// verify. Of ../helpers.mjs only the portable helpers are used.
 import { test } from 'node:test'
 import assert from 'node:assert/strict'
 import { createHash } from 'node:crypto'
-import {
-  existsSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, statSync, writeFileSync,
-  openSync, writeSync, closeSync,
-} from 'node:fs'
-import { tmpdir } from 'node:os'
+import { existsSync, mkdirSync, readdirSync, readFileSync, statSync, writeFileSync } from 'node:fs'
 import { join, sep } from 'node:path'
 import { copy, verify, probe } from 'kopiru'
-
-function scratch() {
-  const dir = mkdtempSync(join(tmpdir(), 'kopiru-win-'))
-  process.on('exit', () => rmSync(dir, { recursive: true, force: true }))
-  return dir
-}
-
-/** `size` bytes of a seeded non-zero pattern. */
-function writePattern(path, size, seed) {
-  const chunk = Buffer.alloc(1 << 20)
-  let x = (seed * 2654435761) >>> 0
-  for (let i = 0; i < chunk.length; i += 4) {
-    x = (Math.imul(x, 1103515245) + 12345) >>> 0
-    chunk.writeUInt32LE(x, i)
-  }
-  const fd = openSync(path, 'w')
-  try {
-    for (let off = 0; off < size; off += chunk.length) writeSync(fd, chunk, 0, Math.min(chunk.length, size - off))
-  } finally {
-    closeSync(fd)
-  }
-}
+import { scratch, writePattern } from '../helpers.mjs'
 
 /** Relative name -> sha256 of every file under `dir` ('/'-joined names). */
 function digests(dir, prefix = '', out = new Map()) {
