@@ -203,6 +203,47 @@ pub struct Summary {
 }
 
 impl Summary {
+    /// Adds the counts, failures and warnings of `other`, a later part of
+    /// the same copy.
+    pub(crate) fn absorb(&mut self, other: Summary) {
+        let Summary {
+            files,
+            bytes,
+            dirs,
+            dirs_merged,
+            symlinks,
+            specials,
+            hardlinks,
+            skipped,
+            withdrawn,
+            deleted,
+            verified_files,
+            methods,
+            errors,
+            warnings,
+            elapsed,
+            cancelled,
+        } = other;
+        self.files += files;
+        self.bytes += bytes;
+        self.dirs += dirs;
+        self.dirs_merged += dirs_merged;
+        self.symlinks += symlinks;
+        self.specials += specials;
+        self.hardlinks += hardlinks;
+        self.skipped += skipped;
+        self.withdrawn += withdrawn;
+        self.deleted += deleted;
+        self.verified_files += verified_files;
+        for (m, n) in self.methods.iter_mut().zip(methods) {
+            *m += n;
+        }
+        self.errors.extend(errors);
+        self.warnings.extend(warnings);
+        self.elapsed += elapsed;
+        self.cancelled |= cancelled;
+    }
+
     /// Count of files copied with `m`.
     pub fn method_count(&self, m: Method) -> u64 {
         self.methods[m.index()]

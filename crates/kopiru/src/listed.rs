@@ -39,6 +39,9 @@ pub(crate) struct Root {
     /// Made by this run (every rank of it), so it holds only what the run
     /// put there: no entry needs to be looked for before it is written.
     pub(crate) fresh: bool,
+    /// Hard-linked files are set aside ([`Copied::deferred_links`]), not
+    /// copied: a shard's ranks copy them in one process at the end.
+    pub(crate) defer_links: bool,
 }
 
 /// What [`copy_entries`] did.
@@ -47,6 +50,9 @@ pub(crate) struct Copied {
     /// The directories it made as listed entries, whose metadata is applied
     /// at the end.
     pub(crate) dirs: Vec<PathBuf>,
+    /// The hard-linked files set aside ([`Root::defer_links`]), by their
+    /// path inside the source.
+    pub(crate) deferred_links: Vec<PathBuf>,
 }
 
 /// `--files-from`: the one source directory, DEST as its copy (made if
@@ -147,6 +153,7 @@ pub(crate) fn plan_root(
             dev,
             staged: false,
             fresh: false,
+            defer_links: false,
         })
     });
     match root {
@@ -229,10 +236,11 @@ pub(crate) fn copy_entries(
         Ok(fd) => fd,
         Err(e) => {
             refused.push(Error::src(src, Op::Open, &e));
-            let (summary, _, _) = tree::run_groups(Vec::new(), Vec::new(), opts, reporter, refused);
+            let ran = tree::run_groups(Vec::new(), Vec::new(), opts, reporter, refused, false);
             return Copied {
-                summary,
+                summary: ran.summary,
                 dirs: Vec::new(),
+                deferred_links: Vec::new(),
             };
         }
     };
@@ -325,8 +333,12 @@ pub(crate) fn copy_entries(
     }
     let trees = std::mem::take(&mut chain.trees);
     drop(chain);
-    let (summary, _, dirs) = tree::run_groups(groups, trees, opts, reporter, refused);
-    Copied { summary, dirs }
+    let ran = tree::run_groups(groups, trees, opts, reporter, refused, root.defer_links);
+    Copied {
+        summary: ran.summary,
+        dirs: ran.dirs,
+        deferred_links: ran.deferred_links,
+    }
 }
 
 /// The source and destination directories opened last, from the roots

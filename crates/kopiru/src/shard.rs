@@ -110,23 +110,34 @@ impl fmt::Display for Shard {
 pub(crate) const ENTRY_COST: u64 = 256 << 10;
 
 #[cfg_attr(not(unix), allow(dead_code))]
-/// Which rank copies each entry, given their costs in walk order and, for
-/// hard-linked files, their inode: runs of equal total cost, every name of
-/// one inode with the first.
-pub(crate) fn owners(costs: &[(u64, Option<(u64, u64)>)], count: usize) -> Vec<usize> {
-    let total: u128 = costs.iter().map(|c| u128::from(c.0)).sum::<u128>().max(1);
+/// How many pieces the walk of `entries` is cut into for `ranks` ranks:
+/// [`PIECES_PER_RANK`] each, none under [`PIECE_MIN_ENTRIES`] entries.
+pub(crate) fn pieces(entries: usize, ranks: usize) -> usize {
+    (entries / PIECE_MIN_ENTRIES).clamp(1, PIECES_PER_RANK * ranks)
+}
+
+/// Pieces per rank: the ranks claim them one at a time, so a rank slowed
+/// by a big file or a busy disk claims fewer, and all finish within about
+/// one piece (a 64th of a share) of each other.
+const PIECES_PER_RANK: usize = 64;
+
+/// The fewest entries in a piece: each costs a claim (one file made in the
+/// coordination directory) and a start of the rank's workers, about a
+/// millisecond together.
+const PIECE_MIN_ENTRIES: usize = 512;
+
+#[cfg_attr(not(unix), allow(dead_code))]
+/// Which of `count` pieces holds each entry, given their costs in walk
+/// order: runs of equal total cost.
+pub(crate) fn owners(costs: &[u64], count: usize) -> Vec<usize> {
+    let total: u128 = costs.iter().map(|&c| u128::from(c)).sum::<u128>().max(1);
     let mut before: u128 = 0;
-    let mut first: std::collections::HashMap<(u64, u64), usize> = Default::default();
     costs
         .iter()
-        .map(|&(cost, link)| {
+        .map(|&cost| {
             let mid = before + u128::from(cost) / 2;
             before += u128::from(cost);
-            let rank = ((mid * count as u128 / total) as usize).min(count - 1);
-            match link {
-                Some(id) => *first.entry(id).or_insert(rank),
-                None => rank,
-            }
+            ((mid * count as u128 / total) as usize).min(count - 1)
         })
         .collect()
 }
@@ -173,28 +184,26 @@ mod tests {
     }
 
     #[test]
-    fn shares_balance_bytes_and_entries() {
-        // One 4 GiB file and 50,000 small ones on 2 ranks: the big file
-        // alone is one share, the small ones the other.
-        let mut costs = vec![(4u64 << 30, None)];
-        costs.extend((0..50_000).map(|_| (ENTRY_COST + 1000, None)));
+    fn pieces_balance_bytes_and_entries() {
+        // One 4 GiB file and 50,000 small ones in 2 pieces (when sizes are
+        // known, with -L): the big file alone is one, the small ones the other.
+        let mut costs = vec![4u64 << 30];
+        costs.extend((0..50_000).map(|_| ENTRY_COST + 1000));
         let o = owners(&costs, 2);
         assert_eq!(o[0], 0);
-        let on0 = o.iter().filter(|&&r| r == 0).count();
+        let in0 = o.iter().filter(|&&r| r == 0).count();
         assert!(
-            on0 < 50_000 / 2,
-            "rank 0 has {on0} entries besides the big file"
+            in0 < 50_000 / 2,
+            "piece 0 has {in0} entries besides the big file"
         );
-        // 100,000 equal entries of one directory on 4 ranks: a quarter each.
-        let o = owners(&vec![(ENTRY_COST, None); 100_000], 4);
+        // 100,000 equal entries of one directory in 4 pieces: a quarter each.
+        let o = owners(&vec![ENTRY_COST; 100_000], 4);
         for r in 0..4 {
             assert_eq!(o.iter().filter(|&&x| x == r).count(), 25_000);
         }
-        // Hard links follow the first name of their inode.
-        let mut costs = vec![(ENTRY_COST, Some((1, 7)))];
-        costs.extend(vec![(ENTRY_COST, None); 10]);
-        costs.push((ENTRY_COST, Some((1, 7))));
-        let o = owners(&costs, 2);
-        assert_eq!(o[0], o[11]);
+        // How many pieces: none under the minimum, at most 64 per rank.
+        assert_eq!(pieces(10, 4), 1);
+        assert_eq!(pieces(17_012, 2), 17_012 / PIECE_MIN_ENTRIES);
+        assert_eq!(pieces(262_144, 2), 128);
     }
 }

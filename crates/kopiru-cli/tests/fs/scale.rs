@@ -157,6 +157,22 @@ fn mpirun(n: usize) -> Command {
 }
 
 /// The names in `dir` that kopiru leaves only while it works.
+/// Waits (up to 30 s) until no process has `dst` among its arguments.
+fn ranks_gone(dst: &Path) -> R {
+    let needle = dst.as_os_str().as_encoded_bytes();
+    for _ in 0..300 {
+        let running = fs::read_dir("/proc")?.flatten().any(|e| {
+            fs::read(e.path().join("cmdline"))
+                .is_ok_and(|c| c.split(|&b| b == 0).any(|arg| arg == needle))
+        });
+        if !running {
+            return Ok(());
+        }
+        std::thread::sleep(std::time::Duration::from_millis(100));
+    }
+    Err(format!("ranks copying to {} still run after 30 s", dst.display()).into())
+}
+
 fn leftovers(dir: &Path) -> Result<Vec<String>, Failed> {
     Ok(fs::read_dir(dir)?
         .flatten()
@@ -230,16 +246,22 @@ pub fn shard_killed(fs: Fs) -> R {
     let w = fixture::workdir(fs, "shard_killed")?;
     let src = w.join("src");
     trees::rich(&src)?;
-    trees::large_dir(&src.join("flat"), 300)?;
+    // Enough entries for several pieces per rank (a piece is at least 512),
+    // so that each rank has work of its own before taking the others'.
+    trees::large_dir(&src.join("flat"), 6000)?;
     let kopiru = env!("CARGO_BIN_EXE_kopiru");
 
-    // Under mpirun: rank 0 (the publisher) dies; a wrapper runs it under strace.
+    // Under mpirun: rank 0 (the publisher) dies; a wrapper runs it under
+    // strace. Every rank runs under strace, so that none is slowed more
+    // than the others: the ranks claim pieces of the tree as they go, and a
+    // rank much slower to start than the rest would find none left.
     let dst = w.join("dst-mpi");
     let wrapper = w.join("kill-rank0.sh");
     fs::write(
         &wrapper,
-        "#!/bin/sh\nunset LD_LIBRARY_PATH\nif [ \"$OMPI_COMM_WORLD_RANK\" = 0 ]; then exec strace -f -qq -o /dev/null \
-         -e trace=openat -e inject=openat:signal=KILL:when=60 \"$@\"; fi\nexec \"$@\"\n",
+        "#!/bin/sh\nunset LD_LIBRARY_PATH\nkill=\nif [ \"$OMPI_COMM_WORLD_RANK\" = 0 ]; then \
+         kill='-e inject=openat:signal=KILL:when=60'; fi\n\
+         exec strace -f -qq -o /dev/null -e trace=openat $kill \"$@\"\n",
     )?;
     fs::set_permissions(
         &wrapper,
@@ -254,6 +276,9 @@ pub fn shard_killed(fs: Fs) -> R {
         .output()?;
     ensure!(!o.status.success(), "mpirun exited 0: {}", show(&o));
     ensure!(!dst.exists(), "DEST appeared though rank 0 died");
+    // mpirun's abort kills the stracers, which let their ranks go on: they
+    // end by themselves once they see rank 0 gone.
+    ranks_gone(&dst)?;
     let o = mpirun(4)
         .arg(kopiru)
         .args(["copy", "--shard", "auto", "-a", "--resume"])
@@ -264,14 +289,17 @@ pub fn shard_killed(fs: Fs) -> R {
     same_tree(&src, &dst, manifest::ALL)?;
     ensure!(leftovers(&w)?.is_empty(), "left: {:?}", leftovers(&w)?);
 
-    // By hand: rank 2 dies; ranks 0, 1 and 3 must see it themselves.
+    // By hand: rank 2 dies; ranks 0, 1 and 3 must see it themselves (all
+    // under strace, as above).
     let dst = w.join("dst-hand");
     let start = |k: usize, resume: bool| {
-        let mut c = if k == 2 && !resume {
+        let mut c = if !resume {
             let mut c = Command::new("strace");
-            c.args(["-f", "-qq", "-o", "/dev/null", "-e", "trace=openat"])
-                .args(["-e", "inject=openat:signal=KILL:when=60"])
-                .arg(kopiru)
+            c.args(["-f", "-qq", "-o", "/dev/null", "-e", "trace=openat"]);
+            if k == 2 {
+                c.args(["-e", "inject=openat:signal=KILL:when=60"]);
+            }
+            c.arg(kopiru)
                 // cargo's library path would make the loader's own opens
                 // reach the 60th before main: kill it mid-copy instead.
                 .env_remove("LD_LIBRARY_PATH");

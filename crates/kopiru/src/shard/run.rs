@@ -1,7 +1,7 @@
 //! A sharded copy on one rank: walk, copy this rank's share, then meet the
 //! others through the coordination directory (see the module above).
 
-use super::{owners, Shard, ENTRY_COST};
+use super::{owners, pieces, Shard, ENTRY_COST};
 use crate::durable::{remove_tree, staged_name, TMP_PREFIX};
 use crate::error::{Error, Op, Refusal, Side};
 use crate::events::{Phase, Reporter, Summary};
@@ -10,6 +10,7 @@ use crate::options::{CopyOptions, Follow, SyncMode};
 use crate::plan::PlanError;
 use crate::sys::{self, AsFd, Fd, FileKind, Name, NameBuf};
 use std::io::{self, Write};
+use std::os::unix::ffi::OsStrExt;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
@@ -44,7 +45,6 @@ struct Walked {
     rel: PathBuf,
     kind: Option<FileKind>,
     cost: u64,
-    link: Option<(u64, u64)>,
 }
 
 /// Copies this rank's share of `sources[0]` (one directory) to `dest`, with
@@ -92,24 +92,23 @@ pub(crate) fn copy(
     let walked = match walk(&src, opts) {
         Ok(w) => w,
         Err(e) => {
-            let _ = coord.mark(&format!("done.{}", shard.index), "cancelled");
+            let _ = coord.mark(&format!("done.{}", shard.index), b"cancelled");
             return Ok(listed::refused_only(vec![e]));
         }
     };
-    let costs: Vec<_> = walked.iter().map(|w| (w.cost, w.link)).collect();
-    let ranks = owners(&costs, shard.count);
+    let costs: Vec<_> = walked.iter().map(|w| w.cost).collect();
+    let count = pieces(walked.len(), shard.count);
+    let piece_of = owners(&costs, count);
     let mut all_dirs = vec![PathBuf::new()];
-    let mut mine = Vec::new();
-    for (w, rank) in walked.into_iter().zip(ranks) {
+    let mut by_piece: Vec<Vec<Listed>> = (0..count).map(|_| Vec::new()).collect();
+    for (w, p) in walked.into_iter().zip(piece_of) {
         if w.kind == Some(FileKind::Dir) {
             all_dirs.push(w.rel.clone());
         }
-        if rank == shard.index {
-            mine.push(Listed {
-                rel: w.rel,
-                kind: w.kind,
-            });
-        }
+        by_piece[p].push(Listed {
+            rel: w.rel,
+            kind: w.kind,
+        });
     }
     let root_name: &Name = if exists { &job.dst_name } else { &staged };
     let root = sys::open_dir(job.dst_dir.as_fd(), root_name).and_then(|dir| {
@@ -120,19 +119,77 @@ pub(crate) fn copy(
             dev,
             staged: !exists,
             fresh: !exists && coord.fresh,
+            // Each rank meets only some names of a hard-linked inode: rank
+            // 0 copies them all at the end, in one process, as one inode.
+            defer_links: opts.preserve.links,
         })
     });
     let root = match root {
         Ok(r) => r,
         Err(e) => {
             let e = Error::dst(tree_path(&job.dst_parent, root_name), Op::Open, &e);
-            let _ = coord.mark(&format!("done.{}", shard.index), "cancelled");
+            let _ = coord.mark(&format!("done.{}", shard.index), b"cancelled");
             return Ok(listed::refused_only(vec![e]));
         }
     };
 
-    let copied = listed::copy_entries(&src, &root, mine, basis.as_deref(), opts, reporter, refused);
-    let mut summary = copied.summary;
+    let mut summary = Summary::default();
+    let mut later = Vec::new();
+    for e in refused {
+        push_error(&mut summary, reporter, e);
+    }
+    // Each rank starts at its own share of the pieces (a different part of
+    // the tree from the others), then goes on to any piece still unclaimed.
+    let first = shard.index * count / shard.count;
+    for p in (first..count).chain(0..first) {
+        if opts.cancel.is_cancelled() {
+            summary.cancelled = true;
+            break;
+        }
+        match coord.claim(p) {
+            Ok(true) => {}
+            Ok(false) => continue,
+            Err(e) => {
+                // Unclaimed, it may still be copied by another rank; if
+                // none does, this error keeps the copy from counting as whole.
+                push_error(
+                    &mut summary,
+                    reporter,
+                    Error::dst(&coord.path, Op::Create, &e),
+                );
+                break;
+            }
+        }
+        let entries = std::mem::take(&mut by_piece[p]);
+        let copied = listed::copy_entries(
+            &src,
+            &root,
+            entries,
+            basis.as_deref(),
+            opts,
+            reporter,
+            Vec::new(),
+        );
+        summary.absorb(copied.summary);
+        later.extend(copied.deferred_links);
+        if summary.cancelled {
+            break;
+        }
+    }
+    if !later.is_empty() && !summary.cancelled {
+        let mut list = Vec::new();
+        for rel in &later {
+            list.extend_from_slice(rel.as_os_str().as_bytes());
+            list.push(0);
+        }
+        if let Err(e) = coord.mark(&format!("links.{}", shard.index), &list) {
+            push_error(
+                &mut summary,
+                reporter,
+                Error::dst(&coord.path, Op::Write, &e),
+            );
+        }
+    }
     if opts.sync != SyncMode::None && !summary.cancelled {
         // This rank's data, on this machine, is on the device before it says done.
         if let Err(e) = sys::sync_fs(root.dir.as_fd()) {
@@ -143,7 +200,7 @@ pub(crate) fn copy(
         true => "cancelled".to_string(),
         false => summary.errors.len().to_string(),
     };
-    if let Err(e) = coord.mark(&format!("done.{}", shard.index), &done) {
+    if let Err(e) = coord.mark(&format!("done.{}", shard.index), done.as_bytes()) {
         push_error(
             &mut summary,
             reporter,
@@ -158,6 +215,7 @@ pub(crate) fn copy(
                 src: &src,
                 root: &root,
                 dirs: &all_dirs,
+                basis: basis.as_deref(),
                 parent: (&job.dst_dir, &job.dst_parent),
                 names: (&staged, &job.dst_name),
             };
@@ -227,6 +285,8 @@ fn walk(src: &Path, opts: &CopyOptions) -> Result<Vec<Walked>, Error> {
         .map_err(|e| Error::src(src, Op::Stat, &e))?
         .dev;
     let follow = opts.follow == Follow::Always;
+    // With -L, the kind of what each link names.
+    let need_stat = follow;
     let mut out = Vec::new();
     let mut stack = vec![(root, PathBuf::new())];
     while let Some((dir, rel)) = stack.pop() {
@@ -236,30 +296,33 @@ fn walk(src: &Path, opts: &CopyOptions) -> Result<Vec<Walked>, Error> {
         let mut subdirs = Vec::new();
         for e in entries {
             let child = rel.join(sys::os_str(&e.name));
-            let st = sys::stat_at(dir.as_fd(), &e.name, follow).ok();
-            let kind = st.map(|s| s.kind());
+            // The kind comes from the directory's listing where it says;
+            // a stat only where more is needed: the pieces are cut by entry
+            // count where sizes are not known (claimed one at a time, they
+            // balance the bytes anyway), and hard links are found as they
+            // are copied.
+            let dir_dev = opts.one_file_system && e.kind == Some(FileKind::Dir);
+            let stat = need_stat || e.kind.is_none() || dir_dev;
+            let st = match stat {
+                true => sys::stat_at(dir.as_fd(), &e.name, follow).ok(),
+                false => None,
+            };
+            let kind = if stat { st.map(|s| s.kind()) } else { e.kind };
             if opts.filter.excludes(&child, || kind == Some(FileKind::Dir)) {
                 continue;
             }
-            let (mut cost, mut link) = (ENTRY_COST, None);
-            if let Some(st) = st.filter(|s| s.kind() == FileKind::File) {
-                cost += st.size;
-                if opts.preserve.links && st.nlink > 1 {
-                    link = Some((st.dev, st.ino));
-                }
-            }
-            if let Some(st) = st.filter(|s| s.kind() == FileKind::Dir) {
-                if !opts.one_file_system || st.dev == root_dev {
-                    let sub = sys::open_dir(dir.as_fd(), &e.name)
-                        .map_err(|err| Error::src(src.join(&child), Op::Open, &err))?;
-                    subdirs.push((sub, child.clone()));
-                }
+            let cost = ENTRY_COST
+                + st.filter(|s| s.kind() == FileKind::File)
+                    .map_or(0, |s| s.size);
+            if kind == Some(FileKind::Dir) && st.is_none_or(|s| s.dev == root_dev) {
+                let sub = sys::open_dir(dir.as_fd(), &e.name)
+                    .map_err(|err| Error::src(src.join(&child), Op::Open, &err))?;
+                subdirs.push((sub, child.clone()));
             }
             out.push(Walked {
                 rel: child,
                 kind,
                 cost,
-                link,
             });
         }
         stack.extend(subdirs.into_iter().rev());
@@ -351,7 +414,7 @@ impl Coordination {
             _member: member,
         };
         if reset && !opts.resume {
-            c.mark("fresh", "").map_err(|e| io_err(Op::Write, e))?;
+            c.mark("fresh", b"").map_err(|e| io_err(Op::Write, e))?;
         }
         c.fresh = c.read("fresh").is_some();
         // Joined: let the next rank in.
@@ -362,21 +425,52 @@ impl Coordination {
     /// Writes the mark `name` (a small file) whole: under a temporary name,
     /// then renamed. Not flushed: the marks only matter to a live run (after
     /// a crash, `--resume` starts the coordination over).
-    fn mark(&self, name: &str, content: &str) -> io::Result<()> {
+    fn mark(&self, name: &str, content: &[u8]) -> io::Result<()> {
         let tmp = sys::name(&format!(".t.{name}.{}", std::process::id()));
         let _ = sys::unlink_at(self.dir.as_fd(), &tmp, false);
         let fd = sys::create_new(self.dir.as_fd(), &tmp, 0o600)?;
         let mut f = std::fs::File::from(fd);
-        f.write_all(content.as_bytes())?;
+        f.write_all(content)?;
         drop(f);
         sys::rename_at(self.dir.as_fd(), &tmp, self.dir.as_fd(), &sys::name(name))
     }
 
+    /// Claims piece `p` of the walk for this rank: `true` if no rank had.
+    fn claim(&self, p: usize) -> io::Result<bool> {
+        let name = sys::name(&format!("piece.{p}"));
+        match sys::create_new(self.dir.as_fd(), &name, 0o600) {
+            Ok(_claimed) => Ok(true),
+            Err(e) if e.kind() == io::ErrorKind::AlreadyExists => Ok(false),
+            Err(e) => Err(e),
+        }
+    }
+
     fn read(&self, name: &str) -> Option<String> {
-        let fd = sys::open_source(self.dir.as_fd(), &sys::name(name), false, false, false).ok()?;
-        let mut s = String::new();
-        io::Read::read_to_string(&mut std::fs::File::from(fd), &mut s).ok()?;
-        Some(s)
+        String::from_utf8(self.read_bytes(name).ok()?).ok()
+    }
+
+    fn read_bytes(&self, name: &str) -> io::Result<Vec<u8>> {
+        let fd = sys::open_source(self.dir.as_fd(), &sys::name(name), false, false, false)?;
+        let mut s = Vec::new();
+        io::Read::read_to_end(&mut std::fs::File::from(fd), &mut s)?;
+        Ok(s)
+    }
+
+    /// The hard-linked files every rank set aside (`links.K`), sorted (so
+    /// that the entries of one directory come together).
+    fn deferred_links(&self) -> io::Result<Vec<PathBuf>> {
+        let mut all = Vec::new();
+        for r in 0..self.shard.count {
+            let list = match self.read_bytes(&format!("links.{r}")) {
+                Ok(l) => l,
+                Err(e) if e.kind() == io::ErrorKind::NotFound => continue,
+                Err(e) => return Err(e),
+            };
+            let paths = list.split(|&b| b == 0).filter(|p| !p.is_empty());
+            all.extend(paths.map(|p| PathBuf::from(std::ffi::OsStr::from_bytes(p))));
+        }
+        all.sort();
+        Ok(all)
     }
 
     /// Whether rank `r` runs now: `None` if it has not joined yet.
@@ -520,6 +614,8 @@ struct End<'a> {
     root: &'a Root,
     /// Every directory of the tree, by its path inside the source.
     dirs: &'a [PathBuf],
+    /// `--link-dest`/`--clone-dest`'s directory, if given.
+    basis: Option<&'a Path>,
     /// DEST's parent (descriptor and path).
     parent: (&'a Fd, &'a Path),
     /// The staged tree's name and DEST's.
@@ -537,22 +633,69 @@ impl End<'_> {
         reporter: &dyn Reporter,
     ) -> Outcome {
         let fail = |rank: Option<usize>| {
-            let _ = self
-                .coord
-                .mark("failed", &rank.map_or(String::new(), |r| r.to_string()));
+            let _ = self.coord.mark(
+                "failed",
+                rank.map_or(String::new(), |r| r.to_string()).as_bytes(),
+            );
             Outcome::Failed { rank }
         };
         if summary.cancelled {
             return fail(Some(0));
         }
-        let errors = match self.coord.wait_done() {
+        let mut errors = match self.coord.wait_done() {
             Ok(n) => n,
             Err(None) => {
-                let _ = self.coord.mark("failed", "0");
+                let _ = self.coord.mark("failed", b"0");
                 return Outcome::Cancelled;
             }
             Err(rank) => return fail(rank),
         };
+        // The hard-linked files, every name of each inode, in this process.
+        let links = match self.coord.deferred_links() {
+            Ok(l) => l,
+            Err(e) => {
+                push_error(
+                    summary,
+                    reporter,
+                    Error::dst(&self.coord.path, Op::Read, &e),
+                );
+                return fail(Some(0));
+            }
+        };
+        if !links.is_empty() {
+            let root = self.root.dir.try_clone().map(|dir| Root {
+                dir,
+                path: self.root.path.clone(),
+                defer_links: false,
+                ..*self.root
+            });
+            let root = match root {
+                Ok(r) => r,
+                Err(e) => {
+                    push_error(summary, reporter, Error::dst(&self.root.path, Op::Open, &e));
+                    return fail(Some(0));
+                }
+            };
+            let entries = links.into_iter().map(|rel| Listed {
+                rel,
+                kind: Some(FileKind::File),
+            });
+            let copied = listed::copy_entries(
+                self.src,
+                &root,
+                entries.collect(),
+                self.basis,
+                opts,
+                reporter,
+                Vec::new(),
+            );
+            errors += copied.summary.errors.len() as u64;
+            summary.absorb(copied.summary);
+            if summary.cancelled {
+                let _ = self.coord.mark("failed", b"0");
+                return Outcome::Cancelled;
+            }
+        }
         reporter.phase(Phase::Flushing);
         for w in listed::apply_dir_meta(self.src, self.root, self.dirs, opts) {
             reporter.warning(&w);
@@ -584,7 +727,7 @@ impl End<'_> {
             }
         }
         let errors = errors.max(summary.errors.len() as u64);
-        if let Err(e) = self.coord.mark("published", &errors.to_string()) {
+        if let Err(e) = self.coord.mark("published", errors.to_string().as_bytes()) {
             push_error(
                 summary,
                 reporter,

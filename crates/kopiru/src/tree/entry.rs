@@ -146,6 +146,11 @@ impl<'scope, 'env, 'a> Worker<'scope, 'env, 'a> {
             self.copy_file(f, created);
             return;
         }
+        if let Some(later) = &self.sh.deferred_links {
+            let rel = dir.rel.join(sys::os_str(f.name));
+            later.lock().expect("deferred lock").push(rel);
+            return;
+        }
         // The first worker to meet this inode copies it; any other waits for
         // that copy, then links to it.
         let cell: LinkCell = self

@@ -102,6 +102,10 @@ pub(crate) struct Shared<'a> {
     /// Directories made as entries of their own (`Item::shallow`), by
     /// their path inside the source.
     pub(crate) shallow_dirs: Mutex<Vec<PathBuf>>,
+    /// Hard-linked files set aside, by their path inside the source, for
+    /// one process to copy together later (a shard's ranks each meet only
+    /// some names of an inode); `None`: copied as met.
+    pub(crate) deferred_links: Option<Mutex<Vec<PathBuf>>>,
     /// Closes finished destination files: at once on Unix, on a pool of
     /// threads on Windows ([`sys::Closer`]), drained when the workers end.
     pub(crate) closer: sys::Closer,
@@ -174,8 +178,19 @@ pub(crate) fn run(
         };
         sh.push(Task::Items(node, vec![item]));
     }
-    let (summary, hashes, _) = execute(sh);
-    (summary, hashes)
+    let ran = execute(sh);
+    (ran.summary, ran.hashes)
+}
+
+/// What a run of the workers leaves besides the copy.
+pub(crate) struct Ran {
+    pub(crate) summary: Summary,
+    pub(crate) hashes: SourceHashes,
+    /// The directories made as entries of their own (`Item::shallow`),
+    /// relative to the source, whose metadata the caller applies.
+    pub(crate) dirs: Vec<PathBuf>,
+    /// The hard-linked files set aside (`defer_links`).
+    pub(crate) deferred_links: Vec<PathBuf>,
 }
 
 /// Entries of one directory to copy, given by the caller rather than found
@@ -188,18 +203,21 @@ pub(crate) struct Group {
 
 /// Copies the entries of every group, as [`run`] copies command-line
 /// sources, minus the staging of new top-level trees; `staged`: the
-/// directories the caller staged, put in place at the end. Also returns the
-/// directories made as entries of their own (`Item::shallow`), relative to
-/// the source, whose metadata the caller applies.
+/// directories the caller staged, put in place at the end. `defer_links`:
+/// hard-linked files are set aside, not copied.
 pub(crate) fn run_groups(
     groups: Vec<Group>,
     staged: Vec<StagedTree>,
     opts: &CopyOptions,
     reporter: &dyn Reporter,
     refused: Vec<Error>,
-) -> (Summary, SourceHashes, Vec<PathBuf>) {
+    defer_links: bool,
+) -> Ran {
     sys::raise_fd_limit();
-    let sh = Shared::new(opts, reporter);
+    let mut sh = Shared::new(opts, reporter);
+    if defer_links {
+        sh.deferred_links = Some(Mutex::new(Vec::new()));
+    }
     *sh.staged.lock().expect("staged lock") = staged;
     for e in refused {
         sh.error(e);
@@ -218,7 +236,7 @@ pub(crate) fn run_groups(
 
 /// Runs the queued tasks to completion on the worker threads, then puts
 /// what waits for the end in place.
-fn execute(sh: Shared) -> (Summary, SourceHashes, Vec<PathBuf>) {
+fn execute(sh: Shared) -> Ran {
     let opts = sh.opts;
     let copying = (Mutex::new(true), Condvar::new());
     std::thread::scope(|s| {
@@ -252,7 +270,16 @@ fn execute(sh: Shared) -> (Summary, SourceHashes, Vec<PathBuf>) {
     sh.publish(walked);
     let hashes = std::mem::take(&mut *sh.source_hashes.lock().expect("hashes lock"));
     let dirs = std::mem::take(&mut *sh.shallow_dirs.lock().expect("dirs lock"));
-    (sh.into_summary(), SourceHashes::new(hashes), dirs)
+    let deferred_links = match &sh.deferred_links {
+        Some(d) => std::mem::take(&mut *d.lock().expect("deferred lock")),
+        None => Vec::new(),
+    };
+    Ran {
+        summary: sh.into_summary(),
+        hashes: SourceHashes::new(hashes),
+        dirs,
+        deferred_links,
+    }
 }
 
 /// `dir/name` for messages, without a leading "./".
@@ -293,6 +320,7 @@ impl<'a> Shared<'a> {
             filesystems: Mutex::new(Vec::new()),
             walked: AtomicBool::new(false),
             shallow_dirs: Mutex::new(Vec::new()),
+            deferred_links: None,
             closer: sys::Closer::new(),
         }
     }
