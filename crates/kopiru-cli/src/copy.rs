@@ -22,6 +22,9 @@ struct CliReporter {
     asking: std::sync::Mutex<()>,
     /// `--report`: a JSON line per entry.
     report: Option<crate::scale::Report>,
+    /// Bytes written so far, finished files or not: what a stopped copy
+    /// says it wrote (its unfinished file's part is kept for --resume).
+    written: std::sync::atomic::AtomicU64,
 }
 
 impl CliReporter {
@@ -70,6 +73,8 @@ impl Reporter for CliReporter {
     }
 
     fn bytes(&self, n: u64) {
+        self.written
+            .fetch_add(n, std::sync::atomic::Ordering::Relaxed);
         if let Some(p) = &self.progress {
             p.bytes(n);
         }
@@ -181,6 +186,7 @@ pub fn run(args: CopyArgs) -> u8 {
             }),
         asking: std::sync::Mutex::new(()),
         report,
+        written: Default::default(),
     };
     // The one-line summary at the end goes where the bar would be: on a
     // terminal (or with --progress), never into a pipe unasked.
@@ -211,7 +217,14 @@ pub fn run(args: CopyArgs) -> u8 {
                 errln!(
                     "{}{}",
                     if forced { "\n" } else { "" },
-                    summary_line(&summary, args.select.dry_run)
+                    summary_line(
+                        &summary,
+                        args.select.dry_run,
+                        Unfinished {
+                            written: reporter.written.load(std::sync::atomic::Ordering::Relaxed),
+                            kept: opts.partial,
+                        }
+                    )
                 );
             }
             if args.json {
@@ -249,8 +262,17 @@ fn quoted(p: &Path) -> String {
 /// The short summary on a terminal, as rsync --stats's last lines:
 /// `kopiru: copied 812 files, 1.2 GiB in 9s (130.4 MiB/s)`, then what was
 /// skipped, failed or withdrawn, when anything was.
-fn summary_line(s: &Summary, dry_run: bool) -> String {
+/// What a stopped copy wrote of files it did not finish.
+struct Unfinished {
+    /// Bytes written in all, finished files' (`Summary::bytes`) included.
+    written: u64,
+    /// Kept for the next run (`--partial`), not removed.
+    kept: bool,
+}
+
+fn summary_line(s: &Summary, dry_run: bool, unfinished: Unfinished) -> String {
     let secs = s.elapsed.as_secs_f64();
+    let bytes = s.bytes;
     let mut line = format!(
         "kopiru: {} {} files, {} in {}",
         if s.cancelled {
@@ -261,15 +283,26 @@ fn summary_line(s: &Summary, dry_run: bool) -> String {
             "copied"
         },
         s.files,
-        human(s.bytes),
+        human(bytes),
         if secs < 10.0 {
             format!("{secs:.2}s")
         } else {
             progress::duration(secs)
         }
     );
-    if secs > 0.0 {
-        line.push_str(&format!(" ({})", progress::rate(s.bytes as f64 / secs)));
+    if secs > 0.0 && bytes > 0 {
+        line.push_str(&format!(" ({})", progress::rate(bytes as f64 / secs)));
+    }
+    let part = unfinished.written.saturating_sub(s.bytes);
+    if s.cancelled && part > 0 {
+        line.push_str(&format!(
+            ", {} of unfinished files {}",
+            human(part),
+            match unfinished.kept {
+                true => "kept for --partial or --resume",
+                false => "removed (--partial keeps them)",
+            }
+        ));
     }
     for (n, what) in [
         (s.skipped, "left as they were"),
@@ -324,6 +357,13 @@ mod tests {
         assert_eq!(quoted(Path::new("it's $x")), "'it'\\''s $x'");
     }
 
+    fn none() -> Unfinished {
+        Unfinished {
+            written: 0,
+            kept: false,
+        }
+    }
+
     #[test]
     fn summary_line_reads_like_rsync_stats() {
         let mut s = Summary {
@@ -333,15 +373,33 @@ mod tests {
             ..Summary::default()
         };
         assert_eq!(
-            summary_line(&s, false),
+            summary_line(&s, false, none()),
             "kopiru: copied 812 files, 3.0 GiB in 12s (256.0 MiB/s)"
         );
         s.skipped = 4;
         s.cancelled = true;
         s.elapsed = Duration::from_millis(1500);
         assert_eq!(
-            summary_line(&s, false),
+            summary_line(&s, false, none()),
             "kopiru: stopped after 812 files, 3.0 GiB in 1.50s (2.0 GiB/s), 4 left as they were"
+        );
+        // Stopped in the middle of the first file: what it wrote of it.
+        let s = Summary {
+            cancelled: true,
+            elapsed: Duration::from_secs(2),
+            ..Summary::default()
+        };
+        assert_eq!(
+            summary_line(
+                &s,
+                false,
+                Unfinished {
+                    written: 1 << 30,
+                    kept: false
+                }
+            ),
+            "kopiru: stopped after 0 files, 0 B in 2.00s, \
+             1.0 GiB of unfinished files removed (--partial keeps them)"
         );
     }
 }

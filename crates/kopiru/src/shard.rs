@@ -1,13 +1,17 @@
 //! Sharded copies: one copy of a directory tree made by N processes (MPI or
 //! Slurm ranks, or N commands started by hand), each copying one share.
 //!
-//! - **The shares.** Every rank walks the source the same way (names in
-//!   byte order, depth first) and cuts the list of entries into N runs of
-//!   equal cost, a file costing its size plus [`ENTRY_COST`], so that one
-//!   huge file or 100,000 entries of one flat directory still spread over
-//!   every rank. Every name of a hard-linked inode goes to one rank (so it
-//!   stays one inode). No rank waits for another to partition, and nothing
-//!   is sent between them: the same walk gives the same shares.
+//! - **The pieces.** Every rank lists the source the same way (names in
+//!   byte order, depth first, kinds from the listings: no stat per entry)
+//!   and cuts the list into the same [`pieces`]. Each rank claims pieces
+//!   one at a time (the first to create `piece.P` in the coordination
+//!   directory copies it), from its own part of the tree on, then whatever
+//!   is left: a rank slowed by one huge file claims fewer, and one flat
+//!   directory of 100,000 entries is cut like any other. No rank waits for
+//!   another to partition, and nothing else is sent between them.
+//! - **Hard links.** A rank meets only some names of an inode, so
+//!   hard-linked files are set aside as met (`links.K`) and rank 0 copies
+//!   them all at the end, in one process, where they stay one inode.
 //! - **Coordination** goes through the destination's filesystem, in a
 //!   directory beside DEST (`.kopiru-tmp.shard.<hash>`): each rank holds an
 //!   `flock` on its `member.K` file while it runs (so the others can tell a
@@ -15,8 +19,8 @@
 //!   copied and flushed. Joining is serialised by a lock file beside it; the
 //!   first rank to join a directory no live rank holds (left by an earlier
 //!   run) resets it.
-//! - **The end.** Rank 0 waits for every `done.K`, then gives every
-//!   directory its metadata (deepest first), flushes, renames the staged
+//! - **The end.** Rank 0 waits for every `done.K`, copies the hard-linked
+//!   files, then gives every directory its metadata (deepest first), flushes, renames the staged
 //!   tree into place (a new DEST; a DEST that existed was merged into
 //!   directly) and writes `published` with the number of failed entries;
 //!   every rank exits 0 only if the whole copy is in place, durable and
@@ -105,8 +109,9 @@ impl fmt::Display for Shard {
 
 // Used by the Unix-only run; Windows has no --shard yet.
 #[cfg_attr(not(unix), allow(dead_code))]
-/// What one entry costs besides its bytes, in bytes: its create, metadata
-/// and close take about as long as moving this much data.
+/// What one entry costs besides its bytes (known only under `-L`, which
+/// stats every entry), in bytes: its create, metadata and close take about
+/// as long as moving this much data.
 pub(crate) const ENTRY_COST: u64 = 256 << 10;
 
 #[cfg_attr(not(unix), allow(dead_code))]
