@@ -532,6 +532,35 @@ pub(crate) fn clean_temps(sh: &Shared, dir: &Fd, path: &Path) -> Vec<NameBuf> {
     partials
 }
 
+/// Removes what interrupted runs left in `dir` once no process of this
+/// run writes there any more (a shard's rank 0, at the end): temporary
+/// files whose process is gone, as [`clean_temps`], and every partial copy.
+pub(crate) fn remove_leftovers(dir: sys::FdRef) -> io::Result<()> {
+    let partial_prefix = format!("{TMP_PREFIX}{PARTIAL}");
+    for e in sys::read_dir(dir)? {
+        let bytes = sys::name_bytes(&e.name);
+        if !bytes.starts_with(TMP_PREFIX.as_bytes()) || e.kind == Some(FileKind::Dir) {
+            continue;
+        }
+        let partial = bytes.starts_with(partial_prefix.as_bytes());
+        if !partial && leftover_pid(&e.name).is_none_or(sys::process_alive) {
+            continue;
+        }
+        match sys::unlink_at(dir, &e.name, false) {
+            Err(err)
+                if !matches!(
+                    err.kind(),
+                    io::ErrorKind::IsADirectory | io::ErrorKind::NotFound
+                ) =>
+            {
+                return Err(err)
+            }
+            _ => {}
+        }
+    }
+    Ok(())
+}
+
 impl Worker<'_, '_, '_> {
     /// Removes the partial copies found in `dir` that no file of this run
     /// continued (their source is gone, excluded or failed again before

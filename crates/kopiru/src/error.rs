@@ -207,6 +207,10 @@ pub enum Refusal {
         /// The rank that failed, when known.
         rank: Option<usize>,
     },
+    /// This rank listed the source differently from the rank that listed it
+    /// first (it changed meanwhile, or a directory could be read by one and
+    /// not the other): their pieces would not match.
+    ShardListDiffers,
     /// A sharded copy was put in place, but entries failed on other ranks.
     ShardErrors {
         /// How many, on the other ranks.
@@ -361,6 +365,10 @@ impl fmt::Display for Refusal {
                      to finish it",
                 )
             }
+            Refusal::ShardListDiffers => f.write_str(
+                "this rank listed the source differently from another (did it change?); \
+                 nothing copied by this rank, and the copy is not put in place",
+            ),
             Refusal::ShardErrors { errors } => write!(
                 f,
                 "{errors} entries failed on other ranks (see their messages); the rest is in place"

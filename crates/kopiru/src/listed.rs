@@ -42,6 +42,10 @@ pub(crate) struct Root {
     /// Hard-linked files are set aside ([`Copied::deferred_links`]), not
     /// copied: a shard's ranks copy them in one process at the end.
     pub(crate) defer_links: bool,
+    /// Other processes (a shard's ranks) write in these directories at the
+    /// same time: a run does not clean temporaries there as it starts (they
+    /// may be theirs); [`apply_dir_meta`] does, when all are done.
+    pub(crate) shared: bool,
 }
 
 /// What [`copy_entries`] did.
@@ -51,7 +55,8 @@ pub(crate) struct Copied {
     /// at the end.
     pub(crate) dirs: Vec<PathBuf>,
     /// The hard-linked files set aside ([`Root::defer_links`]), by their
-    /// path inside the source.
+    /// path inside the source (read by the Unix-only sharded run).
+    #[cfg_attr(not(unix), allow(dead_code))]
     pub(crate) deferred_links: Vec<PathBuf>,
 }
 
@@ -67,7 +72,7 @@ pub(crate) fn copy(
 ) -> Result<Summary, PlanError> {
     let (src, root, mut refused) = match plan_root(sources, dest, opts, "--files-from")? {
         Ok(planned) => planned,
-        Err(refused) => return Ok(refused_only(refused)),
+        Err(refused) => return Ok(refused_only(refused, reporter)),
     };
     let real_src = src.canonicalize().unwrap_or_else(|_| src.clone());
     let mut entries = Vec::new();
@@ -104,7 +109,7 @@ pub(crate) fn copy(
     }
     dirs.extend(copied.dirs);
     let dirs: Vec<PathBuf> = dirs.into_iter().collect();
-    for w in apply_dir_meta(&src, &root, &dirs, opts) {
+    for w in apply_dir_meta(&src, &root, &dirs, opts, false) {
         reporter.warning(&w);
         summary.warnings.push(w);
     }
@@ -118,8 +123,11 @@ pub(crate) fn copy(
     Ok(summary)
 }
 
-/// A summary of nothing done but refusals.
-pub(crate) fn refused_only(refused: Vec<Error>) -> Summary {
+/// A summary of nothing done but refusals, each reported.
+pub(crate) fn refused_only(refused: Vec<Error>, reporter: &dyn Reporter) -> Summary {
+    for e in &refused {
+        reporter.error(e);
+    }
     Summary {
         errors: refused,
         ..Summary::default()
@@ -154,6 +162,7 @@ pub(crate) fn plan_root(
             staged: false,
             fresh: false,
             defer_links: false,
+            shared: false,
         })
     });
     match root {
@@ -236,7 +245,14 @@ pub(crate) fn copy_entries(
         Ok(fd) => fd,
         Err(e) => {
             refused.push(Error::src(src, Op::Open, &e));
-            let ran = tree::run_groups(Vec::new(), Vec::new(), opts, reporter, refused, false);
+            let ran = tree::run_groups(
+                Vec::new(),
+                Vec::new(),
+                opts,
+                reporter,
+                refused,
+                (false, true),
+            );
             return Copied {
                 summary: ran.summary,
                 dirs: Vec::new(),
@@ -333,7 +349,14 @@ pub(crate) fn copy_entries(
     }
     let trees = std::mem::take(&mut chain.trees);
     drop(chain);
-    let ran = tree::run_groups(groups, trees, opts, reporter, refused, root.defer_links);
+    let ran = tree::run_groups(
+        groups,
+        trees,
+        opts,
+        reporter,
+        refused,
+        (root.defer_links, !root.shared),
+    );
     Copied {
         summary: ran.summary,
         dirs: ran.dirs,
@@ -529,11 +552,15 @@ impl Chain {
 /// Gives each directory `rel` of `dirs` under `root` the metadata of the
 /// same directory of the source `src`, deepest first (a directory's times
 /// change while entries are made in it). Returns what could not be kept.
+///
+/// With `clean`, each directory's leftovers ([`durable::remove_leftovers`])
+/// are removed first (a shard's end, once no rank writes any more).
 pub(crate) fn apply_dir_meta(
     src: &Path,
     root: &Root,
     dirs: &[PathBuf],
     opts: &CopyOptions,
+    clean: bool,
 ) -> Vec<Error> {
     // Children sort after their parents, so in reverse every directory
     // comes after its subdirectories, and the chain opens each one once.
@@ -563,6 +590,10 @@ pub(crate) fn apply_dir_meta(
                 let (s, d) = (&o.src, &o.dst);
                 let st =
                     sys::fstat(s.as_fd()).map_err(|e| Error::src(src.join(rel), Op::Stat, &e))?;
+                if clean {
+                    durable::remove_leftovers(d.as_fd())
+                        .map_err(|e| Error::dst(&dst_path, Op::Remove, &e))?;
+                }
                 let now = sys::fstat(d.as_fd()).map_err(|e| Error::dst(&dst_path, Op::Stat, &e))?;
                 Ok((s, st, d, now))
             });

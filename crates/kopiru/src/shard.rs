@@ -107,13 +107,6 @@ impl fmt::Display for Shard {
     }
 }
 
-// Used by the Unix-only run; Windows has no --shard yet.
-#[cfg_attr(not(unix), allow(dead_code))]
-/// What one entry costs besides its bytes (known only under `-L`, which
-/// stats every entry), in bytes: its create, metadata and close take about
-/// as long as moving this much data.
-pub(crate) const ENTRY_COST: u64 = 256 << 10;
-
 #[cfg_attr(not(unix), allow(dead_code))]
 /// How many pieces the walk of `entries` is cut into for `ranks` ranks:
 /// [`PIECES_PER_RANK`] each, none under [`PIECE_MIN_ENTRIES`] entries.
@@ -132,19 +125,10 @@ const PIECES_PER_RANK: usize = 64;
 const PIECE_MIN_ENTRIES: usize = 512;
 
 #[cfg_attr(not(unix), allow(dead_code))]
-/// Which of `count` pieces holds each entry, given their costs in walk
-/// order: runs of equal total cost.
-pub(crate) fn owners(costs: &[u64], count: usize) -> Vec<usize> {
-    let total: u128 = costs.iter().map(|&c| u128::from(c)).sum::<u128>().max(1);
-    let mut before: u128 = 0;
-    costs
-        .iter()
-        .map(|&cost| {
-            let mid = before + u128::from(cost) / 2;
-            before += u128::from(cost);
-            ((mid * count as u128 / total) as usize).min(count - 1)
-        })
-        .collect()
+/// Which of `count` pieces holds entry `i` of `entries`: runs of equal
+/// length, in walk order (neighbours in the tree stay together).
+pub(crate) fn piece_of(i: usize, entries: usize, count: usize) -> usize {
+    (i as u128 * count as u128 / entries.max(1) as u128) as usize
 }
 
 #[cfg(unix)]
@@ -189,23 +173,13 @@ mod tests {
     }
 
     #[test]
-    fn pieces_balance_bytes_and_entries() {
-        // One 4 GiB file and 50,000 small ones in 2 pieces (when sizes are
-        // known, with -L): the big file alone is one, the small ones the other.
-        let mut costs = vec![4u64 << 30];
-        costs.extend((0..50_000).map(|_| ENTRY_COST + 1000));
-        let o = owners(&costs, 2);
-        assert_eq!(o[0], 0);
-        let in0 = o.iter().filter(|&&r| r == 0).count();
-        assert!(
-            in0 < 50_000 / 2,
-            "piece 0 has {in0} entries besides the big file"
-        );
-        // 100,000 equal entries of one directory in 4 pieces: a quarter each.
-        let o = owners(&vec![ENTRY_COST; 100_000], 4);
-        for r in 0..4 {
-            assert_eq!(o.iter().filter(|&&x| x == r).count(), 25_000);
+    fn pieces_are_equal_runs() {
+        // 100,000 entries of one directory in 4 pieces: a quarter each, in order.
+        let of: Vec<_> = (0..100_000).map(|i| piece_of(i, 100_000, 4)).collect();
+        for p in 0..4 {
+            assert_eq!(of.iter().filter(|&&x| x == p).count(), 25_000);
         }
+        assert!(of.windows(2).all(|w| w[0] <= w[1]));
         // How many pieces: none under the minimum, at most 64 per rank.
         assert_eq!(pieces(10, 4), 1);
         assert_eq!(pieces(17_012, 2), 17_012 / PIECE_MIN_ENTRIES);

@@ -570,6 +570,73 @@ pub fn files_from_split_dir(fs: Fs) -> R {
     no_temporaries(&w)
 }
 
+/// Ranks that list the source differently (here: given different
+/// `--exclude`s) would cut different pieces: the one that differs from the
+/// first copies nothing, and the copy is not put in place. Then a sharded
+/// merge into a DEST holding an earlier run's leftovers (a temporary file
+/// of a dead process, a partial copy): rank 0 removes them at the end.
+pub fn shard_lists_differ(fs: Fs) -> R {
+    let w = fixture::workdir(fs, "shard_lists_differ")?;
+    let src = w.join("src");
+    trees::large_dir(&src.join("flat"), 1500)?;
+    let dst = w.join("dst");
+    let kopiru = env!("CARGO_BIN_EXE_kopiru");
+    let rank = |k: usize, extra: &[&str], dst: &Path| {
+        Command::new(kopiru)
+            .args(["copy", "--shard", &format!("{k}/2")])
+            .args(extra)
+            .arg(&src)
+            .arg(dst)
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::piped())
+            .spawn()
+    };
+    let a = rank(0, &[], &dst)?;
+    let b = rank(1, &["--exclude", "f1*"], &dst)?;
+    let (a, b) = (a.wait_with_output()?, b.wait_with_output()?);
+    ensure!(
+        code(&a) != 0 && code(&b) != 0,
+        "a rank exited 0: {} / {}",
+        show(&a),
+        show(&b)
+    );
+    let said = |o: &std::process::Output| {
+        String::from_utf8_lossy(&o.stderr).contains("listed the source differently")
+    };
+    ensure!(
+        said(&a) || said(&b),
+        "no rank said why: {} / {}",
+        show(&a),
+        show(&b)
+    );
+    ensure!(!dst.exists(), "DEST put in place though the lists differ");
+    // The same options on both, with --resume: the copy is finished.
+    let (a, b) = (rank(0, &["--resume"], &dst)?, rank(1, &["--resume"], &dst)?);
+    for o in [a.wait_with_output()?, b.wait_with_output()?] {
+        ensure!(code(&o) == 0, "--resume: {}", show(&o));
+    }
+    same_tree(&src, &dst, manifest::DEFAULT)?;
+
+    // A merge (-T) into a DEST with leftovers of dead runs.
+    let dst = w.join("dst-merge");
+    fs::create_dir_all(dst.join("flat/sub"))?;
+    let dead = dst.join("flat/.kopiru-tmp.999999999.7");
+    let partial = dst.join("flat/sub/.kopiru-tmp.part.0123456789abcdef");
+    fs::write(&dead, "left by a dead run")?;
+    fs::write(&partial, "part of a file")?;
+    let (a, b) = (rank(0, &["-T"], &dst)?, rank(1, &["-T"], &dst)?);
+    for o in [a.wait_with_output()?, b.wait_with_output()?] {
+        ensure!(code(&o) == 0, "{}", show(&o));
+    }
+    same_tree(&src, &dst, manifest::DEFAULT)?;
+    ensure!(
+        !dead.exists() && !partial.exists(),
+        "leftovers kept: {:?}",
+        leftovers(&dst.join("flat"))?
+    );
+    no_temporaries(&w)
+}
+
 type Add<'a> = &'a mut dyn FnMut(String, Option<String>, Box<dyn FnOnce() -> R + Send>);
 
 pub fn trials(add: Add) {
@@ -607,6 +674,11 @@ pub fn trials(add: Add) {
             format!("shard_mpirun::{n}"),
             why.clone().or_else(need("mpirun", "openmpi-bin")),
             Box::new(move || shard_mpirun(fs)),
+        );
+        add(
+            format!("shard_lists_differ::{n}"),
+            why.clone(),
+            Box::new(move || shard_lists_differ(fs)),
         );
         add(
             format!("shard_killed::{n}"),

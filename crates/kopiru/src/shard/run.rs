@@ -1,7 +1,7 @@
 //! A sharded copy on one rank: walk, copy this rank's share, then meet the
 //! others through the coordination directory (see the module above).
 
-use super::{owners, pieces, Shard, ENTRY_COST};
+use super::{piece_of, pieces, Shard};
 use crate::durable::{remove_tree, staged_name, TMP_PREFIX};
 use crate::error::{Error, Op, Refusal, Side};
 use crate::events::{Phase, Reporter, Summary};
@@ -44,7 +44,17 @@ const JOIN_GRACE: Duration = Duration::from_secs(60);
 struct Walked {
     rel: PathBuf,
     kind: Option<FileKind>,
-    cost: u64,
+}
+
+/// What every rank's list must share: its length and a hash of its paths
+/// (not the kinds: a rank that could not stat an entry still lists it).
+fn fingerprint(walked: &[Walked]) -> Vec<u8> {
+    let mut h = blake3::Hasher::new();
+    for w in walked {
+        h.update(w.rel.as_os_str().as_bytes());
+        h.update(&[0]);
+    }
+    format!("{} {}", walked.len(), h.finalize().to_hex()).into_bytes()
 }
 
 /// Copies this rank's share of `sources[0]` (one directory) to `dest`, with
@@ -58,7 +68,7 @@ pub(crate) fn copy(
 ) -> Result<Summary, PlanError> {
     let (jobs, refused) = listed::planned(sources, dest, opts, "--shard", false)?;
     let Some(job) = jobs.into_iter().next() else {
-        return Ok(listed::refused_only(refused));
+        return Ok(listed::refused_only(refused, reporter));
     };
     let src = tree_path(&job.src_parent, &job.src_name);
     let dst_path = tree_path(&job.dst_parent, &job.dst_name);
@@ -85,7 +95,7 @@ pub(crate) fn copy(
     );
     let coord = match joined {
         Ok(c) => c,
-        Err(e) => return Ok(listed::refused_only(vec![e])),
+        Err(e) => return Ok(listed::refused_only(vec![e], reporter)),
     };
     // Joined first and walked after, so that a rank which dies early is
     // seen dead by the others (its member lock is free), not awaited.
@@ -93,15 +103,32 @@ pub(crate) fn copy(
         Ok(w) => w,
         Err(e) => {
             let _ = coord.mark(&format!("done.{}", shard.index), b"cancelled");
-            return Ok(listed::refused_only(vec![e]));
+            return Ok(listed::refused_only(vec![e], reporter));
         }
     };
-    let costs: Vec<_> = walked.iter().map(|w| w.cost).collect();
+    // Every rank must cut the same list: the first to list it leaves its
+    // fingerprint, and a rank whose list differs copies nothing.
+    match coord.agree(&fingerprint(&walked)) {
+        Ok(true) => {}
+        Ok(false) => {
+            let _ = coord.mark(&format!("done.{}", shard.index), b"failed");
+            let why = Refusal::ShardListDiffers;
+            let e = Error::refused(Side::Source, &src, Op::ReadDirectory, why);
+            return Ok(listed::refused_only(vec![e], reporter));
+        }
+        Err(e) => {
+            let _ = coord.mark(&format!("done.{}", shard.index), b"failed");
+            let e = Error::dst(&coord.path, Op::Write, &e);
+            return Ok(listed::refused_only(vec![e], reporter));
+        }
+    }
     let count = pieces(walked.len(), shard.count);
-    let piece_of = owners(&costs, count);
+
     let mut all_dirs = vec![PathBuf::new()];
     let mut by_piece: Vec<Vec<Listed>> = (0..count).map(|_| Vec::new()).collect();
-    for (w, p) in walked.into_iter().zip(piece_of) {
+    let n = walked.len();
+    for (i, w) in walked.into_iter().enumerate() {
+        let p = piece_of(i, n, count);
         if w.kind == Some(FileKind::Dir) {
             all_dirs.push(w.rel.clone());
         }
@@ -122,6 +149,7 @@ pub(crate) fn copy(
             // Each rank meets only some names of a hard-linked inode: rank
             // 0 copies them all at the end, in one process, as one inode.
             defer_links: opts.preserve.links,
+            shared: true,
         })
     });
     let root = match root {
@@ -129,12 +157,14 @@ pub(crate) fn copy(
         Err(e) => {
             let e = Error::dst(tree_path(&job.dst_parent, root_name), Op::Open, &e);
             let _ = coord.mark(&format!("done.{}", shard.index), b"cancelled");
-            return Ok(listed::refused_only(vec![e]));
+            return Ok(listed::refused_only(vec![e], reporter));
         }
     };
 
     let mut summary = Summary::default();
     let mut later = Vec::new();
+    // A piece may be left unclaimed, or hard links unlisted: the run fails.
+    let mut broken = false;
     for e in refused {
         push_error(&mut summary, reporter, e);
     }
@@ -150,13 +180,14 @@ pub(crate) fn copy(
             Ok(true) => {}
             Ok(false) => continue,
             Err(e) => {
-                // Unclaimed, it may still be copied by another rank; if
-                // none does, this error keeps the copy from counting as whole.
+                // Unclaimed, it may be copied by no rank: the run must not
+                // be put in place as if whole.
                 push_error(
                     &mut summary,
                     reporter,
                     Error::dst(&coord.path, Op::Create, &e),
                 );
+                broken = true;
                 break;
             }
         }
@@ -188,6 +219,7 @@ pub(crate) fn copy(
                 reporter,
                 Error::dst(&coord.path, Op::Write, &e),
             );
+            broken = true;
         }
     }
     if opts.sync != SyncMode::None && !summary.cancelled {
@@ -196,9 +228,11 @@ pub(crate) fn copy(
             push_error(&mut summary, reporter, Error::dst(&dst_path, Op::Sync, &e));
         }
     }
-    let done = match summary.cancelled {
-        true => "cancelled".to_string(),
-        false => summary.errors.len().to_string(),
+    // Anything but a count makes rank 0 give the run up.
+    let done = match (summary.cancelled, broken) {
+        (true, _) => "cancelled".to_string(),
+        (false, true) => "failed".to_string(),
+        (false, false) => summary.errors.len().to_string(),
     };
     if let Err(e) = coord.mark(&format!("done.{}", shard.index), done.as_bytes()) {
         push_error(
@@ -298,9 +332,8 @@ fn walk(src: &Path, opts: &CopyOptions) -> Result<Vec<Walked>, Error> {
             let child = rel.join(sys::os_str(&e.name));
             // The kind comes from the directory's listing where it says;
             // a stat only where more is needed: the pieces are cut by entry
-            // count where sizes are not known (claimed one at a time, they
-            // balance the bytes anyway), and hard links are found as they
-            // are copied.
+            // count (claimed one at a time, they balance the bytes anyway),
+            // and hard links are found as they are copied.
             let dir_dev = opts.one_file_system && e.kind == Some(FileKind::Dir);
             let stat = need_stat || e.kind.is_none() || dir_dev;
             let st = match stat {
@@ -311,19 +344,12 @@ fn walk(src: &Path, opts: &CopyOptions) -> Result<Vec<Walked>, Error> {
             if opts.filter.excludes(&child, || kind == Some(FileKind::Dir)) {
                 continue;
             }
-            let cost = ENTRY_COST
-                + st.filter(|s| s.kind() == FileKind::File)
-                    .map_or(0, |s| s.size);
             if kind == Some(FileKind::Dir) && st.is_none_or(|s| s.dev == root_dev) {
                 let sub = sys::open_dir(dir.as_fd(), &e.name)
                     .map_err(|err| Error::src(src.join(&child), Op::Open, &err))?;
                 subdirs.push((sub, child.clone()));
             }
-            out.push(Walked {
-                rel: child,
-                kind,
-                cost,
-            });
+            out.push(Walked { rel: child, kind });
         }
         stack.extend(subdirs.into_iter().rev());
     }
@@ -433,6 +459,24 @@ impl Coordination {
         f.write_all(content)?;
         drop(f);
         sys::rename_at(self.dir.as_fd(), &tmp, self.dir.as_fd(), &sys::name(name))
+    }
+
+    /// Leaves `fingerprint` as the run's if no rank has left one (written
+    /// whole, then linked to its name: the link fails if the name is
+    /// taken); `true` if the run's is this one.
+    fn agree(&self, fingerprint: &[u8]) -> io::Result<bool> {
+        let tmp = format!(".t.walk.{}", self.shard.index);
+        self.mark(&tmp, fingerprint)?;
+        let name = sys::name("walk");
+        let linked = sys::link_at(self.dir.as_fd(), &sys::name(&tmp), self.dir.as_fd(), &name);
+        let _ = sys::unlink_at(self.dir.as_fd(), &sys::name(&tmp), false);
+        match linked {
+            Ok(()) => Ok(true),
+            Err(e) if e.kind() == io::ErrorKind::AlreadyExists => {
+                Ok(self.read_bytes("walk")? == fingerprint)
+            }
+            Err(e) => Err(e),
+        }
     }
 
     /// Claims piece `p` of the walk for this rank: `true` if no rank had.
@@ -697,7 +741,10 @@ impl End<'_> {
             }
         }
         reporter.phase(Phase::Flushing);
-        for w in listed::apply_dir_meta(self.src, self.root, self.dirs, opts) {
+        // No rank writes any more: what interrupted runs left in a DEST
+        // that was there (or a resumed one) goes now.
+        let clean = !self.root.fresh;
+        for w in listed::apply_dir_meta(self.src, self.root, self.dirs, opts, clean) {
             reporter.warning(&w);
             summary.warnings.push(w);
         }

@@ -204,14 +204,15 @@ pub(crate) struct Group {
 /// Copies the entries of every group, as [`run`] copies command-line
 /// sources, minus the staging of new top-level trees; `staged`: the
 /// directories the caller staged, put in place at the end. `defer_links`:
-/// hard-linked files are set aside, not copied.
+/// hard-linked files are set aside, not copied; `clean`: temporaries left
+/// in the groups' directories are removed (none where others write now).
 pub(crate) fn run_groups(
     groups: Vec<Group>,
     staged: Vec<StagedTree>,
     opts: &CopyOptions,
     reporter: &dyn Reporter,
     refused: Vec<Error>,
-    defer_links: bool,
+    (defer_links, clean): (bool, bool),
 ) -> Ran {
     sys::raise_fd_limit();
     let mut sh = Shared::new(opts, reporter);
@@ -224,7 +225,7 @@ pub(crate) fn run_groups(
     }
     for mut g in groups.into_iter().rev() {
         sh.add_filesystem(g.node.dst_dev, &g.node.dst, &g.node.dst_path);
-        if !g.node.fresh {
+        if clean && !g.node.fresh {
             // Leftovers of an interrupted run, as a listing would find them.
             let partials = clean_temps(&sh, &g.node.dst, &g.node.dst_path);
             g.node.partials = Mutex::new(partials);
