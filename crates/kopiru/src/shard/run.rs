@@ -1,5 +1,6 @@
-//! A sharded copy on one rank: walk, copy this rank's share, then meet the
-//! others through the coordination directory (see the module above).
+//! A sharded copy on one rank: list the tree, claim pieces of it and copy
+//! them, then meet the other ranks through the coordination directory (see
+//! the module above).
 
 use super::{piece_of, pieces, Shard};
 use crate::durable::{remove_tree, staged_name, TMP_PREFIX};
@@ -319,8 +320,6 @@ fn walk(src: &Path, opts: &CopyOptions) -> Result<Vec<Walked>, Error> {
         .map_err(|e| Error::src(src, Op::Stat, &e))?
         .dev;
     let follow = opts.follow == Follow::Always;
-    // With -L, the kind of what each link names.
-    let need_stat = follow;
     let mut out = Vec::new();
     let mut stack = vec![(root, PathBuf::new())];
     while let Some((dir, rel)) = stack.pop() {
@@ -335,7 +334,8 @@ fn walk(src: &Path, opts: &CopyOptions) -> Result<Vec<Walked>, Error> {
             // count (claimed one at a time, they balance the bytes anyway),
             // and hard links are found as they are copied.
             let dir_dev = opts.one_file_system && e.kind == Some(FileKind::Dir);
-            let stat = need_stat || e.kind.is_none() || dir_dev;
+            // (With -L, the kind of what each link names.)
+            let stat = follow || e.kind.is_none() || dir_dev;
             let st = match stat {
                 true => sys::stat_at(dir.as_fd(), &e.name, follow).ok(),
                 false => None,
