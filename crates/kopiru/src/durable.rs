@@ -505,19 +505,14 @@ pub(crate) fn clean_temps(sh: &Shared, dir: &Fd, path: &Path) -> Vec<NameBuf> {
             return partials;
         }
     };
-    let partial_prefix = format!("{TMP_PREFIX}{PARTIAL}");
     for e in entries {
-        let bytes = sys::name_bytes(&e.name);
-        if !bytes.starts_with(TMP_PREFIX.as_bytes()) || e.kind == Some(FileKind::Dir) {
-            continue;
-        }
-        if bytes.starts_with(partial_prefix.as_bytes()) {
-            if sh.opts.partial || sh.opts.resume {
+        match leftover(&e) {
+            None => continue,
+            Some(Leftover::Partial) if sh.opts.partial || sh.opts.resume => {
                 partials.push(e.name);
                 continue;
             }
-        } else if leftover_pid(&e.name).is_none_or(sys::process_alive) {
-            continue;
+            Some(_) => {}
         }
         if let Err(err) = sys::unlink_at(dir.as_fd(), &e.name, false) {
             if err.kind() != io::ErrorKind::IsADirectory {
@@ -536,14 +531,8 @@ pub(crate) fn clean_temps(sh: &Shared, dir: &Fd, path: &Path) -> Vec<NameBuf> {
 /// run writes there any more (a shard's rank 0, at the end): temporary
 /// files whose process is gone, as [`clean_temps`], and every partial copy.
 pub(crate) fn remove_leftovers(dir: sys::FdRef) -> io::Result<()> {
-    let partial_prefix = format!("{TMP_PREFIX}{PARTIAL}");
     for e in sys::read_dir(dir)? {
-        let bytes = sys::name_bytes(&e.name);
-        if !bytes.starts_with(TMP_PREFIX.as_bytes()) || e.kind == Some(FileKind::Dir) {
-            continue;
-        }
-        let partial = bytes.starts_with(partial_prefix.as_bytes());
-        if !partial && leftover_pid(&e.name).is_none_or(sys::process_alive) {
+        if leftover(&e).is_none() {
             continue;
         }
         match sys::unlink_at(dir, &e.name, false) {
@@ -559,6 +548,32 @@ pub(crate) fn remove_leftovers(dir: sys::FdRef) -> io::Result<()> {
         }
     }
     Ok(())
+}
+
+/// What an interrupted run may leave in a destination directory.
+enum Leftover {
+    /// A partial copy ([`partial_name`]), to be continued or removed.
+    Partial,
+    /// A temporary file (`.kopiru-tmp.<pid>.<n>`) whose process is gone.
+    Orphan,
+}
+
+/// Whether `e` is a leftover: not a directory (staged trees are dealt
+/// with elsewhere), and a partial copy or an orphaned temporary file; a
+/// live process's temporary file, or a name without a pid, is not.
+fn leftover(e: &sys::DirEntry) -> Option<Leftover> {
+    let bytes = sys::name_bytes(&e.name);
+    if !bytes.starts_with(TMP_PREFIX.as_bytes()) || e.kind == Some(FileKind::Dir) {
+        return None;
+    }
+    let partial = bytes[TMP_PREFIX.len()..].starts_with(PARTIAL.as_bytes());
+    match partial {
+        true => Some(Leftover::Partial),
+        false => match leftover_pid(&e.name).is_none_or(sys::process_alive) {
+            true => None,
+            false => Some(Leftover::Orphan),
+        },
+    }
 }
 
 impl Worker<'_, '_, '_> {
