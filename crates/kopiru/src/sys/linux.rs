@@ -84,7 +84,6 @@ pub fn clone_tree(_src_dir: FdRef, _src: &CStr, _dst_dir: FdRef, _dst: &CStr) ->
     Err(super::unsupported())
 }
 
-/// Whether the platform has an in-kernel copy call at all.
 /// New files can be made without a name and named once whole
 /// ([`create_anonymous`], [`link_anonymous`]), where the filesystem has
 /// `O_TMPFILE` and `/proc` is mounted.
@@ -137,6 +136,7 @@ pub fn link_anonymous(fd: FdRef, dir: FdRef, name: &CStr) -> io::Result<()> {
     .map(drop)
 }
 
+/// Whether the platform has an in-kernel copy call at all.
 pub const HAS_OFFLOAD: bool = true;
 
 /// `copy_file_range` of up to `len` bytes at explicit offsets (so the file

@@ -93,7 +93,6 @@ pub fn clone_tree(src_dir: FdRef, src: &CStr, dst_dir: FdRef, dst: &CStr) -> io:
     Ok(())
 }
 
-/// Whether the platform has an in-kernel copy call at all.
 /// No `O_TMPFILE` on macOS: new files get a temporary name.
 pub const HAS_ANONYMOUS: bool = false;
 
@@ -107,6 +106,7 @@ pub fn link_anonymous(_fd: FdRef, _dir: FdRef, _name: &CStr) -> io::Result<()> {
     Err(io::Error::from_raw_os_error(libc::ENOTSUP))
 }
 
+/// Whether the platform has an in-kernel copy call at all.
 pub const HAS_OFFLOAD: bool = false;
 
 /// macOS has no `copy_file_range`.

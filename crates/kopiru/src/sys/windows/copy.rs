@@ -39,9 +39,6 @@ pub fn clone_tree(_src_dir: FdRef, _src: &CStr, _dst_dir: FdRef, _dst: &CStr) ->
     Err(super::unsupported())
 }
 
-/// Whether the platform has an in-kernel copy between open handles: no
-/// (CopyFile2 works on names and creates the destination: see
-/// [`COPY_CREATES_FILE`]).
 /// No nameless files on Windows: new files get a temporary name.
 pub const HAS_ANONYMOUS: bool = false;
 
@@ -55,6 +52,9 @@ pub fn link_anonymous(_fd: FdRef, _dir: FdRef, _name: &CStr) -> io::Result<()> {
     Err(super::unsupported())
 }
 
+/// Whether the platform has an in-kernel copy between open handles: no
+/// (CopyFile2 works on names and creates the destination: see
+/// [`COPY_CREATES_FILE`]).
 pub const HAS_OFFLOAD: bool = false;
 
 /// Whether [`copy_file_new`] exists: `CopyFile2`, which creates the copy
