@@ -283,14 +283,7 @@ fn execute(sh: Shared) -> Ran {
     }
 }
 
-/// `dir/name` for messages, without a leading "./".
-pub(crate) fn join(dir: &Path, name: &std::ffi::OsStr) -> PathBuf {
-    if dir == Path::new(".") {
-        PathBuf::from(name)
-    } else {
-        dir.join(name)
-    }
-}
+pub(crate) use crate::paths::join;
 
 impl<'a> Shared<'a> {
     fn new(opts: &'a CopyOptions, reporter: &'a dyn Reporter) -> Shared<'a> {
