@@ -337,14 +337,15 @@ pub fn json_summary(fs: Fs) -> R {
     Ok(())
 }
 
-/// A directory of 600 files, copied as a pipeline when two workers share it
-/// (one creates the files, the other opens sources ahead and finishes files
-/// behind): with `-a`, every kept field arrives, hard links included. A
-/// source that cannot be opened (with one worker and with two), or a new
-/// file that cannot be created (one worker; strace `-P` on its name: the
-/// first call is the source's open, the second the create), fails that
-/// file only: named with its path, absent, nothing temporary left, exit 23.
-/// The pipeline's own create failures are in `out_of_inodes`.
+/// A directory of 600 files, shared by two workers (on Btrfs as a
+/// pipeline: one creates the files, the other opens sources ahead and
+/// finishes files behind; on ext4 and XFS each copies whole files, see
+/// `Ahead::pays_on`): with `-a`, every kept field arrives, hard links
+/// included. A source that cannot be opened (with one worker and with
+/// two), or a new file that cannot be created (one worker; strace `-P` on
+/// its name: the first call is the source's open, the second the create),
+/// fails that file only: named with its path, absent, nothing temporary
+/// left, exit 23.
 pub fn large_directory(fs: Fs) -> R {
     let w = fixture::workdir(fs, "large-dir")?;
     let src = w.join("src");

@@ -216,7 +216,7 @@ pub fn rich(root: &Path) -> Res {
 /// One directory of `files` regular files (f0000, f0001, ...: 0 to 5 KB,
 /// five different modes, nanosecond times), two more names hard-linked to
 /// f0010, a symlink and a subdirectory: more than one worker's share, so
-/// kopiru copies it as a pipeline.
+/// kopiru's workers share it (as a pipeline on Btrfs).
 pub fn large_dir(root: &Path, files: usize) -> Res {
     let io = |e: std::io::Error| e.to_string();
     std::fs::create_dir_all(root.join("sub")).map_err(io)?;

@@ -1,8 +1,8 @@
-//! The large-directory pipeline: a big directory this run made is copied
-//! with one worker (its lister) creating every new file in order, the
-//! others opening sources ahead and finishing files behind (data, metadata,
-//! close). Creating is the only step that takes the directory's lock
-//! exclusively.
+//! The large-directory pipeline: a big directory this run made on Btrfs is
+//! copied with one worker (its lister) creating every new file in order,
+//! the others opening sources ahead and finishing files behind (data,
+//! metadata, close). Creating is the only step that takes the directory's
+//! lock exclusively. Elsewhere it no longer pays ([`Ahead::pays_on`]).
 
 use super::worker::Worker;
 use super::*;
@@ -61,6 +61,18 @@ pub(crate) const OPEN_AHEAD: usize = 2;
 pub(crate) const FINISH_LAG: usize = 2;
 
 impl Ahead {
+    /// Whether a large directory on `dst`'s filesystem is copied faster as
+    /// a pipeline than by workers each copying whole files. Measured (stop
+    /// 25, flat100k, 2 cores, interleaved medians): on Btrfs, where every
+    /// create also contends on the subvolume's tree locks, 2,063 against
+    /// 2,218 ms; on ext4 (1,994 against 1,822) and XFS (1,865 against
+    /// 1,770) the directory's lock is the only thing creates share, and
+    /// workers each copying whole files overlap everything around it while
+    /// a lone creator does its unlocked part alone.
+    pub(crate) fn pays_on(dst: sys::FdRef) -> bool {
+        sys::fs_type(dst).is_ok_and(|t| t == "btrfs")
+    }
+
     pub(crate) fn new(files: Vec<Item>) -> Ahead {
         let n = files.len().div_ceil(SLICE);
         Ahead {

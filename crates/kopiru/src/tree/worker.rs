@@ -140,16 +140,17 @@ impl<'scope, 'env, 'a> Worker<'scope, 'env, 'a> {
                     let is_file = |i: &Item| i.kind == Some(FileKind::File);
                     // Every name in a staged directory this run made is
                     // new, so its files can be created ahead of their
-                    // copies (macOS clones and Windows' CopyFile2 create
-                    // the file themselves;
-                    // a basis file is linked, or cloned, before anything
-                    // is created).
+                    // copies, on the filesystems where that pays (macOS
+                    // clones and Windows' CopyFile2 create the file
+                    // themselves; a basis file is linked, or cloned,
+                    // before anything is created).
                     let (items, ahead) = if dir.staged
                         && dir.fresh
                         && !sys::CLONE_CREATES_FILE
                         && !crate::data::copy_creating_applies(self.sh.opts)
                         && dir.basis.is_none()
                         && items.iter().filter(|i| is_file(i)).count() > SHARE_ABOVE
+                        && Ahead::pays_on(dir.dst.as_fd())
                     {
                         let (files, other) = items.into_iter().partition(is_file);
                         (other, Some(Ahead::new(files)))
