@@ -64,8 +64,8 @@ impl Ahead {
     /// Whether a large directory on `dst`'s filesystem is copied faster as
     /// a pipeline than by workers each copying whole files. Measured (stop
     /// 25, flat100k, 2 cores, interleaved medians): on Btrfs, where every
-    /// create also contends on the subvolume's tree locks, 2,063 against
-    /// 2,218 ms; on ext4 (1,994 against 1,822) and XFS (1,865 against
+    /// create also contends on the subvolume's tree locks, 2,043 against
+    /// 2,314 ms; on ext4 (1,994 against 1,822) and XFS (1,865 against
     /// 1,770) the directory's lock is the only thing creates share, and
     /// workers each copying whole files overlap everything around it while
     /// a lone creator does its unlocked part alone.
