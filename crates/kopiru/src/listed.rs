@@ -251,7 +251,10 @@ pub(crate) fn copy_entries(
                 opts,
                 reporter,
                 refused,
-                (false, true),
+                tree::GroupsIn {
+                    defer_links: false,
+                    shared: false,
+                },
             );
             return Copied {
                 summary: ran.summary,
@@ -355,7 +358,10 @@ pub(crate) fn copy_entries(
         opts,
         reporter,
         refused,
-        (root.defer_links, !root.shared),
+        tree::GroupsIn {
+            defer_links: root.defer_links,
+            shared: root.shared,
+        },
     );
     Copied {
         summary: ran.summary,

@@ -201,22 +201,30 @@ pub(crate) struct Group {
     pub(crate) items: Vec<Item>,
 }
 
+/// How [`run_groups`] treats the groups' entries and directories.
+pub(crate) struct GroupsIn {
+    /// Hard-linked files are set aside ([`Ran::deferred_links`]), not
+    /// copied.
+    pub(crate) defer_links: bool,
+    /// Other processes (a shard's ranks) write in the groups' directories
+    /// now, so temporaries left there are not cleaned as the run starts.
+    pub(crate) shared: bool,
+}
+
 /// Copies the entries of every group, as [`run`] copies command-line
 /// sources, minus the staging of new top-level trees; `staged`: the
-/// directories the caller staged, put in place at the end. `defer_links`:
-/// hard-linked files are set aside, not copied; `clean`: temporaries left
-/// in the groups' directories are removed (none where others write now).
+/// directories the caller staged, put in place at the end.
 pub(crate) fn run_groups(
     groups: Vec<Group>,
     staged: Vec<StagedTree>,
     opts: &CopyOptions,
     reporter: &dyn Reporter,
     refused: Vec<Error>,
-    (defer_links, clean): (bool, bool),
+    how: GroupsIn,
 ) -> Ran {
     sys::raise_fd_limit();
     let mut sh = Shared::new(opts, reporter);
-    if defer_links {
+    if how.defer_links {
         sh.deferred_links = Some(Mutex::new(Vec::new()));
     }
     *sh.staged.lock().expect("staged lock") = staged;
@@ -225,7 +233,7 @@ pub(crate) fn run_groups(
     }
     for mut g in groups.into_iter().rev() {
         sh.add_filesystem(g.node.dst_dev, &g.node.dst, &g.node.dst_path);
-        if clean && !g.node.fresh {
+        if !how.shared && !g.node.fresh {
             // Leftovers of an interrupted run, as a listing would find them.
             let partials = clean_temps(&sh, &g.node.dst, &g.node.dst_path);
             g.node.partials = Mutex::new(partials);
