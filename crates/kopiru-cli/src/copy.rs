@@ -255,9 +255,6 @@ fn quoted(p: &Path) -> String {
     }
 }
 
-/// The short summary on a terminal, as rsync --stats's last lines:
-/// `kopiru: copied 812 files, 1.2 GiB in 9s (130.4 MiB/s)`, then what was
-/// skipped, failed or withdrawn, when anything was.
 /// What a stopped copy wrote of files it did not finish.
 struct Unfinished {
     /// Bytes written in all, finished files' (`Summary::bytes`) included.
@@ -266,9 +263,12 @@ struct Unfinished {
     kept: bool,
 }
 
+/// The short summary on a terminal, as rsync --stats's last lines:
+/// `kopiru: copied 812 files, 1.2 GiB in 9s (130.4 MiB/s)`, then what a
+/// stopped copy wrote of unfinished files, and what was skipped, failed or
+/// withdrawn, when anything was.
 fn summary_line(s: &Summary, dry_run: bool, unfinished: Unfinished) -> String {
     let secs = s.elapsed.as_secs_f64();
-    let bytes = s.bytes;
     let mut line = format!(
         "kopiru: {} {} files, {} in {}",
         if s.cancelled {
@@ -279,15 +279,15 @@ fn summary_line(s: &Summary, dry_run: bool, unfinished: Unfinished) -> String {
             "copied"
         },
         s.files,
-        human(bytes),
+        human(s.bytes),
         if secs < 10.0 {
             format!("{secs:.2}s")
         } else {
             progress::duration(secs)
         }
     );
-    if secs > 0.0 && bytes > 0 {
-        line.push_str(&format!(" ({})", progress::rate(bytes as f64 / secs)));
+    if secs > 0.0 && s.bytes > 0 {
+        line.push_str(&format!(" ({})", progress::rate(s.bytes as f64 / secs)));
     }
     let part = unfinished.written.saturating_sub(s.bytes);
     if s.cancelled && part > 0 {
