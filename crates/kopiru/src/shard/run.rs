@@ -452,24 +452,30 @@ impl Coordination {
     /// then renamed. Not flushed: the marks only matter to a live run (after
     /// a crash, `--resume` starts the coordination over).
     fn mark(&self, name: &str, content: &[u8]) -> io::Result<()> {
+        let tmp = self.write_temporary(name, content)?;
+        sys::rename_at(self.dir.as_fd(), &tmp, self.dir.as_fd(), &sys::name(name))
+    }
+
+    /// Writes `content` whole to a new temporary file for the mark `name`
+    /// and returns the temporary's name.
+    fn write_temporary(&self, name: &str, content: &[u8]) -> io::Result<NameBuf> {
         let tmp = sys::name(&format!(".t.{name}.{}", std::process::id()));
         let _ = sys::unlink_at(self.dir.as_fd(), &tmp, false);
         let fd = sys::create_new(self.dir.as_fd(), &tmp, 0o600)?;
         let mut f = std::fs::File::from(fd);
         f.write_all(content)?;
-        drop(f);
-        sys::rename_at(self.dir.as_fd(), &tmp, self.dir.as_fd(), &sys::name(name))
+        Ok(tmp)
     }
 
     /// Leaves `fingerprint` as the run's if no rank has left one (written
     /// whole, then linked to its name: the link fails if the name is
     /// taken); `true` if the run's is this one.
     fn agree(&self, fingerprint: &[u8]) -> io::Result<bool> {
-        let tmp = format!(".t.walk.{}", self.shard.index);
-        self.mark(&tmp, fingerprint)?;
+        // The rank in the name too: ranks on other hosts may share a pid.
+        let tmp = self.write_temporary(&format!("walk.{}", self.shard.index), fingerprint)?;
         let name = sys::name("walk");
-        let linked = sys::link_at(self.dir.as_fd(), &sys::name(&tmp), self.dir.as_fd(), &name);
-        let _ = sys::unlink_at(self.dir.as_fd(), &sys::name(&tmp), false);
+        let linked = sys::link_at(self.dir.as_fd(), &tmp, self.dir.as_fd(), &name);
+        let _ = sys::unlink_at(self.dir.as_fd(), &tmp, false);
         match linked {
             Ok(()) => Ok(true),
             Err(e) if e.kind() == io::ErrorKind::AlreadyExists => {
