@@ -20,9 +20,10 @@
 //!   first rank to join a directory no live rank holds (left by an earlier
 //!   run) resets it.
 //! - **The end.** Rank 0 waits for every `done.K`, copies the hard-linked
-//!   files, then gives every directory its metadata (deepest first), flushes, renames the staged
-//!   tree into place (a new DEST; a DEST that existed was merged into
-//!   directly) and writes `published` with the number of failed entries;
+//!   files, then gives every directory its metadata (deepest first),
+//!   flushes, renames the staged tree into place (a new DEST; a DEST that
+//!   existed was merged into directly) and writes `published` with the
+//!   number of failed entries;
 //!   every rank exits 0 only if the whole copy is in place, durable and
 //!   complete. A rank that fails, is stopped or dies makes rank 0 write
 //!   `failed` instead, and the staged tree is kept: the same command with
