@@ -34,8 +34,9 @@ pub(crate) struct StagedTree {
     pub(crate) parent: Arc<DirNode>,
     pub(crate) tmp: NameBuf,
     pub(crate) name: NameBuf,
-    /// The source directory's (device, inode), for [`crate::record`].
-    pub(crate) source: (u64, u64),
+    /// The source directory's identity ([`sys::identity`]), for
+    /// [`crate::record`]; `None` when no record is kept or none can be had.
+    pub(crate) source: Option<Vec<u8>>,
     /// The staged directory, locked ([`Worker::lock_staged`]) until it is
     /// published or the run ends; `None` for a macOS whole-tree clone.
     pub(crate) _lock: Option<Fd>,
@@ -54,13 +55,8 @@ impl Shared<'_> {
             return;
         };
         let path = join(&t.parent.dst_path, sys::os_str(&t.name));
-        let made = sys::stat_at(t.parent.dst.as_fd(), &t.name, false).and_then(|st| {
-            let real = std::fs::canonicalize(&path)?;
-            crate::record::record(file, t.source, (st.dev, st.ino), &real)
-        });
-        if let Err(e) = made {
-            // The copy is fine; only a rerun could nest.
-            self.warn(Error::dst(file, Op::Write, &e));
+        if let Ok(dir) = sys::open_dir(t.parent.dst.as_fd(), &t.name) {
+            crate::record::note(file, t.source.as_deref(), dir.as_fd(), &path);
         }
     }
 

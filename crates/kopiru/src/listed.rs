@@ -547,7 +547,7 @@ impl Chain {
             parent: Arc::new(parent),
             tmp,
             name: name.to_owned(),
-            source: (0, 0),
+            source: None,
             _lock: Some(lock),
             merge: true,
         });

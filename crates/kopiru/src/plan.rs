@@ -193,12 +193,17 @@ fn is_recorded_copy(dest: &Path, src: &Path, src_st: &sys::Stat, opts: &CopyOpti
     let Some(name) = src.file_name() else {
         return false;
     };
-    let (Ok(d), Ok(real)) = (sys::stat_path(dest, true), dest.canonicalize()) else {
+    if src_st.kind() != FileKind::Dir || sys::stat_path(&dest.join(name), false).is_ok() {
+        return false;
+    }
+    let (Some(s), Some(d), Ok(real)) = (
+        crate::record::identity_of(src),
+        crate::record::identity_of(dest),
+        dest.canonicalize(),
+    ) else {
         return false;
     };
-    src_st.kind() == FileKind::Dir
-        && sys::stat_path(&dest.join(name), false).is_err()
-        && crate::record::is_copy_of(file, (src_st.dev, src_st.ino), (d.dev, d.ino), &real)
+    crate::record::is_copy_of(file, &s, &d, &real)
 }
 
 fn plan_one(

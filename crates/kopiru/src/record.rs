@@ -3,42 +3,55 @@
 //! `DEST` exists, so a second run of a command that made `DEST` would nest
 //! a second copy inside the first. Each time kopiru makes a new directory
 //! tree under a new name (a staged tree published), it appends a line
-//! `SRC_DEV SRC_INO DEST_DEV DEST_INO DEST` (DEST its real path, with
-//! kopiru's lossless escape) to a small file of the caller's
-//! choice (the command line uses `$XDG_STATE_HOME/kopiru/copies`); when
-//! `DEST` is a directory without `DEST/SRC` and that file says `DEST` is a
-//! copy of `SRC`, the copy merges into `DEST` as `-T` would. Nothing is
-//! written into the copy itself, so `-a` copies stay exact.
+//! `v2 SRC_ID DEST_ID DEST` to a small file of the caller's choice (the
+//! command line uses `$XDG_STATE_HOME/kopiru/copies`): the source's and the
+//! copy's identities ([`sys::identity`]: device, file handle with the
+//! inode's generation, birth time) in hex, and the copy's real path with
+//! kopiru's lossless escape. When `DEST` is a directory without `DEST/SRC`
+//! and that file says this very directory (not merely one at the same path
+//! with the same inode number, which is reused once a directory is
+//! deleted) is a copy of this very source, the copy merges into `DEST` as
+//! `-T` would. Where an identity cannot be had (a filesystem without file
+//! handles), nothing is recorded or trusted, and cp's rule holds. Nothing
+//! is written into the copy itself, so `-a` copies stay exact.
 
+use crate::sys::{self, AsFd};
 use std::io::{self, Write};
 use std::path::Path;
 
 /// Lines kept when the file is rewritten, and the length that triggers it.
 const KEEP: usize = 2000;
 const REWRITE_ABOVE: u64 = 256 << 10;
+/// The first word of a line this version writes. Lines without it (the
+/// first version recorded inode numbers only) are never trusted.
+const VERSION: &str = "v2";
 
-/// One line of the record: source and copy by (device, inode), and the
-/// copy's real path (an inode number alone can be reused by an unrelated
-/// directory once the copy is deleted).
-type Entry<'a> = ((u64, u64), (u64, u64), &'a str);
+/// The identity of the directory at `path` (followed if it is a symlink),
+/// when the platform and filesystem can prove one.
+pub(crate) fn identity_of(path: &Path) -> Option<Vec<u8>> {
+    let dir = sys::open_path(path, sys::OPEN_DIR_FLAGS).ok()?;
+    sys::identity(dir.as_fd()).ok()
+}
 
-/// Whether `file` says the directory `dst` (device, inode) at the real
-/// path `dst_path` was made by kopiru as a copy of `src`.
-pub(crate) fn is_copy_of(file: &Path, src: (u64, u64), dst: (u64, u64), dst_path: &Path) -> bool {
+/// Whether `file` says the directory of identity `dst` at the real path
+/// `dst_path` was made by kopiru as a copy of the directory of identity
+/// `src`.
+pub(crate) fn is_copy_of(file: &Path, src: &[u8], dst: &[u8], dst_path: &Path) -> bool {
     let Ok(text) = std::fs::read_to_string(file) else {
         return false;
     };
-    let path = crate::paths::escape(dst_path.as_os_str());
-    text.lines()
-        .rev()
-        .any(|l| parse(l) == Some((src, dst, path.as_str())))
+    let want = line(src, dst, dst_path);
+    text.lines().rev().any(|l| l == want.trim_end())
 }
 
-fn parse(line: &str) -> Option<Entry<'_>> {
-    let mut words = line.splitn(5, ' ');
-    let mut num = || words.next()?.parse::<u64>().ok();
-    let (a, b, c, d) = (num()?, num()?, num()?, num()?);
-    Some(((a, b), (c, d), words.next()?))
+/// The line that records `dst` (at `dst_path`) as a copy of `src`.
+fn line(src: &[u8], dst: &[u8], dst_path: &Path) -> String {
+    let path = crate::paths::escape(dst_path.as_os_str());
+    format!("{VERSION} {} {} {path}\n", hex(src), hex(dst))
+}
+
+fn hex(bytes: &[u8]) -> String {
+    bytes.iter().map(|b| format!("{b:02x}")).collect()
 }
 
 /// The usual place of the record, shared by the command and the Node
@@ -58,19 +71,28 @@ pub fn default_path() -> Option<std::path::PathBuf> {
     Some(state.join("kopiru/copies"))
 }
 
-/// Appends that `dst` is a copy of `src` (one whole line per write, so
-/// several processes may append), keeping the file small.
-pub(crate) fn record(
-    file: &Path,
-    src: (u64, u64),
-    dst: (u64, u64),
-    dst_path: &Path,
-) -> io::Result<()> {
+/// Notes in `file` that the directory `copy` (open, at `path`) is a copy of
+/// the source of identity `source`. Best effort, silently: without a
+/// writable record (a user with no home, a read-only one) the copy is just
+/// as good, and a rerun follows cp's rule.
+pub(crate) fn note(file: &Path, source: Option<&[u8]>, copy: sys::FdRef, path: &Path) {
+    let Some(source) = source else {
+        return;
+    };
+    let made = sys::identity(copy).and_then(|dst| {
+        let real = std::fs::canonicalize(path)?;
+        append(file, &line(source, &dst, &real))
+    });
+    // Ignored on purpose (see above).
+    drop(made);
+}
+
+/// Appends `line` (one whole line per write, so several processes may
+/// append), keeping the file small.
+fn append(file: &Path, line: &str) -> io::Result<()> {
     if let Some(dir) = file.parent() {
         std::fs::create_dir_all(dir)?;
     }
-    let path = crate::paths::escape(dst_path.as_os_str());
-    let line = format!("{} {} {} {} {path}\n", src.0, src.1, dst.0, dst.1);
     let mut f = std::fs::OpenOptions::new()
         .create(true)
         .append(true)
@@ -98,21 +120,17 @@ mod tests {
         let dir = std::env::temp_dir().join(format!("kopiru-record-{}", std::process::id()));
         let file = dir.join("copies");
         let (p, q) = (Path::new("/a copy"), Path::new("/b"));
-        assert!(!is_copy_of(&file, (1, 2), (3, 4), p));
-        record(&file, (1, 2), (3, 4), p).unwrap();
-        record(&file, (5, 6), (7, 8), q).unwrap();
-        assert!(is_copy_of(&file, (1, 2), (3, 4), p));
-        assert!(is_copy_of(&file, (5, 6), (7, 8), q));
-        assert!(!is_copy_of(&file, (1, 2), (7, 8), q));
-        // The same inode at another path is another directory.
-        assert!(!is_copy_of(&file, (1, 2), (3, 4), q));
+        assert!(!is_copy_of(&file, b"s1", b"d1", p));
+        append(&file, &line(b"s1", b"d1", p)).unwrap();
+        append(&file, &line(b"s2", b"d2", q)).unwrap();
+        assert!(is_copy_of(&file, b"s1", b"d1", p));
+        assert!(is_copy_of(&file, b"s2", b"d2", q));
+        assert!(!is_copy_of(&file, b"s1", b"d2", q));
+        // The same directory at another path, or another directory (a
+        // reused inode number has another generation or birth time) at the
+        // same path: not the copy.
+        assert!(!is_copy_of(&file, b"s1", b"d1", q));
+        assert!(!is_copy_of(&file, b"s1", b"d1x", p));
         std::fs::remove_dir_all(&dir).unwrap();
-    }
-
-    #[test]
-    fn ignores_bad_lines() {
-        assert_eq!(parse("1 2 3 4"), None);
-        assert_eq!(parse("a 2 3 4 /x"), None);
-        assert_eq!(parse("1 2 3 4 /x y"), Some(((1, 2), (3, 4), "/x y")));
     }
 }

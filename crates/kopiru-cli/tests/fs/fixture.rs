@@ -161,6 +161,19 @@ pub fn unmount(mnt: &Path) -> Result<(), String> {
     Ok(())
 }
 
+/// Unmounts one filesystem made here and mounts its image again.
+pub fn remount(fs: Fs, mnt: &Path) -> Result<(), String> {
+    let image = MOUNTED
+        .lock()
+        .unwrap()
+        .iter()
+        .find(|m| m.mnt == mnt)
+        .map(|m| m.image.clone())
+        .ok_or_else(|| format!("{} was not mounted here", mnt.display()))?;
+    unmount(mnt)?;
+    mount_image(fs, image, mnt).map(drop)
+}
+
 /// The shared filesystem of each kind, made on first use.
 pub fn shared(fs: Fs) -> Result<&'static Path, String> {
     static CELLS: [OnceLock<Result<PathBuf, String>>; 3] =

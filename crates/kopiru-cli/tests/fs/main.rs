@@ -497,6 +497,14 @@ fn main() {
             Box::new(move || reruns::two_at_once(fs)),
         );
     }
+    let setpriv = || (!fixture::have("setpriv")).then(|| "setpriv not installed".to_string());
+    for fs in Fs::ALL {
+        add(
+            format!("rerun_after_inode_reuse::{}", fs.name()),
+            fs.unavailable().or_else(setpriv),
+            Box::new(move || reruns::rerun_after_inode_reuse(fs)),
+        );
+    }
     add(
         "sigint_large_file::ext4".into(),
         Fs::Ext4.unavailable(),

@@ -215,3 +215,159 @@ pub fn two_at_once(fs: Fs) -> R {
     ensure!(!dst.join("src").exists(), "nested");
     Ok(())
 }
+
+/// The inode number of `p`.
+fn ino(p: &Path) -> Result<u64, Failed> {
+    use std::os::unix::fs::MetadataExt;
+    Ok(std::fs::metadata(p)?.ino())
+}
+
+/// Makes a new, empty directory `dir` that has the inode number `want`
+/// where the filesystem can be made to hand it out again: each `mkdir`
+/// that gets another number is moved aside and tried again (Btrfs hands out
+/// increasing numbers until it is mounted again, so `remount` is called
+/// first there). Whether the number was reused.
+fn mkdir_reusing(dir: &Path, want: u64, aside: &Path) -> Result<bool, Failed> {
+    for n in 0..2000 {
+        std::fs::create_dir(dir)?;
+        if ino(dir)? == want {
+            return Ok(true);
+        }
+        // Made only now: it must not take the number first.
+        std::fs::create_dir_all(aside)?;
+        std::fs::rename(dir, aside.join(n.to_string()))?;
+    }
+    std::fs::create_dir(dir)?;
+    Ok(false)
+}
+
+/// `o` succeeded and said nothing on stderr, and its JSON has no warnings.
+fn quiet_success(o: &Output, what: &str) -> R {
+    ensure!(code(o) == 0, "{what}: {}", show(o));
+    ensure!(o.stderr.is_empty(), "{what}: said something: {}", show(o));
+    let j = json(o)?;
+    ensure!(
+        j["warnings"].as_array().is_none_or(|w| w.is_empty()),
+        "{what}: warned: {j}"
+    );
+    Ok(())
+}
+
+/// The record of copies trusts only the very directory kopiru made: a new
+/// directory the user made at the same path, even with the same inode
+/// number (provoked: ext4 and XFS hand a freed number out again once it
+/// is written back and its chunk kept, Btrfs once remounted), or another directory renamed onto that path, gets DEST/SRC
+/// as cp gives, and the user's files are untouched. A user whose home
+/// cannot be written gets a correct copy and no warning. On a filesystem of
+/// its own (Btrfs is remounted).
+pub fn rerun_after_inode_reuse(fs: Fs) -> R {
+    let tag = format!("reuse-{}", fs.name());
+    let mnt = fixture::make_fs(fs, &tag, 320, &[])?;
+    let w = mnt.join("w");
+    std::fs::create_dir(&w)?;
+    let src = w.join("src");
+    std::fs::create_dir(&src)?;
+    std::fs::write(src.join("notes.txt"), "from-src\n")?;
+    // The record lives off this filesystem, so that the newest inode on
+    // it is the copy's (Btrfs hands out the number after the highest).
+    let state = fixture::run_root().join(&tag);
+    std::fs::create_dir_all(&state)?;
+    let copy = |dst: &Path| copy_in(&state, &[src.as_os_str(), dst.as_os_str()]);
+    let mine = |dir: &Path| -> R {
+        ensure!(
+            std::fs::read_to_string(dir.join("notes.txt"))? == "MINE\n",
+            "the user's {}/notes.txt was overwritten",
+            dir.display()
+        );
+        ensure!(
+            std::fs::read_to_string(dir.join("src/notes.txt"))? == "from-src\n",
+            "the copy did not land in {}/src as cp puts it: {:?}",
+            dir.display(),
+            names(dir)?
+        );
+        Ok(())
+    };
+
+    // The issue's reproduction: the copy deleted, a directory of the
+    // user's made in its place, with the copy's inode number if possible.
+    let out = w.join("out");
+    quiet_success(&copy(&out)?, "first copy")?;
+    let old = ino(&out)?;
+    // XFS frees a chunk of inodes once all of them are free, and seldom
+    // makes one at the same place again: a second name for the copy's
+    // file keeps its chunk, and so the copy's freed number, in use. (Not
+    // on Btrfs, where the highest number in use must be below the copy's.)
+    if fs != Fs::Btrfs {
+        std::fs::hard_link(out.join("notes.txt"), w.join("kept"))?;
+    }
+    std::fs::remove_dir_all(&out)?;
+    // ext4 skips an inode freed in an earlier second while its table block
+    // is dirty (recently_deleted()): written back, it is handed out again.
+    crate::fixture::sh(Command::new("sync").arg("-f").arg(&w))?;
+    if fs == Fs::Btrfs {
+        fixture::remount(fs, &mnt)?;
+    }
+    let reused = mkdir_reusing(&out, old, &w.join("aside"))?;
+    if !reused {
+        eprintln!(
+            "!!!!!!!! {}: the copy's inode number {old} was not handed out again; \
+             checked with a new directory of another number",
+            fs.name()
+        );
+    }
+    std::fs::write(out.join("notes.txt"), "MINE\n")?;
+    quiet_success(&copy(&out)?, "copy into the user's directory")?;
+    mine(&out)?;
+
+    // Another directory renamed onto the recorded path.
+    let out2 = w.join("out2");
+    quiet_success(&copy(&out2)?, "first copy to out2")?;
+    let other = w.join("other");
+    std::fs::create_dir(&other)?;
+    std::fs::write(other.join("notes.txt"), "MINE\n")?;
+    std::fs::remove_dir_all(&out2)?;
+    std::fs::rename(&other, &out2)?;
+    quiet_success(&copy(&out2)?, "copy into the renamed directory")?;
+    mine(&out2)?;
+
+    // The copy kopiru made is still recognised: the same command again
+    // merges into it.
+    let out3 = w.join("out3");
+    for round in 0..2 {
+        quiet_success(&copy(&out3)?, &format!("out3 round {round}"))?;
+        ensure!(names(&out3)? == ["notes.txt"], "{:?}", names(&out3)?);
+    }
+
+    // A user with no writable home: no record, no warning, cp's rule.
+    let nobody = w.join("nobody");
+    std::fs::create_dir(&nobody)?;
+    std::os::unix::fs::chown(&nobody, Some(65534), Some(65534))?;
+    let as_nobody = |dst: &Path| -> Result<Output, Failed> {
+        Ok(Command::new("setpriv")
+            .args(["--reuid=65534", "--regid=65534", "--clear-groups"])
+            .env_remove("XDG_STATE_HOME")
+            .env("HOME", "/nonexistent")
+            .arg(env!("CARGO_BIN_EXE_kopiru"))
+            .args(["copy", "--json"])
+            .arg(&src)
+            .arg(dst)
+            .output()?)
+    };
+    let out4 = nobody.join("out4");
+    quiet_success(&as_nobody(&out4)?, "nobody's first copy")?;
+    // Not the source's owner, kopiru cannot read it with O_NOATIME: the
+    // read itself moves the source's access times.
+    let no_atime = crate::manifest::Fields {
+        atime: false,
+        ..DEFAULT
+    };
+    same_tree(&src, &out4, no_atime)?;
+    quiet_success(&as_nobody(&out4)?, "nobody's second copy")?;
+    ensure!(
+        names(&out4)? == ["notes.txt", "src"],
+        "without a record the rerun follows cp's rule: {:?}",
+        names(&out4)?
+    );
+    fixture::unmount(&mnt)?;
+    Ok(())
+}

@@ -772,7 +772,7 @@ impl End<'_> {
                 );
                 return fail(Some(0));
             }
-            self.record(opts, summary, reporter);
+            self.record(opts);
             if durable {
                 if let Err(e) = sys::sync_file(parent.as_fd()) {
                     push_error(summary, reporter, Error::dst(parent_path, Op::Sync, &e));
@@ -792,19 +792,10 @@ impl End<'_> {
 
     /// Notes the published tree as the copy of its source, so the same
     /// command run again merges into it (as a one-process copy does).
-    fn record(&self, opts: &CopyOptions, summary: &mut Summary, reporter: &dyn Reporter) {
-        let Some(file) = &opts.copies_record else {
-            return;
-        };
-        let made = sys::stat_path(self.src, true).and_then(|s| {
-            let d = sys::fstat(self.root.dir.as_fd())?;
-            let real = std::fs::canonicalize(&self.root.path)?;
-            crate::record::record(file, (s.dev, s.ino), (d.dev, d.ino), &real)
-        });
-        if let Err(e) = made {
-            let w = Error::dst(file, Op::Write, &e);
-            reporter.warning(&w);
-            summary.warnings.push(w);
+    fn record(&self, opts: &CopyOptions) {
+        if let Some(file) = &opts.copies_record {
+            let source = crate::record::identity_of(self.src);
+            crate::record::note(file, source.as_deref(), self.root.dir.as_fd(), &self.root.path);
         }
     }
 }

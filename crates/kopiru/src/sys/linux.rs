@@ -136,6 +136,64 @@ pub fn link_anonymous(fd: FdRef, dir: FdRef, name: &CStr) -> io::Result<()> {
     .map(drop)
 }
 
+/// What proves later that a directory is this one and not another that
+/// was given its inode number after it was deleted: its device, its file
+/// handle (`name_to_handle_at`: the inode number with its generation, which
+/// ext4, XFS and tmpfs draw at random for each new inode and Btrfs takes
+/// from the creating transaction, the same check NFS makes to answer
+/// ESTALE), and its birth time where the filesystem keeps one. EOPNOTSUPP
+/// where the filesystem gives no handles (then nothing is proven).
+pub fn identity(fd: FdRef) -> io::Result<Vec<u8>> {
+    const MAX_HANDLE_SZ: usize = 128;
+    #[repr(C)]
+    struct Handle {
+        bytes: libc::c_uint,
+        kind: libc::c_int,
+        data: [u8; MAX_HANDLE_SZ],
+    }
+    let mut h = Handle {
+        bytes: MAX_HANDLE_SZ as libc::c_uint,
+        kind: 0,
+        data: [0; MAX_HANDLE_SZ],
+    };
+    let mut mount_id: libc::c_int = 0;
+    // SAFETY: `h` is a `struct file_handle` with room for MAX_HANDLE_SZ bytes
+    // (as `bytes` says); the name is an empty NUL-terminated string.
+    cvt(unsafe {
+        libc::name_to_handle_at(
+            fd.as_raw_fd(),
+            c"".as_ptr(),
+            (&mut h as *mut Handle).cast(),
+            &mut mount_id,
+            libc::AT_EMPTY_PATH,
+        )
+    })?;
+    let mut stx = std::mem::MaybeUninit::<libc::statx>::zeroed();
+    // SAFETY: `stx` points to room for one `statx`; the name is empty and NUL-terminated.
+    cvt(unsafe {
+        libc::statx(
+            fd.as_raw_fd(),
+            c"".as_ptr(),
+            libc::AT_EMPTY_PATH,
+            libc::STATX_BTIME,
+            stx.as_mut_ptr(),
+        )
+    })?;
+    // SAFETY: statx succeeded, so it filled in `stx` (and it was zeroed before).
+    let stx = unsafe { stx.assume_init() };
+    let dev = super::fstat(fd)?.dev;
+    let len = (h.bytes as usize).min(MAX_HANDLE_SZ);
+    let mut v = Vec::with_capacity(8 + 4 + len + 12);
+    v.extend_from_slice(&dev.to_le_bytes());
+    v.extend_from_slice(&h.kind.to_le_bytes());
+    v.extend_from_slice(&h.data[..len]);
+    if stx.stx_mask & libc::STATX_BTIME != 0 {
+        v.extend_from_slice(&stx.stx_btime.tv_sec.to_le_bytes());
+        v.extend_from_slice(&stx.stx_btime.tv_nsec.to_le_bytes());
+    }
+    Ok(v)
+}
+
 /// Whether the platform has an in-kernel copy call at all.
 pub const HAS_OFFLOAD: bool = true;
 

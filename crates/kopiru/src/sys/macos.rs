@@ -12,6 +12,23 @@ pub(crate) const O_NOATIME: libc::c_int = 0;
 /// filling an already-open one.
 pub const CLONE_CREATES_FILE: bool = true;
 
+/// What proves later that a directory is this one and not another given
+/// its inode number: device, inode and birth time (APFS does not reuse
+/// inode numbers; the birth time guards HFS+).
+pub fn identity(fd: FdRef) -> io::Result<Vec<u8>> {
+    let mut st = std::mem::MaybeUninit::<libc::stat>::uninit();
+    // SAFETY: `fd` is a borrowed open descriptor; `st` points to room for one `stat`.
+    cvt(unsafe { libc::fstat(fd.as_raw_fd(), st.as_mut_ptr()) })?;
+    // SAFETY: fstat succeeded, so it filled in `st`.
+    let st = unsafe { st.assume_init() };
+    let mut v = Vec::with_capacity(32);
+    v.extend_from_slice(&(st.st_dev as u64).to_le_bytes());
+    v.extend_from_slice(&(st.st_ino as u64).to_le_bytes());
+    v.extend_from_slice(&(st.st_birthtime as i64).to_le_bytes());
+    v.extend_from_slice(&(st.st_birthtime_nsec as i64).to_le_bytes());
+    Ok(v)
+}
+
 /// Reads every entry of an open directory, except `.` and `..`.
 pub fn read_dir(dir: FdRef) -> io::Result<Vec<DirEntry>> {
     // SAFETY: plain libc call on a borrowed descriptor; no memory is passed.

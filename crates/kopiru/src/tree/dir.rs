@@ -49,13 +49,18 @@ impl<'scope, 'env, 'a> Worker<'scope, 'env, 'a> {
         };
         // What the directory is made as: its final name, or the staged one.
         let target = staged_tmp.as_deref().unwrap_or(dst_name);
+        // Proof of which source this is, for the record of copies.
+        let source = match (&staged_tmp, &self.sh.opts.copies_record) {
+            (Some(_), Some(_)) => sys::identity(src.as_fd()).ok(),
+            _ => None,
+        };
         let stage_it = |w: &Self, lock: Option<Fd>| {
             if let Some(tmp) = &staged_tmp {
                 w.sh.staged.lock().expect("staged lock").push(StagedTree {
                     parent: parent.clone(),
                     tmp: tmp.clone(),
                     name: dst_name.to_owned(),
-                    source: (st.dev, st.ino),
+                    source: source.clone(),
                     _lock: lock,
                     merge: false,
                 });

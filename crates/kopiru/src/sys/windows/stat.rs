@@ -239,6 +239,19 @@ pub fn fstat(fd: FdRef) -> io::Result<Stat> {
     })
 }
 
+/// What proves later that a directory is this one and not another given
+/// its file index: the volume, the index (on NTFS its top 16 bits are the
+/// record's sequence number, raised each time the record is reused) and
+/// the creation time.
+pub fn identity(fd: FdRef) -> io::Result<Vec<u8>> {
+    let st = fstat(fd)?;
+    let mut v = Vec::with_capacity(24);
+    v.extend_from_slice(&st.dev.to_le_bytes());
+    v.extend_from_slice(&st.ino.to_le_bytes());
+    v.extend_from_slice(&st.btime.ticks().to_le_bytes());
+    Ok(v)
+}
+
 /// Information on `name` under `dir`, not following a final link unless
 /// `follow` (opens the file for its attributes only).
 pub fn stat_at(dir: FdRef, name: &CStr, follow: bool) -> io::Result<Stat> {
