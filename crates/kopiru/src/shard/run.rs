@@ -795,7 +795,12 @@ impl End<'_> {
     fn record(&self, opts: &CopyOptions) {
         if let Some(file) = &opts.copies_record {
             let source = crate::record::identity_of(self.src);
-            crate::record::note(file, source.as_deref(), self.root.dir.as_fd(), &self.root.path);
+            crate::record::note(
+                file,
+                source.as_deref(),
+                self.root.dir.as_fd(),
+                &self.root.path,
+            );
         }
     }
 }
