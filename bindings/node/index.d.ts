@@ -161,6 +161,10 @@ export interface FlashOptions {
   zeroFirst?: boolean
   /** Skip blocks that already hold the image's bytes. */
   skipIdentical?: boolean
+  /** The image's format: 'auto' (default: known by its bytes; an image named as a compressed
+   * format its bytes are not, text or a web page is refused), 'raw' (the bytes as they are),
+   * 'xz', 'gzip', 'zstd' or 'bzip2' (that format required). */
+  format?: 'auto' | 'raw' | 'xz' | 'gzip' | 'zstd' | 'bzip2'
   /** Stops within a chunk; the first MiB (written last) is then not written. */
   signal?: AbortSignal
   onProgress?: (p: FlashProgress) => void

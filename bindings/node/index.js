@@ -276,6 +276,7 @@ const FLASH = {
   zeroed: 'boolean',
   zeroFirst: 'boolean',
   skipIdentical: 'boolean',
+  format: ['auto', 'raw', 'xz', 'gzip', 'zstd', 'bzip2'],
 }
 
 async function flash(image, devices, options) {
@@ -290,6 +291,7 @@ async function flash(image, devices, options) {
     zeroed: o.zeroed,
     zeroFirst: o.zeroFirst,
     skipIdentical: o.skipIdentical,
+    format: o.format,
   }
   const { result: r, state, progress } = await run('flash', o, (token, p) =>
     native.flash(img, devs, nativeOptions, token, p))

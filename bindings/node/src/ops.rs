@@ -288,6 +288,8 @@ pub struct NativeFlashOptions {
     pub zero_first: Option<bool>,
     /// Skip blocks that already hold the image's bytes.
     pub skip_identical: Option<bool>,
+    /// `auto` (absent) or a format's name.
+    pub format: Option<String>,
 }
 
 /// A device operation's counts: bytes written (flash) or read (image),
@@ -344,15 +346,23 @@ pub fn flash<'e>(
             cancel,
             ..FlashOptions::default()
         };
+        let format = match o.format.as_deref() {
+            None | Some("auto") => None,
+            Some(f) => match f.parse::<flash::Format>() {
+                Ok(f) => Some(f),
+                // index.js lets only the formats' names through.
+                Err(why) => return json!({ "kind": "refused", "message": why, "errors": [] }),
+            },
+        };
+        let image = match flash::Image::open(&image, format) {
+            Ok(i) => i,
+            Err(e) => return refused(&e),
+        };
         let targets = match flash::check_targets(&image, &devices, &opts) {
             Ok(t) => t,
             Err(e) => return refused(&e),
         };
-        let total = opts
-            .bmap
-            .as_ref()
-            .map(|m| m.image_size)
-            .or_else(|| flash::uncompressed_size(&image));
+        let total = opts.bmap.as_ref().map(|m| m.image_size).or(image.size);
         let counts = Arc::new(Counts::default());
         let c = counts.clone();
         let ticker = Ticker::start(on_progress, move || {

@@ -106,6 +106,45 @@ test('flash: the command\'s refusals, nothing written', async (t) => {
   }
 })
 
+test('flash: an image is known by its bytes, not its name', async (t) => {
+  if (why) {
+    console.log(`!!! SKIPPED flash formats: ${why}`)
+    return t.skip(`SKIPPED: ${why}`)
+  }
+  const size = 1 << 20
+  writePattern(loopdev, size, 3)
+  const before = sha(loopdev, size)
+  // A web page saved under an image's name.
+  const page = join(base, 'page.img.xz')
+  writeFileSync(page, '<!DOCTYPE html><html><body>404 Not Found</body></html>\n'.repeat(20))
+  await assert.rejects(flash(page, [loopdev]), (e) => {
+    assert.equal(e.code, 'KOPIRU_REFUSED')
+    assert.match(e.message, /HTML/)
+    return true
+  })
+  // gzip bytes, with format: 'zstd' required.
+  const img = join(base, 'pattern.img')
+  writePattern(img, size, 7)
+  sh('gzip', ['-k', '-f', img])
+  await assert.rejects(flash(`${img}.gz`, [loopdev], { format: 'zstd' }), (e) => {
+    assert.equal(e.code, 'KOPIRU_REFUSED')
+    assert.match(e.message, /its bytes are not zstd/)
+    return true
+  })
+  assert.equal(sha(loopdev, size), before, 'the device was written')
+  // A format name it does not know is a TypeError, before anything runs.
+  await assert.rejects(flash(img, [loopdev], { format: 'rar' }), TypeError)
+  // Bytes with no signature under a name that says nothing: written with
+  // format: 'raw'.
+  const blob = join(base, 'pattern.download')
+  copyFileSync(img, blob)
+  await assert.rejects(flash(blob, [loopdev]), { code: 'KOPIRU_REFUSED' })
+  const r = await flash(blob, [loopdev], { format: 'raw' })
+  assert.equal(r.exitCode, 0)
+  assert.equal(r.format, 'raw')
+  assert.equal(sha(loopdev, size), sha(img, size))
+})
+
 test('dedupe: a dry run on XFS finds identical files and changes nothing', async (t) => {
   if (skipUnless(t, 'xfs')) return
   const xfs = mountFresh('xfs', 320)

@@ -322,9 +322,11 @@ pub struct CopyArgs {
     pub sync: SyncArg,
 
     /// Finish an interrupted copy (same command again): complete files are
-    /// kept, leftover temporary files removed, the rest copied. If the first
-    /// run created DEST as the copy of a directory, give -T both times, or
-    /// cp's rules would copy into DEST this time.
+    /// kept, leftover temporary files removed, the rest copied. A DEST the
+    /// first run made as the copy of a directory is merged into when kopiru
+    /// can prove it is that copy (its record of copies); where it cannot
+    /// (no record kept, another user), cp's rule copies into DEST: give -T
+    /// both times then.
     #[arg(long)]
     pub resume: bool,
 
@@ -344,7 +346,8 @@ pub struct CopyArgs {
     #[arg(short = 'n', long, overrides_with = "interactive")]
     pub no_clobber: bool,
 
-    /// Print 'SOURCE' -> 'DEST' on stdout for each file copied, as cp -v.
+    /// Print 'SOURCE' -> 'DEST' on stdout for each file, directory, symlink
+    /// and hard link made, quoted as cp -v quotes.
     #[arg(short = 'v', long)]
     pub verbose: bool,
 
@@ -370,12 +373,28 @@ pub struct CopyArgs {
     pub json: bool,
 }
 
+/// `--format`: `auto` (`None`: known by its bytes) or a format.
+#[derive(Clone, Copy, Debug)]
+pub struct FormatChoice(pub Option<kopiru::flash::Format>);
+
+fn parse_format(s: &str) -> Result<FormatChoice, String> {
+    match s {
+        "auto" => Ok(FormatChoice(None)),
+        s => s.parse().map(|f| FormatChoice(Some(f))),
+    }
+}
+
 const FLASH_AFTER_HELP: &str = "\
 Writes go through O_DIRECT in chunks sized from the device's topology, with
 two buffers allocated once (the image is read and decoded while the previous
 chunk is written), so progress counts bytes the device has acknowledged. The
-first MiB is written last, after everything else is flushed. Refused unless
---force: a mounted device (or one with a mounted partition), the device
+first MiB is written last, after everything else is flushed, so a device
+whose writing fails part-way (a damaged or truncated image, one larger than
+the device whose format does not record its size) keeps its old first MiB.
+Refused before anything is written: an image that is not what its name says
+(see --format), a device smaller than the image where its size is known
+(raw, xz, zstd with frame sizes; gzip's trailer gives a least size); unless
+--force, a mounted device (or one with a mounted partition), the device
 holding the root filesystem or the image. On a terminal kopiru shows the
 device's size and model and asks before writing (--yes to skip). Once every
 device is verified, the image's SHA-256 (uncompressed) ends the summary line
@@ -402,9 +421,22 @@ pub struct FlashArgs {
     /// The image (- for standard input).
     pub image: PathBuf,
 
-    /// Whole block devices to write (several: one read of the image).
+    /// Whole block devices to write (several: one read of the image). A
+    /// symlink (/dev/disk/by-id/..., /dev/mapper/...) is resolved once,
+    /// and the device it names is checked, written and read back.
     #[arg(required = true, value_name = "DEVICE")]
     pub devices: Vec<PathBuf>,
+
+    /// The image's format. auto: known by its bytes (xz, gzip, zstd, bzip2
+    /// by their headers; raw by a partition table or filesystem at its
+    /// start, or by a raw image's name: .img, .iso, .raw, .bin, .wic, ...).
+    /// An image named as a compressed format that its bytes are not, text,
+    /// a web page, or bytes of no known format under another name are
+    /// refused before anything is written. raw: write the bytes as they
+    /// are, whatever they look like; xz, gzip, zstd, bzip2: require that
+    /// format.
+    #[arg(long, value_name = "FORMAT", default_value = "auto", value_parser = parse_format)]
+    pub format: FormatChoice,
 
     /// Do not read the devices back to compare.
     #[arg(long)]
@@ -667,6 +699,16 @@ impl CopyArgs {
         };
         self.select.apply(&mut opts)?;
         self.scale.apply(&mut opts, self.recursive)?;
+        if opts.partial && opts.method == MethodChoice::Clone {
+            let clone = match self.reflink {
+                Some(_) => "--reflink=always",
+                None => "--method clone",
+            };
+            return Err(format!(
+                "--partial cannot be used with {clone}: a clone is made whole or not at \
+                 all, so there is never a part to keep"
+            ));
+        }
         Ok(opts)
     }
 }

@@ -61,6 +61,7 @@ mod tests {
     fn itemized(kind: EntryKind, change: ChangeKind, target: Option<&str>) -> String {
         let c = Change {
             path: Path::new("d/x"),
+            source: None,
             kind,
             change,
             target: target.map(Path::new),

@@ -8,7 +8,7 @@ use crate::exit;
 use crate::progress::{self, Progress, Work};
 use crate::render;
 use crate::signals::{self, OnSignal};
-use kopiru::{Change, Error, FileDone, Method, Phase, Reporter, Summary};
+use kopiru::{Change, EntryKind, Error, FileDone, Method, Phase, Reporter, Summary};
 use std::io::{BufRead, IsTerminal, Write};
 use std::path::Path;
 
@@ -106,6 +106,11 @@ impl Reporter for CliReporter {
         if let Some(r) = &self.report {
             r.change(c);
         }
+        if let (true, None, Some(src)) = (self.verbose, self.changes, c.source) {
+            if c.kind != EntryKind::File {
+                self.print(false, &format!("{} -> {}", quoted(src), quoted(c.path)));
+            }
+        }
         if let Some(style) = self.changes {
             self.print(false, &changes::line(style, c));
         }
@@ -148,6 +153,9 @@ pub fn run(args: CopyArgs) -> u8 {
             return exit::USAGE;
         }
     };
+    // cp -v lists directories, symlinks and hard links too: they come as
+    // changes (regular files as file_done).
+    opts.report_changes |= args.verbose;
     opts.cancel = signals::install(
         OnSignal::Cancel,
         "stopped at once; run the same command with --resume to finish",
@@ -240,19 +248,79 @@ pub fn run(args: CopyArgs) -> u8 {
     }
 }
 
-/// A path as cp -v shows it (GNU quoting): in single quotes; a name with a
-/// single quote (and nothing a shell expands in double quotes) in double
-/// quotes; otherwise a single quote as '\''. Bytes that are not UTF-8 in
-/// kopiru's lossless escape.
+/// A path as cp -v shows it (GNU's shell-escape quoting): in single
+/// quotes; a name with a single quote (and nothing a shell expands in
+/// double quotes) in double quotes; otherwise a single quote as '\''. A
+/// control character or a byte that is not UTF-8 leaves the quotes for a
+/// `$'...'` escape, as in `'new'$'\n''line'`, so the line stays one line
+/// and pastes back into a shell as the same name.
 fn quoted(p: &Path) -> String {
-    let s = render::path(p);
-    if !s.contains('\'') {
-        format!("'{s}'")
-    } else if !s.contains(['"', '$', '`', '\\', '!']) {
-        format!("\"{s}\"")
-    } else {
-        format!("'{}'", s.replace('\'', "'\\''"))
+    #[cfg(unix)]
+    let bytes = std::os::unix::ffi::OsStrExt::as_bytes(p.as_os_str()).to_vec();
+    #[cfg(not(unix))]
+    let bytes = render::path(p).into_bytes();
+    let plain = std::str::from_utf8(&bytes)
+        .ok()
+        .filter(|s| !s.chars().any(char::is_control));
+    match plain {
+        Some(s) if !s.contains('\'') => format!("'{s}'"),
+        Some(s) if !s.contains(['"', '$', '`', '\\', '!']) => format!("\"{s}\""),
+        _ => shell_escaped(&bytes),
     }
+}
+
+/// `bytes` in single quotes, a single quote as '\'', and each run of
+/// control characters and stray bytes as `$'\n'` or `$'\377'` between
+/// closed quotes.
+fn shell_escaped(bytes: &[u8]) -> String {
+    let mut out = String::from("'");
+    let mut escaping = false;
+    let escape = |out: &mut String, esc: &str, escaping: &mut bool| {
+        if !*escaping {
+            out.push_str("'$'");
+            *escaping = true;
+        }
+        out.push_str(esc);
+    };
+    for chunk in bytes.utf8_chunks() {
+        for c in chunk.valid().chars() {
+            let esc = match c {
+                '\x07' => Some("\\a".to_string()),
+                '\x08' => Some("\\b".to_string()),
+                '\t' => Some("\\t".to_string()),
+                '\n' => Some("\\n".to_string()),
+                '\x0b' => Some("\\v".to_string()),
+                '\x0c' => Some("\\f".to_string()),
+                '\r' => Some("\\r".to_string()),
+                c if c.is_control() => Some(
+                    c.to_string()
+                        .bytes()
+                        .map(|b| format!("\\{b:03o}"))
+                        .collect(),
+                ),
+                _ => None,
+            };
+            match esc {
+                Some(e) => escape(&mut out, &e, &mut escaping),
+                None => {
+                    if escaping {
+                        out.push_str("''");
+                        escaping = false;
+                    }
+                    match c {
+                        '\'' => out.push_str("'\\''"),
+                        c => out.push(c),
+                    }
+                }
+            }
+        }
+        for b in chunk.invalid() {
+            escape(&mut out, &format!("\\{b:03o}"), &mut escaping);
+        }
+    }
+    // Closes the quotes, or the $'...' escape.
+    out.push('\'');
+    out
 }
 
 /// What a stopped copy wrote of files it did not finish.
@@ -270,7 +338,7 @@ struct Unfinished {
 fn summary_line(s: &Summary, dry_run: bool, unfinished: Unfinished) -> String {
     let secs = s.elapsed.as_secs_f64();
     let mut line = format!(
-        "kopiru: {} {} files, {} in {}",
+        "kopiru: {} {}, {} in {}",
         if s.cancelled {
             "stopped after"
         } else if dry_run {
@@ -278,7 +346,7 @@ fn summary_line(s: &Summary, dry_run: bool, unfinished: Unfinished) -> String {
         } else {
             "copied"
         },
-        s.files,
+        count(s.files, "file", "files"),
         human(s.bytes),
         if secs < 10.0 {
             format!("{secs:.2}s")
@@ -308,11 +376,18 @@ fn summary_line(s: &Summary, dry_run: bool, unfinished: Unfinished) -> String {
         (s.errors.len() as u64, "failed"),
         (s.warnings.len() as u64, "warnings"),
     ] {
-        if n > 0 {
+        if n == 1 && what == "warnings" {
+            line.push_str(", 1 warning");
+        } else if n > 0 {
             line.push_str(&format!(", {n} {what}"));
         }
     }
     line
+}
+
+/// "1 file", "2 files", "0 files".
+fn count(n: u64, one: &str, many: &str) -> String {
+    format!("{n} {}", if n == 1 { one } else { many })
 }
 
 fn json_summary(s: &Summary, code: u8, dry_run: bool) -> serde_json::Value {
@@ -351,6 +426,18 @@ mod tests {
         assert_eq!(quoted(Path::new("a b")), "'a b'");
         assert_eq!(quoted(Path::new("it's")), "\"it's\"");
         assert_eq!(quoted(Path::new("it's $x")), "'it'\\''s $x'");
+        // As GNU cp 9 prints them.
+        assert_eq!(quoted(Path::new("new\nline")), "'new'$'\\n''line'");
+        assert_eq!(quoted(Path::new("\nx")), "''$'\\n''x'");
+        assert_eq!(quoted(Path::new("x\n")), "'x'$'\\n'");
+        assert_eq!(quoted(Path::new("a\t\x01b")), "'a'$'\\t\\001''b'");
+        assert_eq!(quoted(Path::new("it's\n")), "'it'\\''s'$'\\n'");
+        #[cfg(unix)]
+        {
+            use std::os::unix::ffi::OsStrExt;
+            let latin1 = Path::new(std::ffi::OsStr::from_bytes(b"caf\xe9"));
+            assert_eq!(quoted(latin1), "'caf'$'\\351'");
+        }
     }
 
     fn none() -> Unfinished {
@@ -378,6 +465,22 @@ mod tests {
         assert_eq!(
             summary_line(&s, false, none()),
             "kopiru: stopped after 812 files, 3.0 GiB in 1.50s (2.0 GiB/s), 4 left as they were"
+        );
+        let one = Summary {
+            files: 1,
+            bytes: 10,
+            elapsed: Duration::from_secs(1),
+            warnings: vec![kopiru::Error::io(
+                kopiru::Side::Destination,
+                "x",
+                kopiru::Op::Write,
+                std::io::Error::other("w"),
+            )],
+            ..Summary::default()
+        };
+        assert_eq!(
+            summary_line(&one, false, none()),
+            "kopiru: copied 1 file, 10 B in 1.00s (10 B/s), 1 warning"
         );
         // Stopped in the middle of the first file: what it wrote of it.
         let s = Summary {

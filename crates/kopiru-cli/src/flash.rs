@@ -8,8 +8,8 @@ use crate::progress;
 use crate::render;
 use indicatif::{ProgressBar, ProgressStyle};
 use kopiru::flash::{
-    check_targets, flash, uncompressed_size, Bmap, DeviceResult, FlashEvents, FlashOptions,
-    FlashSummary, Target,
+    check_targets, flash, Bmap, DeviceResult, FlashEvents, FlashOptions, FlashSummary, Image,
+    Target, HELD_BACK,
 };
 use std::io::{BufRead, BufReader, Write};
 use std::path::Path;
@@ -74,7 +74,15 @@ pub fn run(args: FlashArgs) -> u8 {
         memory: args.memory,
         cancel: kopiru::Cancel::new(),
     };
-    let targets = match check_targets(&args.image, &args.devices, &opts) {
+    // The image is known by its bytes before any device is looked at.
+    let image = match Image::open(&args.image, args.format.0) {
+        Ok(i) => i,
+        Err(e) => {
+            errln!("kopiru: {}", text(&e));
+            return exit::USAGE;
+        }
+    };
+    let targets = match check_targets(&image, &args.devices, &opts) {
         Ok(t) => t,
         Err(e) => {
             errln!("kopiru: {}", text(&e));
@@ -106,11 +114,7 @@ pub fn run(args: FlashArgs) -> u8 {
         // The decoded size (a compressed size would fill the bar at a third
         // of an .xz image): from the block map, or where the format keeps
         // it.
-        let total = opts
-            .bmap
-            .as_ref()
-            .map(|m| m.image_size)
-            .or_else(|| uncompressed_size(&args.image));
+        let total = opts.bmap.as_ref().map(|m| m.image_size).or(image.size);
         let b = progress::bar(
             args.bar.progress,
             total,
@@ -123,7 +127,7 @@ pub fn run(args: FlashArgs) -> u8 {
         }
         b
     }));
-    let s = flash(&args.image, &targets, &opts, &bar);
+    let s = flash(&image, &targets, &opts, &bar);
     if let Some(b) = &bar.0 {
         b.finish_and_clear();
     }
@@ -199,6 +203,23 @@ fn device_error(d: &DeviceResult) -> Option<String> {
     })
 }
 
+/// What a device holds when the image or the device failed part-way and
+/// bytes of the image went to it: how far, and that its first MiB (written
+/// last) was not, so it keeps its old partition table.
+fn partly_written(d: &DeviceResult) -> Option<String> {
+    let n = d.partly_written();
+    (n > 0).then(|| {
+        format!(
+            "partly written: it holds {} of the image, from offset {} to {}; its first \
+             MiB was not written and holds what it held before (so it does not boot half \
+             an image): flash it again with a whole image",
+            human(n),
+            HELD_BACK,
+            d.written_to
+        )
+    })
+}
+
 /// Lists the targets and asks on the controlling terminal whether to
 /// overwrite them. `Err`: there is no controlling terminal (`/dev/tty`
 /// cannot be opened). An answer that cannot be read is a no.
@@ -261,6 +282,11 @@ fn report(s: &FlashSummary, json: bool) -> u8 {
                 render::path(&d.path)
             );
         }
+        if !s.cancelled {
+            if let Some(p) = partly_written(d) {
+                errln!("kopiru: {}: {p}", render::path(&d.path));
+            }
+        }
     }
     let code = exit::for_flash(s);
     if json {
@@ -278,6 +304,8 @@ fn report(s: &FlashSummary, json: bool) -> u8 {
                 "verified": d.verified,
                 "mismatch_at": d.mismatch_at,
                 "identical_bytes": d.identical_bytes,
+                "written_to": d.written_to,
+                "first_mib_written": d.head_written,
                 "error": device_error(d),
                 "errno": d.error.as_ref().and_then(|e| e.errno()),
             })).collect::<Vec<_>>(),

@@ -30,8 +30,9 @@ pub struct ScaleArgs {
     /// Copy one share of the tree, as rank K of N processes started with
     /// the same command (K from 0); auto takes K and N from mpirun
     /// (OMPI_COMM_WORLD_RANK/SIZE), PMI (PMI_RANK/SIZE) or srun
-    /// (SLURM_PROCID/NTASKS). The shares are balanced by bytes and entries;
-    /// the ranks meet through DEST's filesystem, and the copy is put in
+    /// (SLURM_PROCID/NTASKS). Every rank cuts the tree into the same pieces
+    /// by entry count and claims them one at a time, so a rank held up by a
+    /// large file takes fewer; the ranks meet through DEST's filesystem, and the copy is put in
     /// place once, when every rank is done: exit 0 on every rank means the
     /// whole copy is there and durable. One SOURCE directory; each rank
     /// uses its machine's CPUs divided by the ranks on it (-j to choose).

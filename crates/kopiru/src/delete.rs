@@ -188,6 +188,7 @@ impl Deleter<'_> {
         self.summary.deleted += 1;
         self.reporter.change(&Change {
             path,
+            source: None,
             kind,
             change: ChangeKind::Deleted,
             target: None,

@@ -257,6 +257,8 @@ pub enum Refusal {
     TooSmall {
         /// The image's size in bytes.
         image: u64,
+        /// `image` is only a size it has at least (a gzip trailer's).
+        at_least: bool,
         /// The device's size in bytes.
         device: u64,
     },
@@ -264,6 +266,10 @@ pub enum Refusal {
     /// does not match its block map.
     #[cfg(unix)]
     Bmap(crate::flash::BmapError),
+    /// `kopiru flash`: the image is not what its name (or `--format`)
+    /// says, or of no known format.
+    #[cfg(unix)]
+    NotAnImage(crate::flash::NotAnImage),
     /// `kopiru image`: the device (or its output) refused before anything
     /// is written.
     #[cfg(target_os = "linux")]
@@ -383,7 +389,9 @@ impl fmt::Display for Refusal {
                 f,
                 "cannot clone here ({why}); nothing was copied (--method auto falls back)"
             ),
-            Refusal::NoSuchDevice { under_dev: false } => f.write_str("no such device"),
+            Refusal::NoSuchDevice { under_dev: false } => {
+                f.write_str("no such device (give --file to write the image to a new file)")
+            }
             Refusal::NoSuchDevice { under_dev: true } => {
                 f.write_str("no such device (kopiru never creates files under /dev)")
             }
@@ -406,12 +414,31 @@ impl fmt::Display for Refusal {
             Refusal::Mounted { at } => {
                 write!(f, "is mounted (at {at}); unmount it first, or --force")
             }
-            Refusal::TooSmall { image, device } => write!(
+            Refusal::TooSmall {
+                image,
+                at_least: false,
+                device,
+            } => write!(
                 f,
-                "too small: the image is {image} bytes, the device {device} bytes"
+                "too small: the image is {image} bytes, the device {device} bytes; \
+                 nothing written"
+            ),
+            // A gzip trailer is only the size modulo 4 GiB, and a truncated
+            // file's last bytes are not a trailer at all.
+            Refusal::TooSmall {
+                image,
+                at_least: true,
+                device,
+            } => write!(
+                f,
+                "too small: the gzip trailer says the image is at least {image} bytes, the \
+                 device is {device} bytes; nothing written (a truncated or damaged file has \
+                 no true trailer: `gzip -t` checks it)"
             ),
             #[cfg(unix)]
             Refusal::Bmap(e) => e.fmt(f),
+            #[cfg(unix)]
+            Refusal::NotAnImage(e) => e.fmt(f),
             #[cfg(target_os = "linux")]
             Refusal::Image(e) => e.fmt(f),
         }

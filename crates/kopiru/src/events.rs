@@ -104,6 +104,9 @@ pub enum ChangeKind {
 pub struct Change<'a> {
     /// The entry's destination path.
     pub path: &'a Path,
+    /// The source entry it is a copy of (`None` for a deletion, and in a
+    /// dry run).
+    pub source: Option<&'a Path>,
     /// Its kind.
     pub kind: EntryKind,
     /// What happens to it.

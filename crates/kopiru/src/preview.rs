@@ -77,6 +77,7 @@ impl Preview<'_> {
     fn report(&self, path: &Path, kind: EntryKind, change: ChangeKind, target: Option<&Path>) {
         self.reporter.change(&Change {
             path,
+            source: None,
             kind,
             change,
             target,

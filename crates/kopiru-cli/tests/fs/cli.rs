@@ -519,38 +519,45 @@ pub fn cp_spellings(fs: Fs) -> R {
         "the owner was kept without -p"
     );
 
-    // -v: 'SOURCE' -> 'DEST' per file on stdout, quoted as cp quotes.
-    let v = w.join("v");
-    std::fs::create_dir(&v)?;
+    // -v: 'SOURCE' -> 'DEST' per entry on stdout (directories, symlinks
+    // and hard links too), quoted as cp quotes, newline and control
+    // characters included: the very lines GNU cp -rv prints for the same
+    // tree (in another order: kopiru copies in parallel).
+    let vsrc = w.join("vsrc");
+    std::fs::create_dir_all(vsrc.join("sub"))?;
+    std::fs::write(vsrc.join("sub/b"), b"b")?;
+    std::fs::write(vsrc.join("new\nline"), b"n")?;
+    std::fs::write(vsrc.join("bell\x07and\ttab"), b"t")?;
+    std::fs::copy(&quote, vsrc.join("it's"))?;
+    std::os::unix::fs::symlink("sub/b", vsrc.join("link"))?;
     let o = kopiru_cmd()
         .args(["copy", "-v"])
-        .arg(&src)
-        .arg(&quote)
-        .arg(&v)
+        .arg(&vsrc)
+        .arg(w.join("v-kopiru"))
         .output()?;
     ensure!(code(&o) == 0, "-v: {}", show(&o));
-    let q = |p: &Path| format!("'{}'", p.display());
-    let mut want = vec![
-        format!("{} -> {}", q(&a), q(&v.join("src/a"))),
-        format!("{} -> {}", q(&b), q(&v.join("src/sub/b"))),
-    ];
-    // A name with a quote: as cp -v itself prints it (after kopiru, so
-    // that its copy is not among kopiru's).
     let cp = Command::new("cp")
-        .arg("-v")
-        .arg(&quote)
-        .arg(w.join("v/it's-by-cp"))
+        .arg("-rv")
+        .arg(&vsrc)
+        .arg(w.join("v-cp"))
         .output()?;
-    let cp_line = String::from_utf8_lossy(&cp.stdout).trim_end().to_string();
-    ensure!(cp_line.contains("it's"), "cp -v: {}", show(&cp));
-    want.push(cp_line.replace("it's-by-cp", "it's"));
-    let mut got: Vec<String> = String::from_utf8_lossy(&o.stdout)
-        .lines()
-        .map(String::from)
-        .collect();
-    want.sort();
-    got.sort();
-    ensure!(got == want, "-v printed {got:#?}, want {want:#?}");
+    ensure!(cp.status.success(), "cp -rv: {}", show(&cp));
+    let lines = |b: &[u8]| -> Vec<String> {
+        let mut l: Vec<String> = String::from_utf8_lossy(b)
+            .lines()
+            .map(String::from)
+            .collect();
+        l.sort();
+        l
+    };
+    let got = lines(&o.stdout);
+    let want = lines(
+        &String::from_utf8_lossy(&cp.stdout)
+            .replace("v-cp", "v-kopiru")
+            .into_bytes(),
+    );
+    ensure!(want.len() == 7, "cp -rv printed {want:#?}");
+    ensure!(got == want, "-v printed {got:#?}, cp -rv {want:#?}");
 
     // --reflink: always (also with no value) clones or fails; never
     // streams; auto climbs the ladder.

@@ -98,6 +98,14 @@ pub fn usage() -> R {
     ensure!(code(&o) == 2, "{}", show(&o));
     let o = kopiru(["copy", "--method", "teleport", "a", "b"]);
     ensure!(code(&o) == 2, "{}", show(&o));
+    // A clone has no part to keep (the README says so): refused before
+    // anything is looked at.
+    for clone in [&["--method", "clone"][..], &["--reflink=always"]] {
+        let mut args = vec!["copy", "--partial"];
+        args.extend_from_slice(clone);
+        args.extend(["/nonexistent-a", "/nonexistent-b"]);
+        fails_with(&kopiru(&args), 2, "--partial cannot be used with")?;
+    }
     let o = kopiru(["copy", "--help"]);
     let help = String::from_utf8_lossy(&o.stdout);
     for opt in [

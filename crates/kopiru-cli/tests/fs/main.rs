@@ -22,6 +22,7 @@ mod edges;
 mod faults;
 mod fixture;
 mod flash;
+mod flash_input;
 mod help;
 mod image;
 mod manifest;
@@ -396,6 +397,21 @@ fn main() {
             (!fixture::have("script")).then(|| "script not installed (util-linux)".into())
         }),
         Box::new(flash::asks_on_the_terminal),
+    );
+    add(
+        "flash_trusts_bytes".into(),
+        flash_needs.clone(),
+        Box::new(flash_input::trusts_bytes),
+    );
+    add(
+        "flash_damaged_image".into(),
+        flash_needs.clone(),
+        Box::new(flash_input::damaged_image),
+    );
+    add(
+        "flash_through_symlink".into(),
+        flash_needs.clone(),
+        Box::new(flash_input::through_symlink),
     );
     add(
         "flash_refusals".into(),

@@ -12,7 +12,10 @@ use std::path::PathBuf;
 
 /// One device being written.
 pub(super) struct Dev {
+    /// As given, for messages.
     pub path: PathBuf,
+    /// What is opened ([`Target::device`]).
+    pub device: PathBuf,
     pub fd: Fd,
     /// A second, buffered descriptor for a tail shorter than `align`.
     plain: Fd,
@@ -29,6 +32,11 @@ pub(super) struct Dev {
     check: Option<(Fd, Aligned)>,
     /// Bytes not written because the device held them already.
     pub identical: u64,
+    /// The end of the furthest piece of the image written (or found
+    /// there already).
+    pub written_to: u64,
+    /// Whether the first MiB, held back to the end, was written.
+    pub head_written: bool,
 }
 
 impl Dev {
@@ -36,7 +44,7 @@ impl Dev {
     /// `--zero-first`.
     pub fn open(t: &Target, opts: &FlashOptions, chunk: usize) -> Result<Dev, Error> {
         let failed = |op: Op| move |e: io::Error| Error::io(Side::Destination, &t.path, op, e);
-        let c = sys::cstring(t.path.as_os_str()).map_err(failed(Op::Name))?;
+        let c = sys::cstring(t.device.as_os_str()).map_err(failed(Op::Name))?;
         let open = |flags| sys::open_raw(sys::cwd(), &c, flags, 0o644).map_err(failed(Op::Open));
         let (base, excl) = if t.is_block {
             (libc::O_WRONLY, sys::O_EXCLUSIVE_DEVICE)
@@ -49,6 +57,14 @@ impl Dev {
             Err(e) if e.errno() == Some(libc::EINVAL) => (open(base | excl)?, false),
             Err(e) => return Err(e),
         };
+        // The name was resolved when it was checked; whatever it names
+        // now must still be that device.
+        let st = sys::fstat(fd.as_fd()).map_err(failed(Op::Stat))?;
+        if t.is_block && st.rdev != t.rdev {
+            let e =
+                io::Error::other("another device is under this name now than when it was checked");
+            return Err(failed(Op::Open)(e));
+        }
         let plain = open(libc::O_WRONLY)?;
         if opts.zero_first {
             if t.is_block {
@@ -66,6 +82,7 @@ impl Dev {
         };
         Ok(Dev {
             path: t.path.clone(),
+            device: t.device.clone(),
             fd,
             plain,
             direct,
@@ -76,6 +93,8 @@ impl Dev {
             since_flush: 0,
             check,
             identical: 0,
+            written_to: 0,
+            head_written: false,
         })
     }
 
@@ -103,6 +122,7 @@ impl Dev {
     /// shorter tail through the buffered descriptor.
     pub fn write(&mut self, data: &[u8], off: u64, events: &dyn FlashEvents) -> io::Result<()> {
         let wanted = events.block(off, data, self.current(off, data.len()));
+        self.written_to = self.written_to.max(off + data.len() as u64);
         if !wanted {
             self.identical += data.len() as u64;
             return Ok(());

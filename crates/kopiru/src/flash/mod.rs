@@ -10,19 +10,22 @@
 //! image. Then each device is read back around every cache and compared,
 //! 64 KiB block by block.
 //!
-//! The parts: [`bmap`] (block maps and their checksums), `targets` (the
-//! checks and refusals before anything is written), `source` (formats and
-//! decoding), `pieces` (which bytes are written), `device` (one device
-//! being written), `write` (the reader and writer threads, the first MiB
-//! last), `readback` (verification), `size` (the decoded size, where the
-//! format records it, for progress).
+//! The parts: `input` (the image, opened and recognised before anything is
+//! written), `sniff` (its format from its bytes, never from its name
+//! alone), `size` (the decoded size, where the format records it), [`bmap`]
+//! (block maps and their checksums), `targets` (the checks and refusals
+//! before anything is written), `source` (decoding), `pieces` (which bytes
+//! are written), `device` (one device being written), `write` (the reader
+//! and writer threads, the first MiB last), `readback` (verification).
 
 mod bmap;
 mod decode;
 mod device;
+mod input;
 mod pieces;
 mod readback;
 mod size;
+mod sniff;
 mod source;
 mod targets;
 #[cfg(test)]
@@ -31,7 +34,8 @@ mod write;
 
 pub use bmap::{Bmap, BmapError};
 pub use decode::DEFAULT_MEMORY;
-pub use size::uncompressed_size;
+pub use input::Image;
+pub use sniff::{Format, Found, NotAnImage};
 #[cfg(target_os = "linux")]
 pub(crate) use targets::chunk_size;
 pub use targets::{check_targets, Target};
@@ -140,7 +144,30 @@ pub struct DeviceResult {
     /// Bytes left unwritten because the device held them already
     /// (`--skip-identical`).
     pub identical_bytes: u64,
+    /// The end of the furthest piece of the image written to the device
+    /// (0: nothing was).
+    pub written_to: u64,
+    /// Whether its first MiB was written: when the image or the device
+    /// failed part-way it was not, and the device keeps its old first MiB
+    /// (its old partition table), so it does not boot half an image.
+    pub head_written: bool,
 }
+
+impl DeviceResult {
+    /// Bytes of the image written past the first MiB on a device whose
+    /// first MiB was not written (the image or the device failed
+    /// part-way): what the device now holds of a half image; 0 if nothing.
+    pub fn partly_written(&self) -> u64 {
+        match self.head_written {
+            true => 0,
+            false => self.written_to.saturating_sub(HEAD as u64),
+        }
+    }
+}
+
+/// Bytes held back and written last, when everything else is on the
+/// device.
+pub const HELD_BACK: u64 = HEAD as u64;
 
 /// What a flash did.
 #[derive(Debug, Default)]
@@ -184,14 +211,14 @@ impl FlashSummary {
 /// Stops within a chunk once [`FlashOptions::cancel`] is set
 /// ([`FlashSummary::cancelled`]).
 pub fn flash(
-    image: &Path,
+    image: &Image,
     targets: &[Target],
     opts: &FlashOptions,
     events: &dyn FlashEvents,
 ) -> FlashSummary {
     let start = Instant::now();
     let mut s = FlashSummary {
-        format: "raw",
+        format: image.format.name(),
         ..Default::default()
     };
     let chunk = targets.iter().map(|t| t.chunk).min().unwrap_or(4 << 20);
@@ -221,13 +248,12 @@ pub fn flash(
         events,
     );
     let total = out.total;
-    s.format = out.format;
     s.image_bytes = total;
     // Cancelled while writing: the reader's "cancelled" or "writer
     // stopped" is not the image's fault.
     s.cancelled = opts.cancel.is_cancelled();
     let read_error = std::mem::replace(&mut out.read_error, Ok(()));
-    s.source_error = source_error(image, read_error, opts, total, s.cancelled);
+    s.source_error = source_error(&image.path, read_error, opts, total, s.cancelled);
     if s.source_error.is_none() && !s.cancelled {
         s.sha256 = out.sha256;
     }
@@ -278,6 +304,8 @@ fn open_all(
             mismatch_at: None,
             direct: false,
             identical_bytes: 0,
+            written_to: 0,
+            head_written: false,
         };
         if opts.cancel.is_cancelled() {
             results.push(r);

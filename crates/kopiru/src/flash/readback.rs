@@ -70,11 +70,13 @@ pub(super) fn verify_all(
                         mismatch_at: None,
                         direct: d.direct,
                         identical_bytes: d.identical,
+                        written_to: d.written_to,
+                        head_written: d.head_written,
                     };
                     let Some(written) = written.filter(|_| r.error.is_none()) else {
                         return r;
                     };
-                    match read_back(&d.path, written, mapping, chunk, cancel, events) {
+                    match read_back(&d.device, written, mapping, chunk, cancel, events) {
                         Ok(None) => r.verified = Some(true),
                         Ok(Some(off)) => {
                             r.verified = Some(false);

@@ -1,35 +1,32 @@
-//! The image's size once decoded, where the format records it, so that
-//! progress can be shown against the bytes that are written: a raw file's
-//! length, the sum of an xz file's indexes (read from its end), the
-//! Frame_Content_Size of every zstd frame. Gzip's trailer keeps the size
-//! modulo 4 GiB (and only per member) and bzip2 keeps none: `None` then.
+//! The image's size once decoded, where the format records it, so that a
+//! device too small is refused before writing and progress is shown
+//! against the bytes written: a raw file's length, the sum of an xz file's
+//! indexes (read from its end), the Frame_Content_Size of every zstd frame.
+//! Gzip's trailer keeps the size modulo 4 GiB (of the last member only),
+//! which is still a size the image has at least; bzip2 keeps none.
 
-use super::source::detect;
+use super::sniff::Format;
 use std::fs::File;
-use std::io::Read;
 use std::os::unix::fs::FileExt;
-use std::path::Path;
 
-/// The image's size once decoded, when its format records it (raw, xz,
-/// zstd with content sizes); `None` for standard input, gzip, bzip2, or
-/// anything that does not parse (it is only an estimate for progress: the
-/// decoder still checks the image).
-pub fn uncompressed_size(image: &Path) -> Option<u64> {
-    if image == Path::new("-") {
-        return None;
-    }
-    let mut f = File::open(image).ok()?;
-    let meta = f.metadata().ok()?;
-    if !meta.is_file() {
-        return None;
-    }
-    let mut head = [0u8; 8];
-    let n = f.read(&mut head).ok()?;
-    match detect(&head[..n]) {
-        "raw" => Some(meta.len()),
-        "xz" => xz_size(&f, meta.len()),
-        "zstd" => zstd_size(&f, meta.len()),
-        _ => None,
+/// The decoded size of the image file `f` of `len` bytes in `format`, when
+/// its format records it, else a size it has at least, when known. The
+/// decoder still checks the image: a damaged index only loses the size.
+pub(super) fn decoded(f: &File, len: u64, format: Format) -> (Option<u64>, Option<u64>) {
+    match format {
+        Format::Raw => (Some(len), None),
+        Format::Xz => (xz_size(f, len), None),
+        Format::Zstd => (zstd_size(f, len), None),
+        // ISIZE: the last member's size modulo 2^32, so the whole image
+        // has at least that many bytes.
+        Format::Gzip => {
+            let at_least = len
+                .checked_sub(4)
+                .and_then(|at| read_at(f, at, 4))
+                .map(|b| u64::from(u32::from_le_bytes([b[0], b[1], b[2], b[3]])));
+            (None, at_least)
+        }
+        Format::Bzip2 => (None, None),
     }
 }
 
@@ -170,21 +167,28 @@ fn zstd_frame_header(h: &[u8]) -> Option<(Option<u64>, u64)> {
 mod tests {
     use super::*;
 
-    fn file(name: &str, bytes: &[u8]) -> std::path::PathBuf {
+    /// The decoded size and lower bound of `bytes` as an image file.
+    fn sizes(name: &str, bytes: &[u8]) -> (Option<u64>, Option<u64>) {
         let p = std::env::temp_dir().join(format!("kopiru-size-{name}-{}", std::process::id()));
         std::fs::write(&p, bytes).expect("write");
-        p
+        let format = Format::of_magic(bytes).unwrap_or(Format::Raw);
+        let f = File::open(&p).expect("open");
+        let s = decoded(&f, bytes.len() as u64, format);
+        let _ = std::fs::remove_file(p);
+        s
+    }
+
+    fn uncompressed_size(name: &str, bytes: &[u8]) -> Option<u64> {
+        sizes(name, bytes).0
     }
 
     #[test]
-    fn raw_and_unknown() {
-        let p = file("raw", &[7u8; 1000]);
-        assert_eq!(uncompressed_size(&p), Some(1000));
-        let gz = file("gz", &[0x1F, 0x8B, 8, 0, 0, 0, 0, 0]);
-        assert_eq!(uncompressed_size(&gz), None);
-        assert_eq!(uncompressed_size(Path::new("-")), None);
-        let _ = std::fs::remove_file(p);
-        let _ = std::fs::remove_file(gz);
+    fn raw_and_gzip() {
+        assert_eq!(sizes("raw", &[7u8; 1000]), (Some(1000), None));
+        // gzip: no size, but at least its trailer's.
+        let mut gz = vec![0x1F, 0x8B, 8, 0, 0, 0, 0, 0];
+        gz.extend_from_slice(&[0, 0, 0, 0, 0x10, 0x27, 0, 0]);
+        assert_eq!(sizes("gz", &gz), (None, Some(10_000)));
     }
 
     #[test]
@@ -197,13 +201,9 @@ mod tests {
         two.extend_from_slice(&[0; 8]);
         two.extend_from_slice(&one);
         two.extend_from_slice(&[0; 4]);
-        let p = file("xz", &two);
-        assert_eq!(uncompressed_size(&p), Some(2 * data.len() as u64));
+        assert_eq!(uncompressed_size("xz", &two), Some(2 * data.len() as u64));
         // Damaged: no size, rather than a wrong one.
-        let cut = file("xz-cut", &one[..one.len() - 5]);
-        assert_eq!(uncompressed_size(&cut), None);
-        let _ = std::fs::remove_file(p);
-        let _ = std::fs::remove_file(cut);
+        assert_eq!(uncompressed_size("xz-cut", &one[..one.len() - 5]), None);
     }
 
     /// A zstd frame of raw blocks (`fcs`: whether the header records the
@@ -234,13 +234,9 @@ mod tests {
         // A skippable frame between.
         two.extend_from_slice(&[0x5A, 0x2A, 0x4D, 0x18, 3, 0, 0, 0, 9, 9, 9]);
         two.extend_from_slice(&zstd_frame(&[6u8; 700], true));
-        let p = file("zst", &two);
-        assert_eq!(uncompressed_size(&p), Some(3200));
+        assert_eq!(uncompressed_size("zst", &two), Some(3200));
         let mut unknown = zstd_frame(&[5u8; 2500], true);
         unknown.extend_from_slice(&zstd_frame(&[6u8; 700], false));
-        let q = file("zst-unknown", &unknown);
-        assert_eq!(uncompressed_size(&q), None);
-        let _ = std::fs::remove_file(p);
-        let _ = std::fs::remove_file(q);
+        assert_eq!(uncompressed_size("zst-unknown", &unknown), None);
     }
 }

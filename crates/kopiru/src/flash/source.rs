@@ -1,28 +1,18 @@
-//! The image: its format from its first bytes, decoded as a stream into
-//! the aligned buffers (or, raw in a regular file, memory-mapped), hashed
-//! and checked against the block map on the reader's thread.
+//! The image, decoded as a stream into the aligned buffers (or, raw in a
+//! regular file, memory-mapped), hashed and checked against the block map
+//! on the reader's thread.
 
 use super::bmap::{BmapError, RangeSums};
 use super::decode;
+use super::input::Image;
 use super::pieces::Layout;
 use super::readback::Written;
+use super::sniff::Format;
 use crate::sys::{self, Aligned};
 use crate::{Cancel, Error, Op, Refusal, Side};
 use std::io::{self, Read, Write};
 use std::os::fd::AsFd;
-use std::path::Path;
 use std::sync::mpsc;
-
-/// The image's format, from its first bytes.
-pub(super) fn detect(head: &[u8]) -> &'static str {
-    match head {
-        [0xFD, b'7', b'z', b'X', b'Z', 0, ..] => "xz",
-        [0x1F, 0x8B, ..] => "gzip",
-        [0x28, 0xB5, 0x2F, 0xFD, ..] => "zstd",
-        [b'B', b'Z', b'h', ..] => "bzip2",
-        _ => "raw",
-    }
-}
 
 /// A part of the image for the writer: a filled buffer, or a range of the
 /// mapped image file.
@@ -169,70 +159,81 @@ impl Write for Sink<'_> {
     }
 }
 
-/// The image, opened, and its size, when it is a non-empty raw image in a
-/// regular file (not compressed, not standard input).
-pub(super) fn raw_image(image: &Path) -> Option<(std::fs::File, u64)> {
-    if image == Path::new("-") {
-        return None;
-    }
-    let f = std::fs::File::open(image).ok()?;
-    let meta = f.metadata().ok()?;
-    let mut head = [0u8; 8];
-    let n = (&f).read(&mut head).ok()?;
-    (meta.is_file() && meta.len() > 0 && detect(&head[..n]) == "raw").then_some((f, meta.len()))
-}
-
 /// A raw image in a regular file, mapped; `None` for anything else (then
 /// it is read through buffers).
-pub(super) fn map_raw(image: &Path) -> Option<sys::Mapping> {
-    let (f, size) = raw_image(image)?;
+pub(super) fn map_raw(image: &Image) -> Option<sys::Mapping> {
+    let (f, size) = image.raw_file()?;
     sys::Mapping::new(f.as_fd(), usize::try_from(size).ok()?).ok()
 }
 
 /// Reads the whole image into `sink`: the mapped image when there is one,
 /// else decoded from the file or standard input (a multi-threaded decoder
-/// within `memory`). `format` is set once the first bytes are known.
+/// within `memory`).
 pub(super) fn read_image(
-    image: &Path,
+    image: &Image,
     mapping: Option<&sys::Mapping>,
     chunk: usize,
     memory: u64,
     sink: &mut Sink,
-    format: &mut &'static str,
 ) -> Result<(), Error> {
     let r = match mapping {
         Some(m) => sink.send_mapped(m, chunk),
-        None => decode(image, sink, memory, format),
+        None => decode(image, sink, memory),
     };
+    let path = &image.path;
     match (sink.bmap_error.take(), r) {
         (Some(e), _) => Err(Error::refused(
             Side::Source,
-            image,
+            path,
             Op::Read,
             Refusal::Bmap(e),
         )),
         (None, Ok(())) => Ok(()),
-        (None, Err(e)) => Err(Error::io(Side::Source, image, Op::Read, e)),
+        (None, Err(e)) => Err(Error::io(
+            Side::Source,
+            path,
+            Op::Read,
+            damaged(image, sink, e),
+        )),
     }
+}
+
+/// A decoder's own error ("premature eof", "corrupt header") said as what
+/// it means to the user: the compressed data stops or is broken at a known
+/// point of the image. OS errors, cancellation and raw images keep theirs.
+fn damaged(image: &Image, sink: &Sink, e: io::Error) -> io::Error {
+    let decoder_error = e.raw_os_error().is_none() && e.kind() != io::ErrorKind::BrokenPipe;
+    if image.format == Format::Raw || !decoder_error {
+        return e;
+    }
+    io::Error::new(
+        e.kind(),
+        format!(
+            "the {} data ends early or is damaged, after {} bytes of image ({e}); is the \
+             download complete? `{} -t` checks the file",
+            image.format,
+            sink.total + sink.len as u64,
+            image.format
+        ),
+    )
 }
 
 /// Decodes the whole image into `sink`, streaming: the memory it takes is
 /// the format's (a dictionary or window), never the image's size.
-fn decode(image: &Path, sink: &mut Sink, memory: u64, format: &mut &'static str) -> io::Result<()> {
-    let file: Box<dyn Read + Send> = if image == Path::new("-") {
-        Box::new(io::stdin())
-    } else {
-        Box::new(std::fs::File::open(image)?)
+fn decode(image: &Image, sink: &mut Sink, memory: u64) -> io::Result<()> {
+    let file: Box<dyn Read + Send> = match &image.file {
+        Some(f) => Box::new(f.try_clone()?),
+        // What was read to recognise it, then the rest.
+        None => Box::new(io::Cursor::new(image.stdin_head.clone()).chain(io::stdin())),
     };
     let mut r = io::BufReader::with_capacity(256 << 10, file);
-    *format = detect(io::BufRead::fill_buf(&mut r)?);
-    match *format {
-        "xz" => decode::xz(r, sink, memory)?,
-        "gzip" => sink.fill_from(&mut flate2::read::MultiGzDecoder::new(r))?,
-        "zstd" => decode::zstd(r, sink)?,
-        "bzip2" => sink.fill_from(&mut bzip2::read::MultiBzDecoder::new(r))?,
+    match image.format {
+        Format::Xz => decode::xz(r, sink, memory)?,
+        Format::Gzip => sink.fill_from(&mut flate2::read::MultiGzDecoder::new(r))?,
+        Format::Zstd => decode::zstd(r, sink)?,
+        Format::Bzip2 => sink.fill_from(&mut bzip2::read::MultiBzDecoder::new(r))?,
         // Raw: read straight into the aligned buffers, no copy.
-        _ => sink.fill_from(&mut r)?,
+        Format::Raw => sink.fill_from(&mut r)?,
     }
     sink.flush()
 }

@@ -3,7 +3,7 @@
 //! filesystem or the image, big enough; and their write size, from the
 //! device's topology.
 
-use super::source::raw_image;
+use super::input::Image;
 use super::{FlashOptions, HEAD, VERIFY_BLOCK};
 use crate::sys::{self, FileKind, Stat};
 use crate::{Error, Op, Refusal, Side};
@@ -15,6 +15,13 @@ use std::path::{Path, PathBuf};
 pub struct Target {
     /// As given.
     pub path: PathBuf,
+    /// The device it names, resolved once when it was checked (a
+    /// `/dev/disk/by-id/...` or `/dev/mapper/...` name is a symlink): what
+    /// is opened, written and read back.
+    pub device: PathBuf,
+    /// The device number it had then (0 for a regular file): the opened
+    /// device must still be it.
+    pub rdev: u64,
     /// A block device (else a regular file, with `--file`).
     pub is_block: bool,
     /// Bytes it holds (0 for a new file).
@@ -41,8 +48,9 @@ fn failed(dev: &Path, op: Op, e: std::io::Error) -> Error {
 struct Context {
     /// The image file's stat (`None`: standard input).
     image: Option<Stat>,
-    /// The image's size, when known before writing.
-    image_size: Option<u64>,
+    /// The size the image has, or at least has, when known before
+    /// writing; whether it is only a least size.
+    image_size: Option<(u64, bool)>,
     /// The device of the root filesystem.
     root_dev: Option<u64>,
     /// Mounted devices and where.
@@ -58,24 +66,18 @@ struct Context {
 /// could not be examined (an OS error); or the image's stat failing
 /// ([`Side::Source`]).
 pub fn check_targets(
-    image: &Path,
+    image: &Image,
     devices: &[PathBuf],
     opts: &FlashOptions,
 ) -> Result<Vec<Target>, Error> {
-    let image_st = if image == Path::new("-") {
-        None
-    } else {
-        Some(sys::stat_path(image, true).map_err(|e| Error::io(Side::Source, image, Op::Stat, e))?)
+    let image_size = match (&opts.bmap, image.size, image.at_least) {
+        (Some(m), _, _) => Some((m.image_size, false)),
+        (None, Some(n), _) => Some((n, false)),
+        (None, None, Some(n)) => Some((n, true)),
+        (None, None, None) => None,
     };
-    // The size is known before writing only for a raw image file (or from
-    // a block map).
-    let image_size = opts
-        .bmap
-        .as_ref()
-        .map(|m| m.image_size)
-        .or_else(|| raw_image(image).map(|(_, size)| size));
     let cx = Context {
-        image: image_st,
+        image: image.stat,
         image_size,
         root_dev: sys::stat_path(Path::new("/"), true).map(|s| s.dev).ok(),
         mounts: sys::mounts(),
@@ -87,6 +89,8 @@ pub fn check_targets(
 fn check_one(dev: &Path, cx: &Context, opts: &FlashOptions) -> Result<Target, Error> {
     let file = |size: u64, model: &str| Target {
         path: dev.to_path_buf(),
+        device: dev.to_path_buf(),
+        rdev: 0,
         is_block: false,
         size,
         model: model.into(),
@@ -102,7 +106,8 @@ fn check_one(dev: &Path, cx: &Context, opts: &FlashOptions) -> Result<Target, Er
             return Ok(file(0, "new file"));
         }
         Err(e) if e.raw_os_error() == Some(libc::ENOENT) => {
-            return Err(refuse(dev, Refusal::NoSuchDevice { under_dev: false }))
+            let under_dev = dev.starts_with("/dev");
+            return Err(refuse(dev, Refusal::NoSuchDevice { under_dev }));
         }
         Err(e) => return Err(failed(dev, Op::Stat, e)),
     };
@@ -127,23 +132,32 @@ fn check_one(dev: &Path, cx: &Context, opts: &FlashOptions) -> Result<Target, Er
     if !opts.force {
         check_unused(dev, &st, cx)?;
     }
-    let fd = sys::open_path(dev, libc::O_RDONLY).map_err(|e| failed(dev, Op::Open, e))?;
+    // The name, resolved once: every later open uses the device it named
+    // now, and is checked to be that device.
+    let device = std::fs::canonicalize(dev).map_err(|e| failed(dev, Op::Stat, e))?;
+    let fd = sys::open_path(&device, libc::O_RDONLY).map_err(|e| failed(dev, Op::Open, e))?;
+    let now = sys::fstat(fd.as_fd()).map_err(|e| failed(dev, Op::Stat, e))?;
+    if now.kind() != FileKind::BlockDevice || now.rdev != st.rdev {
+        let e = std::io::Error::other("the device changed while it was being checked");
+        return Err(failed(dev, Op::Open, e));
+    }
     let info = sys::block_info(fd.as_fd(), st.rdev).map_err(|e| failed(dev, Op::Stat, e))?;
-    if let Some(n) = cx.image_size {
+    if let Some((n, at_least)) = cx.image_size {
         if n > info.size {
-            return Err(refuse(
-                dev,
-                Refusal::TooSmall {
-                    image: n,
-                    device: info.size,
-                },
-            ));
+            let why = Refusal::TooSmall {
+                image: n,
+                at_least,
+                device: info.size,
+            };
+            return Err(refuse(dev, why));
         }
     }
     let align = (info.logical.max(512) as usize).max(sys::DIRECT_ALIGN);
     let chunk = chunk_size(&info, align);
     Ok(Target {
         path: dev.to_path_buf(),
+        device,
+        rdev: st.rdev,
         is_block: true,
         size: info.size,
         model: info.model,

@@ -48,6 +48,7 @@ fn whole_flash_to_a_file() {
     let (img, data) = image(&dir, (3 << 20) + 123);
     let out = dir.join("out.img");
     let opts = file_opts();
+    let img = Image::open(&img, None).expect("image");
     let targets = check_targets(&img, std::slice::from_ref(&out), &opts).expect("targets");
     let s = flash(&img, &targets, &opts, &NoEvents);
     assert!(s.ok() && !s.cancelled, "{s:?}");
@@ -63,6 +64,7 @@ fn cancelled_before_start_writes_nothing() {
     let out = dir.join("out.img");
     std::fs::write(&out, b"keep").expect("out");
     let opts = file_opts();
+    let img = Image::open(&img, None).expect("image");
     let targets = check_targets(&img, std::slice::from_ref(&out), &opts).expect("targets");
     opts.cancel.cancel();
     let s = flash(&img, &targets, &opts, &NoEvents);
@@ -93,6 +95,8 @@ fn cancelled_midway_keeps_the_first_mib() {
         let out = dir.join("out.img");
         std::fs::write(&out, vec![0xEEu8; 2 << 20]).expect("out");
         let opts = file_opts();
+        let path = img;
+        let img = &Image::open(path, None).expect("image");
         let targets = check_targets(img, std::slice::from_ref(&out), &opts).expect("targets");
         let chunk = targets[0].chunk as u64;
         let events = CancelAfter {
@@ -101,7 +105,7 @@ fn cancelled_midway_keeps_the_first_mib() {
             written: AtomicU64::new(0),
         };
         let s = flash(img, &targets, &opts, &events);
-        assert!(s.cancelled && !s.ok(), "{}: {s:?}", img.display());
+        assert!(s.cancelled && !s.ok(), "{}: {s:?}", img.path.display());
         assert!(s.source_error.is_none(), "{s:?}");
         assert!(s.devices[0].error.is_none(), "{s:?}");
         assert_eq!(s.devices[0].verified, None, "not verified");
@@ -113,7 +117,7 @@ fn cancelled_midway_keeps_the_first_mib() {
         assert!(
             got[..HEAD].iter().all(|&b| b == 0xEE),
             "{}: the first MiB was written",
-            img.display()
+            img.path.display()
         );
         // What was written past the first MiB is the image's.
         assert_eq!(got[HEAD..2 << 20], data[HEAD..2 << 20]);
@@ -136,6 +140,7 @@ fn cancelled_while_verifying() {
     let (img, data) = image(&dir, 6 << 20);
     let out = dir.join("out.img");
     let opts = file_opts();
+    let img = Image::open(&img, None).expect("image");
     let targets = check_targets(&img, std::slice::from_ref(&out), &opts).expect("targets");
     let s = flash(&img, &targets, &opts, &CancelOnVerify(opts.cancel.clone()));
     assert!(s.cancelled && !s.ok(), "{s:?}");
@@ -159,10 +164,11 @@ fn xz_concatenated_streams() {
     lzma_rs::xz_compress(&mut &a[..], &mut xz).expect("xz");
     xz.extend_from_slice(&[0; 4]);
     lzma_rs::xz_compress(&mut &b[..], &mut xz).expect("xz");
-    let img = dir.join("image.xz");
-    std::fs::write(&img, &xz).expect("image");
+    let path = dir.join("image.xz");
+    std::fs::write(&path, &xz).expect("image");
     let out = dir.join("out.img");
     let opts = file_opts();
+    let img = Image::open(&path, None).expect("image");
     let targets = check_targets(&img, std::slice::from_ref(&out), &opts).expect("targets");
     let s = flash(&img, &targets, &opts, &NoEvents);
     assert!(s.ok(), "{s:?}");
@@ -170,7 +176,8 @@ fn xz_concatenated_streams() {
     assert_eq!(std::fs::read(&out).expect("out"), data);
 
     xz.extend_from_slice(b"junk");
-    std::fs::write(&img, &xz).expect("image");
+    std::fs::write(&path, &xz).expect("image");
+    let img = Image::open(&path, None).expect("image");
     let s = flash(&img, &targets, &opts, &NoEvents);
     assert!(s.source_error.is_some() && !s.ok(), "{s:?}");
     let _ = std::fs::remove_dir_all(&dir);

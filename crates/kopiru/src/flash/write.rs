@@ -5,6 +5,7 @@
 
 use super::bmap::RangeSums;
 use super::device::Dev;
+use super::input::Image;
 use super::pieces::Layout;
 use super::readback::Written;
 use super::source::{read_image, Piece, Sink};
@@ -13,7 +14,6 @@ use crate::sys::{self, Aligned};
 use crate::{Error, Op, Side};
 use std::io;
 use std::os::fd::AsFd;
-use std::path::Path;
 use std::sync::mpsc;
 
 /// The buffers' size for a decoded (or raw but unmapped) image, at most:
@@ -22,8 +22,6 @@ const DECODED_CHUNK: usize = 2 << 20;
 
 /// What the streaming part of a flash did.
 pub(super) struct Streamed {
-    /// The image's format.
-    pub format: &'static str,
     /// Image bytes read (and written, but for the held-back head).
     pub total: u64,
     /// The first MiB, held back.
@@ -41,7 +39,7 @@ pub(super) struct Streamed {
 /// Streams the image to every device (but its first MiB): a reader thread
 /// fills buffers, this thread writes them.
 pub(super) fn stream(
-    image: &Path,
+    image: &Image,
     devs: &mut [Dev],
     mapping: Option<&sys::Mapping>,
     layout: &Layout,
@@ -69,7 +67,6 @@ pub(super) fn stream(
         ..Written::default()
     };
     let mut total = 0u64;
-    let mut format = "raw";
     let read = std::thread::scope(|sc| {
         let reader = sc.spawn(|| {
             let mut sink = Sink {
@@ -85,7 +82,7 @@ pub(super) fn stream(
                 cancel: &opts.cancel,
                 sha256: opts.verify.then(<sha2::Sha256 as sha2::Digest>::new),
             };
-            let r = read_image(image, mapping, chunk, opts.memory, &mut sink, &mut format);
+            let r = read_image(image, mapping, chunk, opts.memory, &mut sink);
             let sum = sink.sha256.take().map(|h| sha2::Digest::finalize(h).into());
             drop(sink);
             r.map(|()| sum)
@@ -129,7 +126,7 @@ pub(super) fn stream(
         drop(empty_tx);
         reader.join().unwrap_or_else(|_| {
             let e = io::Error::other("reader panicked");
-            Err(Error::io(Side::Source, image, Op::Read, e))
+            Err(Error::io(Side::Source, &image.path, Op::Read, e))
         })
     });
     let (read_error, sha256) = match read {
@@ -138,7 +135,6 @@ pub(super) fn stream(
     };
     Streamed {
         sha256,
-        format,
         total,
         head,
         head_len,
@@ -201,6 +197,7 @@ pub(super) fn finish(
         if d.error.is_some() {
             continue;
         }
+        d.head_written = true;
         if !d.is_block {
             if let Err(e) = sys::ftruncate(d.fd.as_fd(), total) {
                 d.fail(Op::Truncate, e);

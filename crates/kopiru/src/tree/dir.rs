@@ -86,7 +86,7 @@ impl<'scope, 'env, 'a> Worker<'scope, 'env, 'a> {
             dst_dev,
         } = made;
         if fresh {
-            self.changed(parent, dst_name, EntryKind::Dir, None, &st, None);
+            self.changed(parent, (name, dst_name), EntryKind::Dir, None, &st, None);
         }
         let dst_path = join(&parent.dst_path, sys::os_str(dst_name));
         let lock = match &staged_tmp {

@@ -174,7 +174,7 @@ impl<'scope, 'env, 'a> Worker<'scope, 'env, 'a> {
             return;
         }
         match target {
-            Some(t) => self.hard_link(dir, f.dst_name, t, st),
+            Some(t) => self.hard_link(dir, (f.name, f.dst_name), t, st),
             None => {
                 self.copy_file(f, None);
             }
@@ -184,7 +184,7 @@ impl<'scope, 'env, 'a> Worker<'scope, 'env, 'a> {
     pub(crate) fn hard_link(
         &mut self,
         dir: &DirNode,
-        dst_name: &Name,
+        (src_name, dst_name): (&Name, &Name),
         target: &LinkTarget,
         st: &Stat,
     ) {
@@ -208,7 +208,7 @@ impl<'scope, 'env, 'a> Worker<'scope, 'env, 'a> {
                     .then(|| join(&target.dir.dst_path, sys::os_str(&target.dst_name)));
             w.changed(
                 dir,
-                dst_name,
+                (src_name, dst_name),
                 EntryKind::HardLink,
                 old,
                 st,
@@ -288,7 +288,7 @@ impl<'scope, 'env, 'a> Worker<'scope, 'env, 'a> {
         };
         let make = |n: &Name| sys::symlink_at(&target, dir.dst.as_fd(), n);
         let shown = (EntryKind::Symlink, Some(Path::new(sys::os_str(&target))));
-        if self.create_or_replace(dir, dst_name, &st, (Op::Symlink, shown), make) {
+        if self.create_or_replace(dir, (name, dst_name), &st, (Op::Symlink, shown), make) {
             self.sh.counters.symlinks.fetch_add(1, Ordering::Relaxed);
         }
     }
@@ -301,7 +301,7 @@ impl<'scope, 'env, 'a> Worker<'scope, 'env, 'a> {
         let mode = st.type_and_perm();
         let make = |n: &Name| sys::mknod_at(dir.dst.as_fd(), n, mode, st.rdev);
         let shown = (EntryKind::Special, None);
-        if self.create_or_replace(dir, dst_name, &st, (Op::Mknod, shown), make) {
+        if self.create_or_replace(dir, (name, dst_name), &st, (Op::Mknod, shown), make) {
             self.sh.counters.specials.fetch_add(1, Ordering::Relaxed);
         }
     }
@@ -312,7 +312,7 @@ impl<'scope, 'env, 'a> Worker<'scope, 'env, 'a> {
     pub(crate) fn create_or_replace(
         &mut self,
         dir: &DirNode,
-        dst_name: &Name,
+        (src_name, dst_name): (&Name, &Name),
         st: &Stat,
         how: (Op, (EntryKind, Option<&Path>)),
         make: impl Fn(&Name) -> io::Result<()>,
@@ -324,7 +324,7 @@ impl<'scope, 'env, 'a> Worker<'scope, 'env, 'a> {
                 self.dst_error(dir, dst_name, op, &e);
                 return false;
             }
-            Some(Ok(old)) => self.changed(dir, dst_name, kind, old, st, shown),
+            Some(Ok(old)) => self.changed(dir, (src_name, dst_name), kind, old, st, shown),
         }
         let created_perm = st.perm() & 0o777 & !self.sh.umask;
         let owner_now = self.new_owner(dir, || sys::stat_at(dir.dst.as_fd(), dst_name, false));
@@ -347,11 +347,11 @@ impl<'scope, 'env, 'a> Worker<'scope, 'env, 'a> {
 
 impl Worker<'_, '_, '_> {
     /// Reports (with `report_changes`) that `name` in `dir` was created, or
-    /// replaced `old`, as a copy of `new`.
+    /// replaced `old`, as a copy of `new` (named `src_name` in the source).
     pub(crate) fn changed(
         &self,
         dir: &DirNode,
-        name: &Name,
+        (src_name, name): (&Name, &Name),
         kind: EntryKind,
         old: Option<Stat>,
         new: &Stat,
@@ -369,6 +369,7 @@ impl Worker<'_, '_, '_> {
         };
         self.sh.reporter.change(&Change {
             path: &join(&dir.dst_path, sys::os_str(name)),
+            source: Some(&join(&dir.src_path, sys::os_str(src_name))),
             kind,
             change,
             target,

@@ -96,7 +96,7 @@ impl<'scope, 'env, 'a> Worker<'scope, 'env, 'a> {
             self.sh.source_hashes.lock().expect("hashes lock").push(h);
         }
         self.file_done(f, moved.bytes, moved.method, moved.why_not.as_deref());
-        self.changed(dir, f.dst_name, EntryKind::File, old, f.st, None);
+        self.changed(dir, (f.name, f.dst_name), EntryKind::File, old, f.st, None);
         Some(placed)
     }
 
@@ -154,7 +154,7 @@ impl<'scope, 'env, 'a> Worker<'scope, 'env, 'a> {
         self.sh.reporter.bytes(f.st.size);
         let why = Some("hard link to the unchanged file in --link-dest");
         self.file_done(f, f.st.size, Method::Link, why);
-        self.changed(dir, f.dst_name, EntryKind::File, old, f.st, None);
+        self.changed(dir, (f.name, f.dst_name), EntryKind::File, old, f.st, None);
         Some(Some(placed))
     }
 
