@@ -96,8 +96,11 @@ pub struct ManArgs {
 #[derive(Subcommand)]
 pub enum BenchCommand {
     /// The file-count experiment: the same total bytes as 1, 16, 256, ...
-    /// files, copied by kopiru and by `cp -r` and `rsync -a` where installed.
-    /// Prints a table of median seconds; draws a log-log chart with --plot.
+    /// files, copied like with like: kopiru --sync none, `cp -r` and `rsync
+    /// -a` (not durable at exit), then kopiru's default and `cp -r && sync
+    /// -f` (durable at exit). Prints a table of median seconds; draws a
+    /// log-log chart with --plot. A full disk ends the sweep, keeping the
+    /// rows measured.
     Sweep(SweepArgs),
     /// What durability costs here: N writes of 1 byte and of 100 kB
     /// (buffered, flushed each, fsynced each), then the time until a

@@ -1,6 +1,9 @@
 //! `kopiru bench sweep`: the file-count experiment on the user's machine. The
 //! same total bytes as 1, 16, 256, ... files, copied by kopiru and by `cp -r`
-//! and `rsync -a` where installed; a table of medians and a log-log chart.
+//! and `rsync -a` where installed, like with like: kopiru `--sync none`
+//! against the tools that leave the data in the page cache, and kopiru's
+//! default (durable at exit) against `cp -r` followed by `sync -f`; a table
+//! of medians and a log-log chart.
 
 use crate::args::SweepArgs;
 use crate::exit;
@@ -40,19 +43,29 @@ fn sweep(args: &SweepArgs) -> Result<(), String> {
 
 fn sweep_in(root: &Path, total: u64, args: &SweepArgs) -> Result<(), String> {
     let me = std::env::current_exe().map_err(|e| e.to_string())?;
-    let mut tools: Vec<(String, Vec<String>)> = vec![(
-        "kopiru".into(),
+    let kopiru = |sync: &str| {
         vec![
             me.to_string_lossy().into_owned(),
             "copy".into(),
             "--no-progress".into(),
-        ],
-    )];
+            format!("--sync={sync}"),
+        ]
+    };
+    // Not durable at exit: the data may still be in the page cache.
+    let mut tools: Vec<(String, Vec<String>)> = vec![("kopiru --sync none".into(), kopiru("none"))];
     if installed("cp") {
         tools.push(("cp -r".into(), vec!["cp".into(), "-r".into()]));
     }
     if installed("rsync") {
         tools.push(("rsync -a".into(), vec!["rsync".into(), "-a".into()]));
+    }
+    // Durable at exit.
+    tools.push(("kopiru".into(), kopiru("end")));
+    if installed("cp") && installed("sync") {
+        // sync -f: the destination's filesystem, as kopiru's own flush.
+        let script = r#"cp -r "$1" "$2" && sync -f "$2""#;
+        let cmd = ["sh", "-c", script, "sh"].map(String::from).to_vec();
+        tools.push(("cp -r && sync -f".into(), cmd));
     }
     let mut series: Vec<Series> = tools
         .iter()
@@ -61,14 +74,25 @@ fn sweep_in(root: &Path, total: u64, args: &SweepArgs) -> Result<(), String> {
             seconds: Vec::new(),
         })
         .collect();
+    // A corpus that cannot be made (a full disk) ends the sweep: the rows
+    // measured so far are still printed and drawn.
+    let mut stopped = None;
+    let mut measured = 0;
     for &count in &args.counts {
         let src = root.join(format!("n{count}"));
         errln!(
             "kopiru: bench: making {count} files of {} bytes",
             total / count.max(1)
         );
-        make_corpus(&src, count, total)
-            .map_err(|e| format!("{}: {e}", crate::render::path(&src)))?;
+        if let Err(e) = make_corpus(&src, count, total) {
+            let _ = std::fs::remove_dir_all(&src);
+            stopped = Some(format!(
+                "stopped before {count} files: {}: {e}; the rows above were measured",
+                crate::render::path(&src)
+            ));
+            break;
+        }
+        measured += 1;
         for ((_, cmd), s) in tools.iter().zip(series.iter_mut()) {
             let median = time_tool(cmd, &src, &root.join("dst"), args.runs);
             match median {
@@ -79,16 +103,19 @@ fn sweep_in(root: &Path, total: u64, args: &SweepArgs) -> Result<(), String> {
         }
         let _ = std::fs::remove_dir_all(&src);
     }
-    print_table(&args.counts, total, &series);
-    if let Some(plot) = &args.plot {
-        let svg = crate::plot::loglog(&args.counts, &series, total);
+    let counts = &args.counts[..measured];
+    if measured > 0 {
+        print_table(counts, total, &series);
+    }
+    if let (Some(plot), true) = (&args.plot, measured > 0) {
+        let svg = crate::plot::loglog(counts, &series, total);
         std::fs::write(plot, svg).map_err(|e| format!("{}: {e}", crate::render::path(plot)))?;
         errln!(
             "kopiru: bench: chart written to {}",
             crate::render::path(plot)
         );
     }
-    Ok(())
+    stopped.map_or(Ok(()), Err)
 }
 
 fn installed(cmd: &str) -> bool {
@@ -156,17 +183,20 @@ fn make_corpus(dir: &Path, count: u64, total: u64) -> std::io::Result<()> {
 
 fn print_table(counts: &[u64], total: u64, series: &[Series]) {
     let mut out = String::from("files     size each");
+    // Each column as wide as its tool's name.
+    let width = |s: &Series| s.tool.len().max(10);
     for s in series {
-        out.push_str(&format!("  {:>10}", s.tool));
+        out.push_str(&format!("  {:>w$}", s.tool, w = width(s)));
     }
     out.push('\n');
     for (i, &count) in counts.iter().enumerate() {
         out.push_str(&format!("{count:<9} {:>9}", human(total / count.max(1))));
         for s in series {
-            match s.seconds[i] {
-                Some(t) => out.push_str(&format!("  {:>9.3}s", t)),
-                None => out.push_str(&format!("  {:>10}", "failed")),
-            }
+            let cell = match s.seconds[i] {
+                Some(t) => format!("{t:.3}s"),
+                None => "failed".into(),
+            };
+            out.push_str(&format!("  {cell:>w$}", w = width(s)));
         }
         out.push('\n');
     }

@@ -32,8 +32,39 @@ pub fn run(args: FsyncArgs) -> u8 {
     }
 }
 
+/// Bytes the benchmark writes at most at once: the larger row of the
+/// buffering table, or the tree and one copy of it (with a block per file).
+fn space_needed(args: &FsyncArgs, file_size: u64) -> u64 {
+    let writes = args.writes as u64 * 100_000;
+    let per_file = file_size.div_ceil(4096) * 4096 + 4096;
+    writes.max(2 * args.files as u64 * per_file)
+}
+
 fn bench(root: &Path, args: &FsyncArgs) -> Result<(), String> {
-    let io = |e: std::io::Error| e.to_string();
+    let at = |p: &Path| {
+        let p = crate::render::path(p);
+        move |e: std::io::Error| format!("{p}: {e}")
+    };
+    let file_size = parse_size(&args.file_size)?;
+    // Said before the first byte, not after minutes of writing: what is
+    // needed, and what is there.
+    let need = space_needed(args, file_size);
+    let free = File::open(root)
+        .and_then(|d| kopiru::free_space(d.as_fd()))
+        .map_err(at(root))?;
+    if free < need {
+        return Err(format!(
+            "{}: {} free, the benchmark needs about {} ({} writes of 100 kB, or two \
+             copies of {} files of {}); give --dir on a larger filesystem, or fewer \
+             --writes or --files",
+            crate::render::path(root),
+            human(free),
+            human(need),
+            args.writes,
+            args.files,
+            human(file_size)
+        ));
+    }
     outln!(
         "{} writes each; median of {} runs, seconds",
         args.writes,
@@ -57,15 +88,15 @@ fn bench(root: &Path, args: &FsyncArgs) -> Result<(), String> {
                 write_n(&path, &chunk, args.writes, mode)?;
                 Ok(start.elapsed().as_secs_f64())
             })
-            .map_err(io)?;
+            .map_err(at(&path))?;
             row.push_str(&format!(" {t:>13.3}"));
         }
         outln!("{row}");
     }
 
-    let file_size = parse_size(&args.file_size)? as usize;
+    let file_size = file_size as usize;
     let src = root.join("src");
-    make_tree(&src, args.files, file_size).map_err(io)?;
+    make_tree(&src, args.files, file_size).map_err(at(&src))?;
     outln!();
     outln!(
         "copy of {} files of {}, time until durable; median of {} runs, seconds",
@@ -100,7 +131,7 @@ fn bench(root: &Path, args: &FsyncArgs) -> Result<(), String> {
             }
             Ok(start.elapsed().as_secs_f64())
         })
-        .map_err(io)?;
+        .map_err(at(&dst))?;
         outln!("{name:<28} {t:>8.3}");
     }
     Ok(())

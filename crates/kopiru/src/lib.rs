@@ -60,3 +60,12 @@ pub use copy::copy;
 pub fn sync_filesystem(fd: std::os::fd::BorrowedFd) -> std::io::Result<()> {
     sys::sync_fs(fd)
 }
+
+/// Free bytes on the filesystem that holds `fd`.
+///
+/// # Errors
+/// `fstatfs`'s error.
+#[cfg(unix)]
+pub fn free_space(fd: std::os::fd::BorrowedFd) -> std::io::Result<u64> {
+    sys::fs_space(fd).map(|(free, _)| free)
+}

@@ -2,8 +2,9 @@
 
 use super::*;
 
-/// `bench sweep` times every count, prints the table, draws the chart and
-/// removes its corpora.
+/// `bench sweep` times every count, like with like (kopiru --sync none
+/// beside cp -r and rsync -a; kopiru's default beside cp -r && sync -f),
+/// prints the table, draws the chart and removes its corpora.
 pub fn bench_sweep() -> R {
     let dir = fixture::run_root().join("sweep");
     std::fs::create_dir_all(&dir)?;
@@ -25,18 +26,26 @@ pub fn bench_sweep() -> R {
     ensure!(code(&o) == 0, "{}", show(&o));
     let out = String::from_utf8_lossy(&o.stdout);
     let rows: Vec<&str> = out.lines().skip(1).collect();
+    let header = out.lines().next().unwrap_or("");
+    let tools = ["kopiru --sync none", "cp -r", "kopiru", "cp -r && sync -f"];
     ensure!(
-        out.lines().next().is_some_and(|h| h.contains("kopiru")) && rows.len() == 3,
+        tools.iter().all(|t| header.contains(t)) && rows.len() == 3,
         "table: {out}"
     );
+    let columns = if header.contains("rsync -a") { 5 } else { 4 };
     for (row, count) in rows.iter().zip(["1", "16", "64"]) {
         let cells: Vec<&str> = row.split_whitespace().collect();
-        ensure!(cells[0] == count, "row {row:?}");
-        let secs: f64 = cells[3]
-            .trim_end_matches('s')
-            .parse()
-            .map_err(|_| format!("no time in {row:?}"))?;
-        ensure!(secs > 0.0 && secs < 60.0, "row {row:?}");
+        ensure!(
+            cells[0] == count && cells.len() == 3 + columns,
+            "row {row:?}"
+        );
+        for cell in &cells[3..] {
+            let secs: f64 = cell
+                .trim_end_matches('s')
+                .parse()
+                .map_err(|_| format!("no time in {row:?}"))?;
+            ensure!(secs > 0.0 && secs < 60.0, "row {row:?}");
+        }
     }
     let chart = std::fs::read_to_string(&svg)?;
     ensure!(
@@ -109,5 +118,54 @@ pub fn bench_fsync() -> R {
         "files left behind in {}",
         dir.display()
     );
+    Ok(())
+}
+
+/// On a filesystem too small for them: `bench fsync` says so before
+/// writing, with the path, what is free and what it needs; `bench sweep`
+/// keeps the rows it measured before the disk filled, and says where it
+/// stopped and why. Both exit 1 and leave nothing behind.
+pub fn benches_on_a_full_disk() -> R {
+    let mnt = fixture::make_fs(Fs::Ext4, "bench-full", 32, &["-N", "256"])?;
+    let start = std::time::Instant::now();
+    let o = kopiru([
+        OsStr::new("bench"),
+        OsStr::new("fsync"),
+        OsStr::new("--dir"),
+        mnt.as_os_str(),
+    ]);
+    fails_with(&o, 1, "free, the benchmark needs about")?;
+    fails_with(&o, 1, &mnt.display().to_string())?;
+    ensure!(
+        start.elapsed().as_secs() < 10,
+        "bench fsync took {:?} to say it does not fit",
+        start.elapsed()
+    );
+    let o = kopiru([
+        OsStr::new("bench"),
+        OsStr::new("sweep"),
+        OsStr::new("--dir"),
+        mnt.as_os_str(),
+        OsStr::new("--total"),
+        OsStr::new("1M"),
+        OsStr::new("--counts"),
+        OsStr::new("1,16,4096"),
+        OsStr::new("--runs"),
+        OsStr::new("1"),
+    ]);
+    fails_with(&o, 1, "stopped before 4096 files")?;
+    fails_with(&o, 1, "No space left on device")?;
+    let out = String::from_utf8_lossy(&o.stdout);
+    let rows: Vec<&str> = out.lines().skip(1).collect();
+    ensure!(
+        rows.len() == 2 && rows[0].starts_with("1 ") && rows[1].starts_with("16 "),
+        "the measured rows were not printed: {out}"
+    );
+    let left: Vec<_> = std::fs::read_dir(&mnt)?
+        .flatten()
+        .map(|e| e.file_name())
+        .filter(|n| n != "lost+found")
+        .collect();
+    ensure!(left.is_empty(), "left behind: {left:?}");
     Ok(())
 }

@@ -560,6 +560,11 @@ fn main() {
     add("usage".into(), None, Box::new(usage));
     add("bench_sweep".into(), None, Box::new(bench_sweep));
     add(
+        "benches_on_a_full_disk::ext4".into(),
+        Fs::Ext4.unavailable(),
+        Box::new(benches_on_a_full_disk),
+    );
+    add(
         "bench_fsync::ext4".into(),
         Fs::Ext4.unavailable(),
         Box::new(bench_fsync),
