@@ -369,6 +369,19 @@ impl<'scope, 'env, 'a> Worker<'scope, 'env, 'a> {
                 fail(self, Op::Link, &e, false);
                 return None;
             }
+            // Under --sync file, the file again now that it has a name:
+            // Btrfs does not log an inode fsynced while it had none, so the
+            // directory's fsync alone records the name with size 0 (the
+            // lab's replay found it empty after exit 0; issue 27).
+            if self.sh.opts.sync == SyncMode::File {
+                if let Err(e) = sys::sync_file(fd) {
+                    let name = if named { f.dst_name } else { tmp };
+                    let _ = sys::unlink_at(d, name, false);
+                    drop(dst);
+                    fail(self, Op::Sync, &e, false);
+                    return None;
+                }
+            }
         }
         if let Err(e) = self.sh.closer.close(dst) {
             let name = if named { f.dst_name } else { tmp };
