@@ -465,10 +465,12 @@ pub struct FlashArgs {
     #[arg(long)]
     pub skip_identical: bool,
 
-    /// Memory that decoding an xz image on several threads may take (a
-    /// block's buffers per thread, e.g. 256M, 1G; 0: one thread). An image
-    /// of one block, or whose blocks do not fit, is decoded on one thread
-    /// in its dictionary's memory.
+    /// Memory that decoding an xz image on several threads may take,
+    /// kopiru's own buffers counted (a block's buffers per thread, e.g.
+    /// 256M, 1G; 0: one thread). Threads: one per CPU but one, the
+    /// writer's (so one on two CPUs). An image of one block, or whose
+    /// blocks do not fit, is decoded on one thread in its dictionary's
+    /// memory and 16 MiB.
     #[arg(long, value_name = "SIZE", default_value = "256M", value_parser = crate::bench::parse_size)]
     pub memory: u64,
 

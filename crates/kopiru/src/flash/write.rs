@@ -82,7 +82,11 @@ pub(super) fn stream(
                 cancel: &opts.cancel,
                 sha256: opts.verify.then(<sha2::Sha256 as sha2::Digest>::new),
             };
-            let r = read_image(image, mapping, chunk, opts.memory, &mut sink);
+            // The budget counts kopiru's own buffers (the two above, the
+            // held-back head); the decoder's threads get the rest.
+            let own = (2 * buf + HEAD) as u64;
+            let memory = opts.memory.saturating_sub(own);
+            let r = read_image(image, mapping, chunk, memory, &mut sink);
             let sum = sink.sha256.take().map(|h| sha2::Digest::finalize(h).into());
             drop(sink);
             r.map(|()| sum)
