@@ -377,13 +377,32 @@ pub struct CopyArgs {
 }
 
 /// `--format`: `auto` (`None`: known by its bytes) or a format.
+#[cfg(unix)]
 #[derive(Clone, Copy, Debug)]
 pub struct FormatChoice(pub Option<kopiru::flash::Format>);
 
+#[cfg(unix)]
 fn parse_format(s: &str) -> Result<FormatChoice, String> {
     match s {
         "auto" => Ok(FormatChoice(None)),
         s => s.parse().map(|f| FormatChoice(Some(f))),
+    }
+}
+
+/// `--format` where flash is not built (Windows): the same names are
+/// accepted, so that the command parses, and flash then says it is not
+/// supported there.
+#[cfg(not(unix))]
+#[derive(Clone, Copy, Debug)]
+pub struct FormatChoice;
+
+#[cfg(not(unix))]
+fn parse_format(s: &str) -> Result<FormatChoice, String> {
+    match s {
+        "auto" | "raw" | "xz" | "gzip" | "zstd" | "bzip2" => Ok(FormatChoice),
+        _ => Err(format!(
+            "unknown format '{s}': auto, raw, xz, gzip, zstd or bzip2"
+        )),
     }
 }
 
