@@ -22,7 +22,7 @@ set -u
 BIN=${LAB_BIN:?}
 KOPIRU=$BIN/kopiru
 LAB=$BIN/kopiru-lab
-MAXP=${LAB_MAXP:-30}
+MAXP=${LAB_MAXP:-20}
 ONLY=${LAB_ONLY:-.}
 SZ=819200 # sectors: 400 MiB (mkfs.xfs wants >= 300 MB)
 W=/tmp/lab
@@ -75,7 +75,7 @@ EOF
 }
 rm -rf $W/src $W/old $W/big
 tree $W/src 1 240
-tree $W/old 2 240
+tree $W/old 2 120 # half the names: the rest are new names in existing directories
 mkdir -p $W/big && head -c 24M /dev/urandom >$W/big/big.bin
 IMG=$W/flash.img
 head -c 3M /dev/urandom >$IMG
@@ -103,7 +103,7 @@ EOF
 }
 
 # scenario NAME FS KIND
-#   KIND: copy | syncfile | merge | big | unsafe | flash
+#   KIND: copy | syncfile | merge | mergefile | big | unsafe | flash
 scenario() {
     local name=$1 fs=$2 kind=$3 t0=$SECONDS
     local src=$W/src old="" rc dst=$W/mnt/dst pts s d
@@ -118,7 +118,7 @@ scenario() {
             { echo "FAIL $name: mkfs/mount $fs"; rmdev lw; rmdev data; return; }
     fi
     case $kind in
-    merge)
+    merge | mergefile)
         old=$W/old
         mkdir -p $dst && cp -a $W/old/. $dst/ && sync ;;
     big) src=$W/big ;;
@@ -128,9 +128,10 @@ scenario() {
     copy) $KOPIRU copy -a -T $src $dst >$W/out 2>&1 ;;
     syncfile) $KOPIRU copy -a --sync file -T $src $dst >$W/out 2>&1 ;;
     merge) $KOPIRU copy -a -T $src $dst >$W/out 2>&1 ;;
+    mergefile) $KOPIRU copy -a --sync file -T $src $dst >$W/out 2>&1 ;;
     big) $KOPIRU copy -a -T $src $dst >$W/out 2>&1 ;;
     unsafe) unsafe_writer $src $dst >$W/out 2>&1 ;;
-    flash) $KOPIRU flash $IMG "$lwdev" >$W/out 2>&1 ;;
+    flash) $KOPIRU flash --yes $IMG "$lwdev" >$W/out 2>&1 ;;
     esac
     rc=$?
     [ $rc = 0 ] && dmsetup message lw 0 mark done
@@ -152,7 +153,7 @@ scenario() {
     # Sample at most MAXP of them, evenly, always keeping the last.
     awk -v n="$n" -v m="$MAXP" 'n<=m || (NR-1)%int((n+m-1)/m)==0 || NR==n' $W/all >$W/sel
     echo "$d" >>$W/sel
-    local checked=0 bad=0 last=-1 p first_bad="" out
+    local checked=0 bad=0 last=-1 p first_bad="" out done_bad=""
     fresh rp /dev/vdc || { echo "FAIL $name: cannot create replay device"; return; }
     while read -r p; do
         $LAB replay /dev/vdb /dev/mapper/rp --from $((last + 1)) --to "$p" 2>/dev/null ||
@@ -189,6 +190,7 @@ scenario() {
                 [ -z "$first_bad" ] &&
                     first_bad="$at: $(echo "$out" | grep -c VIOLATION) violations, e.g. $(echo "$out" | head -n 2 | tr '\n' ';')"
                 [ $bad = 1 ] && echo "$out" | head -n 3 | sed "s/^/  .. $name $at: /" >&2
+                [ "$p" = "$d" ] && done_bad="; at the done mark (after exit 0): $(echo "$out" | grep -c VIOLATION) violations, e.g. $(echo "$out" | head -n 1)"
             fi
             umount $W/ck
         fi
@@ -204,7 +206,7 @@ scenario() {
             echo "FAIL $name: checker did not catch the unsafe writer at any of $checked crash points"
         fi
     elif [ $bad -gt 0 ]; then
-        echo "FAIL $name: violated at $bad of $checked crash points; first at $first_bad [$n flush points, ${secs}s]"
+        echo "FAIL $name: violated at $bad of $checked crash points; first at $first_bad${done_bad} [$n flush points, ${secs}s]"
     else
         echo "PASS $name: $checked crash points checked (of $n flush points between the marks, + the done mark) [${secs}s]"
     fi
@@ -213,6 +215,7 @@ scenario() {
 scenario selftest-unsafe-ext4 ext4 unsafe
 scenario copy-btrfs btrfs copy
 scenario merge-btrfs btrfs merge
+scenario mergefile-btrfs btrfs mergefile
 scenario syncfile-btrfs btrfs syncfile
 scenario copy-ext4 ext4 copy
 scenario copy-xfs xfs copy
@@ -220,6 +223,7 @@ scenario syncfile-ext4 ext4 syncfile
 scenario syncfile-xfs xfs syncfile
 scenario merge-ext4 ext4 merge
 scenario merge-xfs xfs merge
+scenario mergefile-ext4 ext4 mergefile
 scenario big-ext4 ext4 big
 scenario big-btrfs btrfs big
 scenario flash-raw raw flash
