@@ -77,6 +77,7 @@ fn describe(p: &Path) -> String {
 pub fn check(src: &Path, dst: &Path, old: Option<&Path>, complete: bool) -> io::Result<Report> {
     let mut r = Report::default();
     let mut seen = BTreeSet::new();
+    let mut reported = BTreeSet::new();
     let mut found = Vec::new();
     if dst.is_dir() {
         walk(dst, Path::new(""), &mut found)?;
@@ -96,6 +97,7 @@ pub fn check(src: &Path, dst: &Path, old: Option<&Path>, complete: bool) -> io::
         } else if old.is_some_and(|o| same(&d, &o.join(rel)).ok() == Some(Some(true))) {
             r.old += 1;
         } else {
+            reported.insert(rel.clone());
             r.violations.push(format!(
                 "{}: final name holds {}, source holds {}",
                 rel.display(),
@@ -111,8 +113,11 @@ pub fn check(src: &Path, dst: &Path, old: Option<&Path>, complete: bool) -> io::
             if !seen.contains(&rel) {
                 r.violations
                     .push(format!("{}: missing after exit 0", rel.display()));
-            } else if t.is_file() && same(&src.join(&rel), &dst.join(&rel))? != Some(true) {
-                // Already reported above unless it matched the old version.
+            } else if t.is_file()
+                && !reported.contains(&rel)
+                && same(&src.join(&rel), &dst.join(&rel))? != Some(true)
+            {
+                // The old version, which is not enough after exit 0.
                 r.violations.push(format!(
                     "{}: not the new content after exit 0",
                     rel.display()

@@ -250,6 +250,9 @@ mod tests {
         std::fs::write(dst.join("b"), b"").unwrap();
         let r = super::check::check(&src, &dst, None, false).unwrap();
         assert_eq!(r.violations.len(), 1, "{:?}", r.violations);
+        // Counted once, not again by --complete.
+        let r = super::check::check(&src, &dst, None, true).unwrap();
+        assert_eq!(r.violations.len(), 1, "{:?}", r.violations);
         std::fs::remove_dir_all(d).unwrap();
     }
 }
