@@ -2,15 +2,17 @@
 # Runs the whole test suite: the Rust tests (library units and end-to-end
 # tests on real ext4/XFS/Btrfs loop filesystems), the Node.js binding
 # (built, packed, installed into a scratch project, `node --test`), and the
-# Windows builds of the command and of the binding under Wine. As root on Debian/Ubuntu it first installs what
+# Windows builds of the command and of the binding under Wine, and the crash
+# lab (scripts/lab.sh: dm-log-writes replay under Debian's kernel in QEMU,
+# docs/LAB.md). As root on Debian/Ubuntu it first installs what
 # the tests need with apt-get; what cannot run is reported as skipped, with
 # the reason, never as passed. Ends with one line: N passed, N failed, N
 # skipped (all parts added up).
 #
-# KOPIRU_TEST_PARTS=rust,node,windows chooses parts (default: all).
+# KOPIRU_TEST_PARTS=rust,node,windows,lab chooses parts (default: all).
 set -euo pipefail
 cd "$(dirname "$0")/.."
-parts=${KOPIRU_TEST_PARTS:-rust,node,windows}
+parts=${KOPIRU_TEST_PARTS:-rust,node,windows,lab}
 has() { [[ ",$parts," == *",$1,"* ]]; }
 need=()
 command -v mkfs.ext4 >/dev/null || need+=(e2fsprogs)
@@ -64,6 +66,10 @@ if has windows; then
   else
     echo "!!!!!!!! SKIPPED: Windows: scripts/test-windows.sh is not in this checkout" | tee -a "$log"
   fi
+fi
+if has lab; then
+  echo "== crash lab (Debian's kernel under QEMU, dm-log-writes): scripts/lab.sh"
+  bash scripts/lab.sh 2>&1 | tee -a "$log" || status=$?
 fi
 # One closing line for the whole run. cargo: "test result: ... N passed; N
 # failed; N ignored" (ignored = skipped); node --test: "# pass N", "# fail
