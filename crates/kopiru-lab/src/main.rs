@@ -10,13 +10,26 @@
 //! Replay is incremental: replay `--from 0 --to I`, check a copy, then
 //! `--from I+1 --to J` onto the same (never mounted) device.
 
+// The lab runs in Linux guests (dm-log-writes): elsewhere (the MSVC
+// compile check of the workspace) only a main that says so.
+#[cfg(unix)]
 mod check;
+#[cfg(unix)]
 mod log;
 
+#[cfg(unix)]
 use std::fs::{File, OpenOptions};
+#[cfg(unix)]
 use std::path::Path;
 use std::process::ExitCode;
 
+#[cfg(not(unix))]
+fn main() -> ExitCode {
+    eprintln!("kopiru-lab: runs on Linux only (it replays dm-log-writes logs)");
+    ExitCode::from(2)
+}
+
+#[cfg(unix)]
 fn usage() -> ExitCode {
     eprintln!(
         "usage: kopiru-lab list LOG | points LOG | replay LOG DEV --from A --to B | \
@@ -25,12 +38,14 @@ fn usage() -> ExitCode {
     ExitCode::from(2)
 }
 
+#[cfg(unix)]
 fn flag(args: &[String], name: &str) -> Option<String> {
     args.iter()
         .position(|a| a == name)
         .and_then(|i| args.get(i + 1).cloned())
 }
 
+#[cfg(unix)]
 fn run(args: &[String]) -> Result<ExitCode, String> {
     let cmd = args.first().map(String::as_str);
     match cmd {
@@ -120,6 +135,7 @@ fn run(args: &[String]) -> Result<ExitCode, String> {
     }
 }
 
+#[cfg(unix)]
 fn main() -> ExitCode {
     let args: Vec<String> = std::env::args().skip(1).collect();
     match run(&args) {
@@ -131,7 +147,7 @@ fn main() -> ExitCode {
     }
 }
 
-#[cfg(test)]
+#[cfg(all(test, unix))]
 mod tests {
     use super::log::*;
     use std::io::Write;
