@@ -93,11 +93,6 @@ impl Image {
         })
     }
 
-    /// The least a device must hold, when known before writing.
-    pub fn needs(&self) -> Option<u64> {
-        self.size.or(self.at_least)
-    }
-
     /// A raw image in a non-empty regular file (which is mapped, not
     /// read), and its length.
     pub(super) fn raw_file(&self) -> Option<(&std::fs::File, u64)> {
