@@ -63,8 +63,10 @@ impl Image {
                 file: None,
             });
         }
-        let stat = sys::stat_path(path, true).map_err(failed(Op::Stat))?;
+        // The status of the file opened, not of the path looked up again:
+        // what is checked (its device, against the targets) is what is read.
         let f = std::fs::File::open(path).map_err(failed(Op::Open))?;
+        let stat = sys::fstat(std::os::fd::AsFd::as_fd(&f)).map_err(failed(Op::Stat))?;
         let mut head = vec![0u8; SNIFF];
         let mut n = 0;
         while n < head.len() {
