@@ -411,7 +411,7 @@ pub struct NativeImageOptions {
 
 #[cfg(target_os = "linux")]
 impl ImageEvents for DeviceCounts {
-    fn read(&self, n: u64) {
+    fn encoded(&self, n: u64) {
         self.0.add_bytes(n);
     }
     fn verifying(&self, total: u64) {

@@ -14,7 +14,7 @@ const BAR: &str = "{bar:30} {bytes}/{total_bytes} {msg} {binary_bytes_per_sec} E
 struct Bar(Option<ProgressBar>);
 
 impl ImageEvents for Bar {
-    fn read(&self, n: u64) {
+    fn encoded(&self, n: u64) {
         if let Some(b) = &self.0 {
             b.inc(n);
         }
@@ -86,7 +86,12 @@ pub fn run(args: ImageArgs) -> u8 {
     opts.cancel = crate::signals::install(crate::signals::OnSignal::Cancel, STOPPED);
     let bar = Bar(args.bar.wanted(true).then(|| {
         let b = progress::bar(args.bar.progress, Some(src.size), BAR);
-        b.set_message("read");
+        // Counted as the encoder completes it, not as it is read ahead.
+        b.set_message(if format == Format::Raw {
+            "read"
+        } else {
+            "compressed"
+        });
         b
     }));
     let s = image(&src, &args.output, &opts, &bar);

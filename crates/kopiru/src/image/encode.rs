@@ -1,16 +1,20 @@
 //! The output: raw (all-zero blocks left as holes), or compressed on
 //! several threads: zstd and xz by their C libraries' own multi-threaded
-//! encoders, gzip as independent members (one per chunk, compressed on a
-//! pool of threads and written in order; `gzip -d` and `kopiru flash` read
-//! the members as one stream).
+//! encoders, gzip as independent members (gz_pool.rs).
+//!
+//! Each reports its work done: the image bytes compressed and written,
+//! not those handed over. The encoders take input well ahead of their
+//! threads (xz at level 6 on two threads: 48 MiB), and a bar that counted
+//! input stood still at "ETA 1s" for 12 s, then jumped (issue 26).
 
-use std::collections::BTreeMap;
 use std::fs::File;
 use std::io::{self, BufWriter, Write};
 use std::os::unix::fs::FileExt;
 use std::path::Path;
-use std::sync::{mpsc, Arc, Mutex};
 
+use super::gz_pool::GzPool;
+use super::xz_out::XzOut;
+use super::ImageEvents;
 use crate::Cancel;
 
 /// The output's format, from its name.
@@ -88,11 +92,18 @@ impl Format {
     }
 }
 
-/// Where the image's bytes go.
-pub(super) enum Out {
+/// Where the image's bytes go, and how much of them is done.
+pub(super) struct Out<'e> {
+    kind: Kind,
+    events: &'e dyn ImageEvents,
+    /// Image bytes reported done to `events`.
+    reported: u64,
+}
+
+enum Kind {
     /// Non-zero runs written at their offsets; holes elsewhere.
-    Raw(File),
-    Zstd(zstd::stream::write::Encoder<'static, BufWriter<File>>),
+    Raw(File, u64),
+    Zstd(ZstdOut),
     Xz(XzOut),
     Gzip(GzPool),
 }
@@ -100,70 +111,45 @@ pub(super) enum Out {
 /// The encoder's output buffer.
 const OUT_BUF: usize = 1 << 20;
 
-/// Most memory the xz encoder may take (liblzma's own estimate): its
-/// threads are cut until it fits; one thread is used whatever it needs.
-/// `xz -T2 -6` peaked at 310 MB here, so about six threads of level 6
-/// fit; level 9 needs over 674 MiB a thread (xz's manual), so one; level
-/// 2, the default, needs about 30 MiB a thread.
-const XZ_MEMORY: u64 = 1 << 30;
+/// Reports the work done to `events`, as it grows.
+fn tell(events: &dyn ImageEvents, reported: &mut u64, done: u64) {
+    if done > *reported {
+        events.encoded(done - *reported);
+        *reported = done;
+    }
+}
 
-impl Out {
-    /// An encoder writing to `file` for an image of `size` bytes.
+impl<'e> Out<'e> {
+    /// An encoder writing to `file` for an image of `size` bytes,
+    /// reporting its work done to `events`.
     pub(super) fn new(
         format: Format,
         file: File,
         level: i32,
         threads: u32,
         size: u64,
-    ) -> io::Result<Out> {
+        events: &'e dyn ImageEvents,
+    ) -> io::Result<Out<'e>> {
         let threads = threads.max(1);
         let w = || -> io::Result<BufWriter<File>> {
             Ok(BufWriter::with_capacity(OUT_BUF, file.try_clone()?))
         };
-        Ok(match format {
-            Format::Raw => Out::Raw(file),
-            Format::Zstd => {
-                let mut e = zstd::stream::write::Encoder::new(w()?, level)?;
-                e.include_checksum(true)?;
-                // The frame records the image's size: `kopiru flash` shows
-                // a bar scaled to it.
-                e.set_pledged_src_size(Some(size))?;
-                // Workers even for one thread: compression then overlaps
-                // reading and hashing, on another core.
-                e.multithread(threads)?;
-                Out::Zstd(e)
-            }
-            Format::Xz => {
-                // Blocks that record their sizes, so that `kopiru flash` and
-                // `xz -d -T0` decode them on several threads.
-                let mut b = liblzma::stream::MtStreamBuilder::new();
-                b.threads(threads)
-                    .preset(level as u32)
-                    .check(liblzma::stream::Check::Crc64)
-                    // A call that waits for a busy thread returns after
-                    // this long, so that a cancel is seen within it.
-                    .timeout_ms(100);
-                // Fewer threads where that many would not fit the budget.
-                let mut t = threads;
-                while t > 1 && b.memusage() > XZ_MEMORY {
-                    t -= 1;
-                    b.threads(t);
-                }
-                let stream = b
-                    .encoder()
-                    .map_err(|e| io::Error::other(format!("xz: {e}")))?;
-                Out::Xz(XzOut {
-                    stream,
-                    out: w()?,
-                    buf: Vec::with_capacity(OUT_BUF),
-                })
-            }
-            Format::Gzip => Out::Gzip(GzPool::new(w()?, level as u32, threads)),
+        let kind = match format {
+            Format::Raw => Kind::Raw(file, 0),
+            Format::Zstd => Kind::Zstd(ZstdOut::new(w()?, level, threads, size)?),
+            Format::Xz => Kind::Xz(XzOut::new(w()?, level as u32, threads, OUT_BUF)?),
+            Format::Gzip => Kind::Gzip(GzPool::new(w()?, level as u32, threads)),
+        };
+        Ok(Out {
+            kind,
+            events,
+            reported: 0,
         })
     }
 
     /// The next image bytes, `data` at `off`, with their non-zero runs.
-    /// A compressor is fed in pieces, `cancel` checked between them.
+    /// A compressor is fed in pieces, `cancel` checked and the work done
+    /// reported between them.
     pub(super) fn put(
         &mut self,
         off: u64,
@@ -171,176 +157,213 @@ impl Out {
         runs: &[(usize, usize)],
         cancel: &Cancel,
     ) -> io::Result<()> {
-        match self {
-            Out::Raw(f) => {
+        let (events, reported) = (self.events, &mut self.reported);
+        let mut at = |done| tell(events, reported, done);
+        match &mut self.kind {
+            Kind::Raw(f, written) => {
                 for &(a, e) in runs {
                     f.write_all_at(&data[a..e], off + a as u64)?;
                 }
+                *written += data.len() as u64;
+                at(*written);
                 Ok(())
             }
-            Out::Zstd(e) => data.chunks(FEED).try_for_each(|p| {
-                cancel.check()?;
-                e.write_all(p)
-            }),
-            Out::Xz(x) => x.write_all(data, cancel),
-            Out::Gzip(p) => p.put(data),
+            Kind::Zstd(z) => z.write_all(data, cancel, &mut at),
+            Kind::Xz(x) => x.write_all(data, cancel, &mut at),
+            Kind::Gzip(p) => {
+                p.put(data)?;
+                at(p.done_in());
+                Ok(())
+            }
         }
     }
 
     /// Ends the stream (a raw output gets its full length, the holes at
-    /// its end included).
-    pub(super) fn finish(self, size: u64) -> io::Result<()> {
-        match self {
-            Out::Raw(f) => f.set_len(size),
-            Out::Zstd(e) => e.finish()?.flush(),
-            Out::Xz(x) => x.finish(),
-            Out::Gzip(p) => p.finish(),
+    /// its end included), reporting the work done as it completes.
+    pub(super) fn finish(self, size: u64, cancel: &Cancel) -> io::Result<()> {
+        let (events, mut reported) = (self.events, self.reported);
+        let mut at = |done| tell(events, &mut reported, done);
+        match self.kind {
+            Kind::Raw(f, _) => f.set_len(size)?,
+            Kind::Zstd(z) => z.finish(cancel, &mut at)?,
+            Kind::Xz(x) => x.finish(cancel, &mut at)?,
+            Kind::Gzip(p) => p.finish(&mut at)?,
         }
+        // The stream is complete: all of the image is done.
+        at(size);
+        Ok(())
     }
 }
 
 /// Bytes handed to zstd at a time, between checks of the cancel handle.
 const FEED: usize = 1 << 20;
 
-/// The xz encoder driven directly: dropped (an error, a cancel), it stops
-/// at once, where liblzma's `XzEncoder` would finish the stream first.
-pub(super) struct XzOut {
-    stream: liblzma::stream::Stream,
+/// zstd's multi-threaded encoder, driven directly: its frame progression
+/// says how much input its workers have compressed.
+struct ZstdOut {
+    cctx: zstd::zstd_safe::CCtx<'static>,
     out: BufWriter<File>,
     buf: Vec<u8>,
 }
 
-impl XzOut {
-    fn code(&mut self, input: &[u8], action: liblzma::stream::Action) -> io::Result<(usize, bool)> {
-        self.buf.clear();
-        let before = self.stream.total_in();
-        let st = self
-            .stream
-            .process_vec(input, &mut self.buf, action)
-            .map_err(|e| io::Error::other(format!("xz: {e}")))?;
-        self.out.write_all(&self.buf)?;
-        let used = (self.stream.total_in() - before) as usize;
-        Ok((used, st == liblzma::stream::Status::StreamEnd))
-    }
-
-    fn write_all(&mut self, mut data: &[u8], cancel: &Cancel) -> io::Result<()> {
-        while !data.is_empty() {
-            cancel.check()?;
-            let (used, _) = self.code(data, liblzma::stream::Action::Run)?;
-            data = &data[used..];
-        }
-        Ok(())
-    }
-
-    fn finish(mut self) -> io::Result<()> {
-        while !self.code(&[], liblzma::stream::Action::Finish)?.1 {}
-        self.out.flush()
-    }
+fn zstd_err(code: usize) -> io::Error {
+    io::Error::other(format!("zstd: {}", zstd::zstd_safe::get_error_name(code)))
 }
 
-/// A chunk to compress: its sequence number and bytes.
-type Job = (u64, Vec<u8>);
-/// A compressed chunk: its number, the member, and the input buffer back.
-type Done = (u64, io::Result<Vec<u8>>, Vec<u8>);
-
-/// gzip on several threads: each chunk becomes a gzip member of its own,
-/// compressed on a worker, written in order.
-pub(super) struct GzPool {
-    out: BufWriter<File>,
-    jobs: Option<mpsc::SyncSender<Job>>,
-    done: mpsc::Receiver<Done>,
-    workers: Vec<std::thread::JoinHandle<()>>,
-    /// Members finished out of order, waiting for their turn.
-    waiting: BTreeMap<u64, Vec<u8>>,
-    next_in: u64,
-    next_out: u64,
-    /// Input buffers back from the workers, reused.
-    spare: Vec<Vec<u8>>,
-    /// Most chunks in flight: memory stays at this many chunks and members.
-    limit: u64,
-}
-
-impl GzPool {
-    fn new(out: BufWriter<File>, level: u32, threads: u32) -> GzPool {
-        let (jobs, rx) = mpsc::sync_channel::<Job>(threads as usize);
-        let rx = Arc::new(Mutex::new(rx));
-        let (done_tx, done) = mpsc::channel::<Done>();
-        let workers = (0..threads)
-            .map(|_| {
-                let rx = Arc::clone(&rx);
-                let done_tx = done_tx.clone();
-                std::thread::spawn(move || loop {
-                    let job = rx.lock().map(|r| r.recv());
-                    let Ok(Ok((seq, input))) = job else { return };
-                    let level = flate2::Compression::new(level);
-                    let mut e =
-                        flate2::write::GzEncoder::new(Vec::with_capacity(input.len() / 2), level);
-                    let member = e.write_all(&input).and_then(|()| e.finish());
-                    if done_tx.send((seq, member, input)).is_err() {
-                        return;
-                    }
-                })
-            })
-            .collect();
-        GzPool {
+impl ZstdOut {
+    fn new(out: BufWriter<File>, level: i32, threads: u32, size: u64) -> io::Result<ZstdOut> {
+        use zstd::zstd_safe::CParameter as P;
+        let mut cctx = zstd::zstd_safe::CCtx::create();
+        cctx.set_parameter(P::CompressionLevel(level))
+            .map_err(zstd_err)?;
+        cctx.set_parameter(P::ChecksumFlag(true))
+            .map_err(zstd_err)?;
+        // Workers even for one thread: compression then overlaps reading
+        // and hashing, on another core.
+        cctx.set_parameter(P::NbWorkers(threads))
+            .map_err(zstd_err)?;
+        // The frame records the image's size: `kopiru flash` refuses a
+        // device too small before writing, and scales its bar to it.
+        cctx.set_pledged_src_size(Some(size)).map_err(zstd_err)?;
+        Ok(ZstdOut {
+            cctx,
             out,
-            jobs: Some(jobs),
-            done,
-            workers,
-            waiting: BTreeMap::new(),
-            next_in: 0,
-            next_out: 0,
-            spare: Vec::new(),
-            limit: 2 * u64::from(threads),
-        }
+            buf: vec![0; OUT_BUF],
+        })
     }
 
-    fn put(&mut self, data: &[u8]) -> io::Result<()> {
-        while self.next_in - self.next_out >= self.limit {
-            self.collect_one()?;
+    /// Image bytes the workers have compressed.
+    fn done_in(&self) -> u64 {
+        self.cctx.get_frame_progression().consumed
+    }
+
+    /// One call: takes what zstd takes of `input` (advancing it), writes
+    /// what it gives; returns what zstd says is left to flush.
+    fn code(
+        &mut self,
+        input: &mut zstd::zstd_safe::InBuffer<'_>,
+        end: zstd::zstd_safe::zstd_sys::ZSTD_EndDirective,
+    ) -> io::Result<usize> {
+        let mut o = zstd::zstd_safe::OutBuffer::around(self.buf.as_mut_slice());
+        let left = self
+            .cctx
+            .compress_stream2(&mut o, input, end)
+            .map_err(zstd_err)?;
+        let made = o.pos();
+        self.out.write_all(&self.buf[..made])?;
+        Ok(left)
+    }
+
+    fn write_all(
+        &mut self,
+        data: &[u8],
+        cancel: &Cancel,
+        at: &mut dyn FnMut(u64),
+    ) -> io::Result<()> {
+        use zstd::zstd_safe::zstd_sys::ZSTD_EndDirective::ZSTD_e_continue;
+        for piece in data.chunks(FEED) {
+            let mut input = zstd::zstd_safe::InBuffer::around(piece);
+            while input.pos() < piece.len() {
+                cancel.check()?;
+                self.code(&mut input, ZSTD_e_continue)?;
+                at(self.done_in());
+            }
         }
-        let mut input = self.spare.pop().unwrap_or_default();
-        input.clear();
-        input.extend_from_slice(data);
-        let jobs = self.jobs.as_ref().expect("open");
-        jobs.send((self.next_in, input))
-            .map_err(|_| io::Error::other("gzip worker stopped"))?;
-        self.next_in += 1;
         Ok(())
     }
 
-    /// Waits for one member, then writes every member whose turn it is.
-    fn collect_one(&mut self) -> io::Result<()> {
-        let (seq, member, input) = self
-            .done
-            .recv()
-            .map_err(|_| io::Error::other("gzip worker stopped"))?;
-        self.spare.push(input);
-        self.waiting.insert(seq, member?);
-        while let Some(m) = self.waiting.remove(&self.next_out) {
-            self.out.write_all(&m)?;
-            self.next_out += 1;
+    fn finish(mut self, cancel: &Cancel, at: &mut dyn FnMut(u64)) -> io::Result<()> {
+        use zstd::zstd_safe::zstd_sys::ZSTD_EndDirective::ZSTD_e_end;
+        loop {
+            cancel.check()?;
+            let left = self.code(&mut zstd::zstd_safe::InBuffer::around(&[]), ZSTD_e_end)?;
+            at(self.done_in());
+            if left == 0 {
+                return self.out.flush();
+            }
         }
-        Ok(())
-    }
-
-    fn finish(mut self) -> io::Result<()> {
-        while self.next_out < self.next_in {
-            self.collect_one()?;
-        }
-        self.jobs = None;
-        for w in self.workers.drain(..) {
-            let _ = w.join();
-        }
-        self.out.flush()
     }
 }
 
-impl Drop for GzPool {
-    /// Abandoned (an error, a cancel): the workers see the closed queue
-    /// and stop.
-    fn drop(&mut self) {
-        self.jobs = None;
-        while self.done.try_recv().is_ok() {}
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::sync::Mutex;
+
+    /// Every report, as the running total of image bytes done.
+    struct Seen(Mutex<Vec<u64>>);
+    impl ImageEvents for Seen {
+        fn encoded(&self, n: u64) {
+            let mut v = self.0.lock().unwrap();
+            let total = v.last().copied().unwrap_or(0) + n;
+            v.push(total);
+        }
+    }
+
+    /// Text-like bytes: compressible, but work for the encoder.
+    fn words(len: usize) -> Vec<u8> {
+        let dict: Vec<&[u8]> = "copy file tree durable flush rename image device block \
+                                the of and to kopiru zstd xz gzip 0 1 42 1024\n"
+            .split(' ')
+            .map(str::as_bytes)
+            .collect();
+        let (mut out, mut x) = (Vec::with_capacity(len + 16), 0x2545_f491_4f6c_dd1du64);
+        while out.len() < len {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            out.extend_from_slice(dict[(x % dict.len() as u64) as usize]);
+            out.push(b' ');
+        }
+        out.truncate(len);
+        out
+    }
+
+    /// Issue 26: the bar stood at "48 MiB, ETA 1s" for 12 s, counting
+    /// bytes the xz threads had taken, not compressed. Once all input is
+    /// handed over, the work still in the encoders is not reported done;
+    /// it is reported as `finish` completes it, and then all of it.
+    #[test]
+    fn reports_work_done_not_input_taken() {
+        let size = (20 << 20) + 12_345;
+        let data = words(size);
+        for (format, level) in [(Format::Xz, 2), (Format::Zstd, 3), (Format::Gzip, 6)] {
+            let path = std::env::temp_dir().join(format!(
+                "kopiru-encode-{}-{}",
+                format.name(),
+                std::process::id()
+            ));
+            let file = File::create(&path).unwrap();
+            let seen = Seen(Mutex::new(Vec::new()));
+            let cancel = Cancel::new();
+            let mut out = Out::new(format, file, level, 2, size as u64, &seen).unwrap();
+            for (i, piece) in data.chunks(1 << 20).enumerate() {
+                out.put((i << 20) as u64, piece, &[(0, piece.len())], &cancel)
+                    .unwrap();
+            }
+            let before_finish = seen.0.lock().unwrap().last().copied().unwrap_or(0);
+            out.finish(size as u64, &cancel).unwrap();
+            let v = seen.0.into_inner().unwrap();
+            let name = format.name();
+            assert!(
+                before_finish < size as u64,
+                "{name}: all {size} bytes reported done before the encoder finished"
+            );
+            assert_eq!(
+                v.last().copied(),
+                Some(size as u64),
+                "{name}: not all reported"
+            );
+            assert!(
+                v.windows(2).all(|w| w[0] < w[1]),
+                "{name}: reports not increasing"
+            );
+            let written = std::fs::metadata(&path).unwrap().len();
+            assert!(
+                written > 0 && written < size as u64 / 2,
+                "{name}: {written} bytes written"
+            );
+            std::fs::remove_file(&path).unwrap();
+        }
     }
 }

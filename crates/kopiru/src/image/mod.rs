@@ -21,10 +21,12 @@
 
 mod check;
 mod encode;
+mod gz_pool;
 mod map;
 mod parts;
 mod run;
 mod verify;
+mod xz_out;
 
 pub use check::{check_source, Source};
 pub use encode::Format;
@@ -160,8 +162,10 @@ impl std::error::Error for ImageRefusal {}
 
 /// Progress of an image, for the command line.
 pub trait ImageEvents: Sync {
-    /// `n` more bytes read from the device (and handed to the encoder).
-    fn read(&self, _n: u64) {}
+    /// `n` more bytes of the device read and encoded: compressed and
+    /// written (not merely handed to the encoder, which takes input well
+    /// ahead of its threads), or written raw.
+    fn encoded(&self, _n: u64) {}
     /// The read-back has begun: `total` bytes of image to decode.
     fn verifying(&self, _total: u64) {}
     /// `n` more bytes of image read back and decoded.

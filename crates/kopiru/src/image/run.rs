@@ -166,7 +166,7 @@ fn run(
     s.direct = direct;
     let file = out.file().try_clone().map_err(out_err(output, Op::Open))?;
     let threads = opts.threads;
-    let mut enc = Out::new(opts.format, file, level, threads, src.size)
+    let mut enc = Out::new(opts.format, file, level, threads, src.size, events)
         .map_err(out_err(output, Op::Create))?;
     let hashed = Hashed {
         sha: sha2::Sha256::new(),
@@ -195,7 +195,6 @@ fn run(
                 enc.put(off, data, &runs, &opts.cancel)
                     .map_err(out_err(output, Op::Write))?;
                 total += len as u64;
-                events.read(len as u64);
                 // The reader may be done already.
                 let _ = empty_tx.send(buf);
             }
@@ -226,7 +225,8 @@ fn run(
     s.sha256 = Some(sum);
     s.mapped_bytes = hashed.mapped;
     let map = hashed.map;
-    enc.finish(total).map_err(out_err(output, Op::Write))?;
+    enc.finish(total, &opts.cancel)
+        .map_err(out_err(output, Op::Write))?;
     s.output_bytes = out
         .file()
         .metadata()
