@@ -22,7 +22,7 @@ set -u
 BIN=${LAB_BIN:?}
 KOPIRU=$BIN/kopiru
 LAB=$BIN/kopiru-lab
-MAXP=${LAB_MAXP:-20}
+MAXP=${LAB_MAXP:-8}
 ONLY=${LAB_ONLY:-.}
 SZ=819200 # sectors: 400 MiB (mkfs.xfs wants >= 300 MB)
 W=/tmp/lab
@@ -30,7 +30,7 @@ mkdir -p $W/mnt $W/ck
 
 log() { echo "  .. $*" >&2; }
 
-modprobe -a dm-log-writes dm-snapshot dm-zero xfs btrfs 2>/dev/null
+modprobe -a dm-log-writes dm-snapshot dm-zero dm-flakey xfs btrfs 2>/dev/null
 for m in dm_log_writes dm_snapshot; do
     if ! grep -q "^$m " /proc/modules; then
         echo "SKIP all: module $m not loaded in $(uname -r)"
@@ -56,7 +56,7 @@ mount_fs() { # FS DEV DIR
 }
 
 # Source trees, on the guest's RAM /tmp (not on the logged device).
-# tree DIR SEED NFILES: files of 0 B .. 192 KiB with 2 of ~1.5 MiB, in
+# tree DIR SEED NFILES: files of 0 B .. 120 KB with 2 of ~1 MB, in
 # 8 subdirectories; contents depend on SEED so an old version differs.
 tree() {
     python3 - "$@" <<'EOF'
@@ -68,17 +68,24 @@ for i in range(n):
     os.makedirs(sub, exist_ok=True)
     size = r.choice([0, 1, 100, 4095, 4096, 65535, 65536, 120000, r.randrange(1, 100000)])
     if i in (7, 8):
-        size = 1500000 + seed
+        size = 1000000 + seed
     with open(os.path.join(sub, "f%03d" % i), "wb") as f:
         f.write(r.randbytes(size))
 EOF
 }
-rm -rf $W/src $W/old $W/big
-tree $W/src 1 240
-tree $W/old 2 120 # half the names: the rest are new names in existing directories
+rm -rf $W/src $W/old $W/olddel $W/ref $W/big
+tree $W/src 1 160
+tree $W/old 2 80 # half the names: the rest are new names in existing directories
+tree $W/olddel 3 200 # every name, other contents, and 40 names --delete removes
+# A reference for --link-dest/--clone-dest: half its files unchanged (same
+# bytes, size and time), half an older version.
+cp -a $W/src $W/ref && cp -a $W/old/. $W/ref/
 mkdir -p $W/big && head -c 24M /dev/urandom >$W/big/big.bin
 IMG=$W/flash.img
 head -c 3M /dev/urandom >$IMG
+# The "device" kopiru image reads (--file): data, a run of zeros, data.
+DISK=$W/disk.bin
+{ head -c 6M /dev/urandom; head -c 4M /dev/zero; head -c 2M /dev/urandom; } >$DISK
 log "sources: $(du -sh $W/src | cut -f1) in $(find $W/src -type f | wc -l) files"
 
 # The self-test's deliberately unsafe writer: writes each file's first
@@ -102,37 +109,137 @@ for f in files:
 EOF
 }
 
+# The scenarios. Each KIND has three parts, all taking the mounted root R:
+#   prep KIND R    before the "start" mark (then synced)
+#   run KIND R     between the marks: the command whose crash states are checked
+#   verdict KIND R DONE   the invariants at a crash point (DONE=1 at the
+#                  "done" mark); prints VIOLATION lines, fails if any
+# A rerun of `run` from a crash state must converge (checked at a sample
+# of points, the "recovery" check) for the kinds listed in RERUN.
+RERUN=" copy copysrc syncfile merge mergefile delete linkdest clonedest dedupe resume shard image "
+
+prep() {
+    local r=$2
+    case $1 in
+    merge | mergefile) mkdir -p $r/dst && cp -a $W/old/. $r/dst/ ;;
+    delete) mkdir -p $r/dst && cp -a $W/olddel/. $r/dst/ ;;
+    copysrc) cp -a $W/src $r/src ;;
+    linkdest | clonedest) cp -a $W/ref $r/ref ;;
+    dedupe) mkdir $r/d && cp -a $W/src $r/d/a && cp -a $W/src $r/d/b ;;
+    resume)
+        # A copy killed (SIGKILL) once a third of the files are in its
+        # staged tree; the scenario is the --resume that finishes it.
+        $KOPIRU copy -a -T $W/src $r/dst >/dev/null 2>&1 &
+        local pid=$! i
+        for i in $(seq 600); do
+            [ "$(find $r -path '*kopiru-tmp*' -type f 2>/dev/null | wc -l)" -ge 80 ] && break
+            kill -0 $pid 2>/dev/null || break
+            sleep 0.05
+        done
+        kill -9 $pid 2>/dev/null && RESUMED="killed with $(find $r -path '*kopiru-tmp*' -type f | wc -l) files staged" ||
+            RESUMED="the first copy finished before the kill"
+        wait $pid 2>/dev/null
+        ;;
+    esac
+    sync
+}
+
+run() {
+    local r=$2
+    case $1 in
+    unsafe) unsafe_writer $W/src $r/dst ;;
+    copy | merge) $KOPIRU copy -a -T $W/src $r/dst ;;
+    big) $KOPIRU copy -a -T $W/big $r/dst ;;
+    syncfile | mergefile) $KOPIRU copy -a --sync file -T $W/src $r/dst ;;
+    copysrc) $KOPIRU copy -a -T $r/src $r/dst ;;
+    delete) $KOPIRU copy -a --delete -T $W/src $r/dst ;;
+    linkdest) $KOPIRU copy -a --link-dest $r/ref -T $W/src $r/dst ;;
+    clonedest) $KOPIRU copy -a --clone-dest $r/ref -T $W/src $r/dst ;;
+    dedupe) $KOPIRU dedupe --no-progress $r/d ;;
+    resume) $KOPIRU copy -a --resume -T $W/src $r/dst ;;
+    shard)
+        # Two ranks by hand; rank 0 publishes the staged tree.
+        $KOPIRU copy -a --shard 0/2 -T $W/src $r/dst &
+        local p0=$! r1 r0
+        $KOPIRU copy -a --shard 1/2 -T $W/src $r/dst
+        r1=$?
+        wait $p0
+        r0=$?
+        [ $r0 = 0 ] && [ $r1 = 0 ]
+        ;;
+    image) $KOPIRU image --file --no-progress $DISK $r/out.img ;;
+    flash) $KOPIRU flash --yes $IMG "$LWDEV" ;;
+    esac
+}
+
+# The recovery's rerun: the same command, except that an image already in
+# place is complete (kopiru image, like cp -n, does not replace it unasked).
+rerun() {
+    if [ $1 = image ] && [ -e $2/out.img ]; then return 0; fi
+    run "$@"
+}
+
+labcheck() { # SRC DST [ARGS...]: kopiru-lab check, VIOLATION lines kept
+    local out
+    out=$($LAB check "$@" 2>&1) && return 0
+    echo "$out" | grep VIOLATION || echo "VIOLATION $out"
+    return 1
+}
+
+verdict() {
+    local r=$2 done=$3 c=() x=()
+    [ "$done" = 1 ] && c=(--complete) && x=(--exact)
+    case $1 in
+    unsafe | copy | syncfile | resume | shard) labcheck $W/src $r/dst "${c[@]}" ;;
+    big) labcheck $W/big $r/dst "${c[@]}" ;;
+    merge | mergefile) labcheck $W/src $r/dst --old $W/old "${c[@]}" ;;
+    delete) labcheck $W/src $r/dst --old $W/olddel "${x[@]}" ;;
+    copysrc)
+        labcheck $W/src $r/dst "${c[@]}" &&
+            { labcheck $W/src $r/src --exact || { echo "VIOLATION (the source, on the logged device)"; false; }; }
+        ;;
+    linkdest | clonedest)
+        labcheck $W/src $r/dst "${c[@]}" &&
+            { labcheck $W/ref $r/ref --exact || { echo "VIOLATION (the reference DIR)"; false; }; }
+        ;;
+    dedupe)
+        # Every file keeps its contents at every moment.
+        labcheck $W/src $r/d/a --exact && labcheck $W/src $r/d/b --exact ;;
+    image)
+        # OUTPUT is absent or the whole image; after exit 0, the whole image.
+        if [ -e $r/out.img ] || [ "$done" = 1 ]; then
+            cmp -s $DISK $r/out.img || { echo "VIOLATION out.img: $(stat -c %s $r/out.img 2>/dev/null || echo absent), not the image"; false; }
+        fi
+        ;;
+    flash)
+        # The device holds the whole image at the done mark; before it,
+        # its first MiB is either the old one (zeros) or the image's.
+        if [ "$done" = 1 ]; then
+            cmp -s -n $(stat -c %s $IMG) $IMG $r || { echo "VIOLATION the image is not on the device"; false; }
+        else
+            cmp -s -n 1048576 $IMG $r || cmp -s -n 1048576 /dev/zero $r ||
+                { echo "VIOLATION the first MiB is neither old nor new"; false; }
+        fi
+        ;;
+    esac
+}
+
 # scenario NAME FS KIND
-#   KIND: copy | syncfile | merge | mergefile | big | unsafe | flash
 scenario() {
-    local name=$1 fs=$2 kind=$3 t0=$SECONDS
-    local src=$W/src old="" rc dst=$W/mnt/dst pts s d
+    local name=$1 fs=$2 kind=$3 t0=$SECONDS rc pts s d
     [[ $name =~ $ONLY ]] || return 0
+    RESUMED=""
     fresh data /dev/vda || { echo "FAIL $name: cannot create data device"; return; }
     dmsetup create lw --table "0 $SZ log-writes /dev/mapper/data /dev/vdb" ||
         { echo "FAIL $name: cannot create log-writes"; rmdev data; return; }
-    local lwdev
-    lwdev=$(readlink -f /dev/mapper/lw)
+    LWDEV=$(readlink -f /dev/mapper/lw)
     if [ "$kind" != flash ]; then
         mkfs_for "$fs" /dev/mapper/lw && mount_fs "$fs" /dev/mapper/lw $W/mnt ||
             { echo "FAIL $name: mkfs/mount $fs"; rmdev lw; rmdev data; return; }
     fi
-    case $kind in
-    merge | mergefile)
-        old=$W/old
-        mkdir -p $dst && cp -a $W/old/. $dst/ && sync ;;
-    big) src=$W/big ;;
-    esac
+    prep $kind $W/mnt
     dmsetup message lw 0 mark start
-    case $kind in
-    copy) $KOPIRU copy -a -T $src $dst >$W/out 2>&1 ;;
-    syncfile) $KOPIRU copy -a --sync file -T $src $dst >$W/out 2>&1 ;;
-    merge) $KOPIRU copy -a -T $src $dst >$W/out 2>&1 ;;
-    mergefile) $KOPIRU copy -a --sync file -T $src $dst >$W/out 2>&1 ;;
-    big) $KOPIRU copy -a -T $src $dst >$W/out 2>&1 ;;
-    unsafe) unsafe_writer $src $dst >$W/out 2>&1 ;;
-    flash) $KOPIRU flash --yes $IMG "$lwdev" >$W/out 2>&1 ;;
-    esac
+    run $kind $W/mnt >$W/out 2>&1
     rc=$?
     [ $rc = 0 ] && dmsetup message lw 0 mark done
     [ "$kind" != flash ] && umount $W/mnt
@@ -150,54 +257,76 @@ scenario() {
     awk -v s="$s" -v d="$d" '$1>s && $1<d && $5=="-"{print $1}' $W/points >$W/all
     local n
     n=$(wc -l <$W/all)
-    # Sample at most MAXP of them, evenly, always keeping the last.
-    awk -v n="$n" -v m="$MAXP" 'n<=m || (NR-1)%int((n+m-1)/m)==0 || NR==n' $W/all >$W/sel
-    echo "$d" >>$W/sel
-    local checked=0 bad=0 last=-1 p first_bad="" out done_bad=""
+    # Sample at most MAXP of them, evenly, always keeping the last. For
+    # every fourth one sampled, also the entry halfway between it and the
+    # flush before it: the writes since that flush, half of them applied
+    # (in the order they completed).
+    awk -v n="$n" -v m="$MAXP" -v s="$s" '
+        { a[NR] = $1 }
+        END {
+            step = int((n + m - 1) / m); if (step < 1) step = 1
+            k = 0
+            for (i = 1; i <= n; i++) {
+                if (n > m && (i - 1) % step != 0 && i != n) continue
+                prev = (i > 1) ? a[i - 1] : s
+                if (k % 4 == 0 && a[i] - prev > 2) print int((prev + a[i]) / 2), "mid"
+                print a[i], "flush"
+                k++
+            }
+        }' $W/all >$W/sel
+    echo "$d done" >>$W/sel
+    local total
+    total=$(wc -l <$W/sel)
+    # The recovery check (rerun from the crash state): at the middle point.
+    local rec=$(((total + 1) / 2))
+    [[ $RERUN == *" $kind "* ]] || rec=-1
+    local checked=0 mids=0 reruns=0 bad=0 last=-1 p tag first_bad="" out done_bad="" idx=0
     fresh rp /dev/vdc || { echo "FAIL $name: cannot create replay device"; return; }
-    while read -r p; do
+    while read -r p tag; do
+        idx=$((idx + 1))
         $LAB replay /dev/vdb /dev/mapper/rp --from $((last + 1)) --to "$p" 2>/dev/null ||
             { echo "FAIL $name: replay to $p failed"; bad=1; break; }
         last=$p
         dmsetup create ck --table "0 $SZ snapshot /dev/mapper/rp /dev/vdd N 8" ||
             { echo "FAIL $name: cannot snapshot the replay"; bad=1; break; }
         checked=$((checked + 1))
+        [ $tag = mid ] && mids=$((mids + 1))
         local at="entry $p"
-        [ "$p" = "$d" ] && at="entry $p (done mark, after exit 0)"
+        [ $tag = mid ] && at="entry $p (between flushes)"
+        [ $tag = done ] && at="entry $p (done mark, after exit 0)"
+        local isdone=0 root=$W/ck mounted=0
+        [ $tag = done ] && isdone=1
+        out=""
         if [ $kind = flash ]; then
-            # The device holds the whole image at the done mark; before it,
-            # its first MiB is either the old one (zeros) or the image's.
-            if [ "$p" = "$d" ]; then
-                cmp -s -n $(stat -c %s $IMG) $IMG /dev/mapper/ck || out="image not on the device"
-            else
-                cmp -s -n 1048576 $IMG /dev/mapper/ck || cmp -s -n 1048576 /dev/zero /dev/mapper/ck ||
-                    out="first MiB is neither old nor new"
-            fi
-            if [ -n "${out:-}" ]; then
-                bad=$((bad + 1))
-                [ -z "$first_bad" ] && first_bad="$at: $out"
-                out=""
-            fi
-        elif ! mount_fs "$fs" /dev/mapper/ck $W/ck 2>$W/merr; then
-            bad=$((bad + 1))
-            [ -z "$first_bad" ] && first_bad="$at: mount failed: $(head -c 200 $W/merr)"
+            root=/dev/mapper/ck
+        elif mount_fs "$fs" /dev/mapper/ck $W/ck 2>$W/merr; then
+            mounted=1
         else
-            local args=()
-            [ -n "$old" ] && args+=(--old "$old")
-            [ "$p" = "$d" ] && args+=(--complete)
-            if ! out=$($LAB check $src $W/ck/dst "${args[@]}" 2>&1); then
-                bad=$((bad + 1))
-                [ -z "$first_bad" ] &&
-                    first_bad="$at: $(echo "$out" | grep -c VIOLATION) violations, e.g. $(echo "$out" | head -n 2 | tr '\n' ';')"
-                [ $bad = 1 ] && echo "$out" | head -n 3 | sed "s/^/  .. $name $at: /" >&2
-                [ "$p" = "$d" ] && done_bad="; at the done mark (after exit 0): $(echo "$out" | grep -c VIOLATION) violations, e.g. $(echo "$out" | head -n 1)"
-            fi
-            umount $W/ck
+            out="VIOLATION mount failed: $(head -c 200 $W/merr)"
         fi
+        [ -z "$out" ] && out=$(verdict $kind $root $isdone)
+        # Recovery: the same command run again from this state converges.
+        if [ -z "$out" ] && [ $mounted = 1 ] && [ $idx = $rec ]; then
+            reruns=$((reruns + 1))
+            if ! rerun $kind $root >$W/rerun 2>&1; then
+                out="VIOLATION the rerun from this state exited non-zero: $(tail -n 2 $W/rerun | tr '\n' ' ')"
+            else
+                out=$(verdict $kind $root 1 | sed 's/^VIOLATION /VIOLATION after a rerun: /')
+            fi
+        fi
+        if [ -n "$out" ]; then
+            bad=$((bad + 1))
+            [ -z "$first_bad" ] &&
+                first_bad="$at: $(echo "$out" | grep -c VIOLATION) violations, e.g. $(echo "$out" | head -n 2 | tr '\n' ';')"
+            [ $bad = 1 ] && echo "$out" | head -n 3 | sed "s/^/  .. $name $at: /" >&2
+            [ $tag = done ] && done_bad="; at the done mark (after exit 0): $(echo "$out" | grep -c VIOLATION) violations, e.g. $(echo "$out" | head -n 1)"
+        fi
+        [ $mounted = 1 ] && umount $W/ck
         rmdev ck
     done <$W/sel
     rmdev rp
-    local secs=$((SECONDS - t0))
+    local secs=$((SECONDS - t0)) extra=""
+    [ -n "$RESUMED" ] && extra=" ($RESUMED)"
     if [ $kind = unsafe ]; then
         # The self-test: the checker must catch the unsafe writer.
         if [ $bad -gt 0 ]; then
@@ -208,8 +337,75 @@ scenario() {
     elif [ $bad -gt 0 ]; then
         echo "FAIL $name: violated at $bad of $checked crash points; first at $first_bad${done_bad} [$n flush points, ${secs}s]"
     else
-        echo "PASS $name: $checked crash points checked (of $n flush points between the marks, + the done mark) [${secs}s]"
+        echo "PASS $name: $checked crash points checked ($mids between flushes, + the done mark; of $n flush points between the marks), $reruns reruns converged$extra [${secs}s]"
     fi
+}
+
+# fault NAME FS MODE: dm-flakey under the filesystem.
+#   error: from 1 s into the copy on, every write fails (EIO). kopiru must
+#          exit non-zero naming a path, and after a remount every final
+#          name holds nothing or the whole file.
+#   drop:  every write is silently dropped (a disk that lies). `copy
+#          --verify` must catch it (it reads back past the page cache), and
+#          so must `kopiru verify` afterwards, each with a non-zero exit.
+fault() {
+    local name=$1 fs=$2 mode=$3 t0=$SECONDS rc vrc
+    [[ $name =~ $ONLY ]] || return 0
+    fresh data /dev/vda || { echo "FAIL $name: cannot create data device"; return; }
+    local ok="0 $SZ flakey /dev/mapper/data 0 1000 0"
+    dmsetup create fl --table "$ok" || { echo "FAIL $name: cannot create flakey"; rmdev data; return; }
+    mkfs_for "$fs" /dev/mapper/fl && mount_fs "$fs" /dev/mapper/fl $W/mnt ||
+        { echo "FAIL $name: mkfs/mount $fs"; rmdev fl; rmdev data; return; }
+    sync
+    local bad_table
+    case $mode in
+    error) bad_table="0 $SZ flakey /dev/mapper/data 0 1 1000 1 error_writes" ;;
+    drop) bad_table="0 $SZ flakey /dev/mapper/data 0 0 1000 1 drop_writes" ;;
+    esac
+    dmsetup reload fl --table "$bad_table" && dmsetup suspend fl && dmsetup resume fl ||
+        { echo "FAIL $name: cannot load the faulty table"; umount $W/mnt; rmdev fl; rmdev data; return; }
+    local res=""
+    case $mode in
+    error)
+        $KOPIRU copy -a -T $W/src $W/mnt/dst >$W/out 2>&1
+        rc=$?
+        umount $W/mnt 2>/dev/null || umount -l $W/mnt
+        dmsetup reload fl --table "$ok" && dmsetup suspend fl && dmsetup resume fl
+        if [ $rc = 0 ]; then
+            res="FAIL $name: exit 0 though writes failed"
+        elif ! grep -q "$W/mnt/dst" $W/out; then
+            res="FAIL $name: exit $rc, but no path named: $(head -n 2 $W/out | tr '\n' ' ')"
+        elif ! mount_fs "$fs" /dev/mapper/fl $W/mnt 2>$W/merr; then
+            res="FAIL $name: remount failed: $(head -c 200 $W/merr)"
+        else
+            local v
+            v=$(labcheck $W/src $W/mnt/dst)
+            if [ -n "$v" ]; then
+                res="FAIL $name: after the errors, a final name is wrong: $(echo "$v" | head -n 2 | tr '\n' ';')"
+            else
+                res="PASS $name: exit $rc, '$(grep -m1 "$W/mnt/dst" $W/out | cut -c1-150)'; every final name whole after a remount [$((SECONDS - t0))s]"
+            fi
+            umount $W/mnt
+        fi
+        ;;
+    drop)
+        $KOPIRU copy -a --verify -T $W/src $W/mnt/dst >$W/out 2>&1
+        rc=$?
+        $KOPIRU verify $W/src $W/mnt/dst >$W/vout 2>&1
+        vrc=$?
+        umount $W/mnt 2>/dev/null || umount -l $W/mnt
+        if [ $rc = 0 ]; then
+            res="FAIL $name: copy --verify exited 0 though every write was dropped"
+        elif [ $vrc = 0 ]; then
+            res="FAIL $name: kopiru verify exited 0 though every write was dropped"
+        else
+            res="PASS $name: copy --verify exit $rc ('$(head -n 1 $W/out | cut -c1-120)'), kopiru verify exit $vrc ('$(head -n 1 $W/vout | cut -c1-120)') [$((SECONDS - t0))s]"
+        fi
+        ;;
+    esac
+    echo "$res"
+    rmdev fl
+    rmdev data
 }
 
 scenario selftest-unsafe-ext4 ext4 unsafe
@@ -217,7 +413,7 @@ scenario copy-btrfs btrfs copy
 scenario merge-btrfs btrfs merge
 scenario mergefile-btrfs btrfs mergefile
 scenario syncfile-btrfs btrfs syncfile
-scenario copy-ext4 ext4 copy
+scenario copysrc-ext4 ext4 copysrc
 scenario copy-xfs xfs copy
 scenario syncfile-ext4 ext4 syncfile
 scenario syncfile-xfs xfs syncfile
@@ -226,6 +422,19 @@ scenario merge-xfs xfs merge
 scenario mergefile-ext4 ext4 mergefile
 scenario big-ext4 ext4 big
 scenario big-btrfs btrfs big
+scenario delete-ext4 ext4 delete
+scenario delete-xfs xfs delete
+scenario linkdest-ext4 ext4 linkdest
+scenario clonedest-xfs xfs clonedest
+scenario clonedest-btrfs btrfs clonedest
+scenario dedupe-xfs xfs dedupe
+scenario dedupe-btrfs btrfs dedupe
+scenario resume-ext4 ext4 resume
+scenario shard-ext4 ext4 shard
+scenario image-ext4 ext4 image
 scenario flash-raw raw flash
+fault flakey-error-ext4 ext4 error
+fault flakey-error-xfs xfs error
+fault flakey-drop-ext4 ext4 drop
 dmsetup remove zero0
 echo "GUEST DONE"

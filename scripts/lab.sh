@@ -9,7 +9,7 @@
 # loudly and counts as skipped, never as passed.
 #
 # Env: LAB_ONLY (regex of scenario names), LAB_MAXP (crash points per
-# scenario, default 20), LAB_NO_INSTALL=1, LAB_VENV (default
+# scenario, default 8), LAB_NO_INSTALL=1, LAB_VENV (default
 # ~/.cache/kopiru-lab/venv).
 set -u
 cd "$(dirname "$0")/.."
@@ -70,7 +70,7 @@ for d in data log replay check; do truncate -s 1G "$TMP/$d.img"; done
 echo "lab: booting $KERNEL (emulated, 1 vCPU); the guest's progress follows" >&2
 vng -r "$KERNEL" --disable-kvm --cpus 1 -m 2G \
     --disk "$TMP/data.img" --disk "$TMP/log.img" --disk "$TMP/replay.img" --disk "$TMP/check.img" \
-    --exec "LAB_BIN=$BIN LAB_ONLY='${LAB_ONLY:-.}' LAB_MAXP=${LAB_MAXP:-20} bash $ROOT/scripts/lab-guest.sh" \
+    --exec "LAB_BIN=$BIN LAB_ONLY='${LAB_ONLY:-.}' LAB_MAXP=${LAB_MAXP:-8} bash $ROOT/scripts/lab-guest.sh" \
     >"$TMP/out" 2>"$TMP/err"
 rc=$?
 pass=$(grep -c '^PASS ' "$TMP/out")

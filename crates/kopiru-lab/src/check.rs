@@ -5,6 +5,9 @@
 //!   old version (`--old`, for a merge over an older copy). Absent is fine.
 //! * Complete (`--complete`, after the exit-0 mark): every source file and
 //!   directory is present, and every file is exact.
+//! * Exact (`--exact`): complete, and nothing else is there but kopiru's
+//!   temporaries (after `--delete`; a source or reference directory that
+//!   must be untouched).
 
 use std::collections::BTreeSet;
 use std::fs;
@@ -73,8 +76,20 @@ fn describe(p: &Path) -> String {
     }
 }
 
+/// How much of the source `dst` must hold.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Want {
+    /// Only that what is under a final name is exact (or old).
+    FinalNames,
+    /// Every source entry, exact.
+    Complete,
+    /// Every source entry, exact, and nothing else.
+    Exact,
+}
+
 /// Checks `dst` against `src` (and `old`, if given).
-pub fn check(src: &Path, dst: &Path, old: Option<&Path>, complete: bool) -> io::Result<Report> {
+pub fn check(src: &Path, dst: &Path, old: Option<&Path>, want: Want) -> io::Result<Report> {
+    let complete = want != Want::FinalNames;
     let mut r = Report::default();
     let mut seen = BTreeSet::new();
     let mut reported = BTreeSet::new();
@@ -88,6 +103,12 @@ pub fn check(src: &Path, dst: &Path, old: Option<&Path>, complete: bool) -> io::
             continue;
         }
         seen.insert(rel.clone());
+        if want == Want::Exact && fs::symlink_metadata(src.join(rel)).is_err() {
+            reported.insert(rel.clone());
+            r.violations
+                .push(format!("{}: present, but not in the source", rel.display()));
+            continue;
+        }
         if !t.is_file() {
             continue;
         }

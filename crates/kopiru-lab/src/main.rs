@@ -4,7 +4,7 @@
 //! kopiru-lab list LOG                      every entry: index, kind, sector, count, mark
 //! kopiru-lab points LOG                    the crash points: flush/FUA entries and marks
 //! kopiru-lab replay LOG DEV --from A --to B  apply entries A..=B onto DEV, then flush it
-//! kopiru-lab check SRC DST [--old OLD] [--complete]
+//! kopiru-lab check SRC DST [--old OLD] [--complete | --exact]
 //! ```
 //!
 //! Replay is incremental: replay `--from 0 --to I`, check a copy, then
@@ -33,7 +33,7 @@ fn main() -> ExitCode {
 fn usage() -> ExitCode {
     eprintln!(
         "usage: kopiru-lab list LOG | points LOG | replay LOG DEV --from A --to B | \
-         check SRC DST [--old OLD] [--complete]"
+         check SRC DST [--old OLD] [--complete | --exact]"
     );
     ExitCode::from(2)
 }
@@ -107,12 +107,19 @@ fn run(args: &[String]) -> Result<ExitCode, String> {
         }
         Some("check") if args.len() >= 3 => {
             let old = flag(args, "--old");
-            let complete = args.iter().any(|a| a == "--complete");
+            let has = |f: &str| args.iter().any(|a| a == f);
+            let want = if has("--exact") {
+                check::Want::Exact
+            } else if has("--complete") {
+                check::Want::Complete
+            } else {
+                check::Want::FinalNames
+            };
             let r = check::check(
                 Path::new(&args[1]),
                 Path::new(&args[2]),
                 old.as_deref().map(Path::new),
-                complete,
+                want,
             )
             .map_err(|e| e.to_string())?;
             for v in &r.violations {
@@ -258,17 +265,34 @@ mod tests {
         std::fs::write(src.join("b"), b"world").unwrap();
         std::fs::write(dst.join("sub/a"), b"hello").unwrap();
         std::fs::write(dst.join(".kopiru-tmp.1.2"), b"wor").unwrap();
-        let r = super::check::check(&src, &dst, None, false).unwrap();
+        use super::check::{check, Want};
+        let r = check(&src, &dst, None, Want::FinalNames).unwrap();
         assert!(r.violations.is_empty(), "{:?}", r.violations);
         assert_eq!((r.exact, r.temporaries), (1, 1));
-        let r = super::check::check(&src, &dst, None, true).unwrap();
+        let r = check(&src, &dst, None, Want::Complete).unwrap();
         assert_eq!(r.violations.len(), 1, "{:?}", r.violations);
         std::fs::write(dst.join("b"), b"").unwrap();
-        let r = super::check::check(&src, &dst, None, false).unwrap();
+        let r = check(&src, &dst, None, Want::FinalNames).unwrap();
         assert_eq!(r.violations.len(), 1, "{:?}", r.violations);
         // Counted once, not again by --complete.
-        let r = super::check::check(&src, &dst, None, true).unwrap();
+        let r = check(&src, &dst, None, Want::Complete).unwrap();
         assert_eq!(r.violations.len(), 1, "{:?}", r.violations);
+        // --exact: an old file the source does not have (one --delete
+        // removes) is fine before, not after; a temporary is always fine.
+        std::fs::write(dst.join("b"), b"world").unwrap();
+        std::fs::write(dst.join("extra"), b"x").unwrap();
+        let old = d.join("old");
+        std::fs::create_dir_all(&old).unwrap();
+        std::fs::write(old.join("extra"), b"x").unwrap();
+        let r = check(&src, &dst, Some(&old), Want::Complete).unwrap();
+        assert!(r.violations.is_empty(), "{:?}", r.violations);
+        let r = check(&src, &dst, Some(&old), Want::Exact).unwrap();
+        assert_eq!(r.violations.len(), 1, "{:?}", r.violations);
+        assert!(
+            r.violations[0].starts_with("extra: present"),
+            "{:?}",
+            r.violations
+        );
         std::fs::remove_dir_all(d).unwrap();
     }
 }
