@@ -7,8 +7,9 @@ export interface EntryError {
   path: string
   /** Which side of the operation `path` is on. */
   side: 'source' | 'destination'
-  /** What was being done: 'stat', 'open', 'read', 'write', 'copy', 'verify', ... */
-  op: string
+  /** What was being done: 'stat', 'open', 'read', 'write', 'copy', 'verify', ... (`operation`
+   * as in `--json`; this field was `op` before 0.1.0's summaries were unified) */
+  operation: string
   /** The OS's message, or the engine's refusal. */
   reason: string
   /** The OS error number (on Windows the Windows error code, such as 5);
@@ -31,6 +32,8 @@ export interface Summary {
   skipped: number
   /** Counted, then removed again because the final flush failed. */
   withdrawn: number
+  /** Removed from the destination by `delete`. */
+  deleted: number
   verifiedFiles: number
   /** Files per data method. */
   methods: { clone: number; offload: number; stream: number; sparse: number; link: number }
@@ -38,6 +41,8 @@ export interface Summary {
   warnings: EntryError[]
   elapsedSeconds: number
   cancelled: boolean
+  /** Always false here (the command's `--dry-run` lists instead). */
+  dryRun: boolean
   /** The command's exit code for this outcome: 0, 1 (nothing copied), 20 (cancelled), 23 (partial). */
   exitCode: number
 }
@@ -116,7 +121,9 @@ export interface VerifyReport {
   equal: boolean
   differences: Difference[]
   errors: EntryError[]
-  /** As `kopiru verify` (like diff): 0 equal, 1 different, 2 trouble. */
+  /** Stopped by the signal: the comparison is incomplete. */
+  cancelled: boolean
+  /** As `kopiru verify` (like diff): 0 equal, 1 different, 2 trouble, 20 cancelled. */
   exitCode: number
 }
 
@@ -179,8 +186,13 @@ export interface FlashDevice {
   /** Offset of the first 64 KiB block that differed. */
   mismatchAt: number | null
   identicalBytes: number
-  /** What failed; `at` is the offset of a failed write. */
-  error: (EntryError & { at: number | null }) | null
+  /** The end of the furthest piece of the image written (0: nothing was). */
+  writtenTo: number
+  /** Whether its first MiB (written last) was written. */
+  firstMibWritten: boolean
+  /** What failed; `at` is the offset of a failed write, `message` what it means ('too small:
+   * the image goes on past offset N', 'the device disappeared ...'). */
+  error: (EntryError & { at: number | null; message: string | null }) | null
 }
 
 export interface FlashReport {
@@ -192,6 +204,8 @@ export interface FlashReport {
   elapsedSeconds: number
   sourceError: EntryError | null
   cancelled: boolean
+  /** The image's SHA-256, hex, once every device read it back the same (else null). */
+  sha256: string | null
   devices: FlashDevice[]
   /** `sourceError` and every device's error. */
   errors: EntryError[]

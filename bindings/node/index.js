@@ -166,7 +166,7 @@ function withCodes(errors) {
 }
 
 function describe(e) {
-  return e.op === 'copy' || e.op === 'flash' ? `${e.path}: ${e.reason}` : `${e.path}: ${e.op}: ${e.reason}`
+  return e.operation === 'copy' || e.operation === 'flash' ? `${e.path}: ${e.reason}` : `${e.path}: ${e.operation}: ${e.reason}`
 }
 
 function refused(r) {

@@ -29,5 +29,13 @@ cat > package.json <<'JSON'
 JSON
 npm install --no-audit --no-fund --silent "$work/$tarball"
 cp -r "$here/test" ./test
+# The command line built from this checkout, for test/agree.test.mjs (the
+# binding and the command must give the same summary and exit code).
+if [[ -z "${KOPIRU_CLI:-}" ]] && command -v cargo >/dev/null; then
+  (cd "$here/../.." && cargo build -q -p kopiru-cli) &&
+    KOPIRU_CLI="$(cd "$here/../.." && cargo metadata --format-version 1 --no-deps |
+      node -e 'let s="";process.stdin.on("data",d=>s+=d).on("end",()=>console.log(JSON.parse(s).target_directory))')/debug/kopiru"
+fi
+export KOPIRU_CLI="${KOPIRU_CLI:-}"
 echo "== node --test in $work/project, kopiru from node_modules/kopiru"
 node --test --test-concurrency=1 "$@" test/*.test.mjs

@@ -8,7 +8,7 @@ use crate::exit;
 use crate::progress::{self, Progress, Work};
 use crate::render;
 use crate::signals::{self, OnSignal};
-use kopiru::{Change, EntryKind, Error, FileDone, Method, Phase, Reporter, Summary};
+use kopiru::{Change, EntryKind, Error, FileDone, Phase, Reporter, Summary};
 use std::io::{BufRead, IsTerminal, Write};
 use std::path::Path;
 
@@ -214,7 +214,7 @@ pub fn run(args: CopyArgs) -> u8 {
             exit::USAGE
         }
         Ok(summary) => {
-            let mut code = exit::for_copy(&summary);
+            let mut code = summary.outcome().code();
             if let Some(Err(e)) = reporter.report.as_ref().map(|r| r.finish()) {
                 // The copy is there, but its record is not whole.
                 errln!("kopiru: {e}");
@@ -390,30 +390,12 @@ fn count(n: u64, one: &str, many: &str) -> String {
     format!("{n} {}", if n == 1 { one } else { many })
 }
 
+/// The summary as `--json` prints it, with the exit code the command
+/// chose (a report file that could not be finished makes it partial).
 fn json_summary(s: &Summary, code: u8, dry_run: bool) -> serde_json::Value {
-    let methods: serde_json::Map<String, serde_json::Value> = Method::ALL
-        .iter()
-        .map(|m| (m.name().to_string(), s.method_count(*m).into()))
-        .collect();
-    serde_json::json!({
-        "files": s.files,
-        "bytes": s.bytes,
-        "directories": s.dirs,
-        "symlinks": s.symlinks,
-        "special_files": s.specials,
-        "hard_links": s.hardlinks,
-        "skipped": s.skipped,
-        "withdrawn": s.withdrawn,
-        "deleted": s.deleted,
-        "verified_files": s.verified_files,
-        "methods": methods,
-        "errors": s.errors.iter().map(render::error_json).collect::<Vec<_>>(),
-        "warnings": s.warnings.iter().map(render::error_json).collect::<Vec<_>>(),
-        "elapsed_seconds": s.elapsed.as_secs_f64(),
-        "cancelled": s.cancelled,
-        "dry_run": dry_run,
-        "exit_code": code,
-    })
+    let mut j = kopiru::json::Json::COMMAND_LINE.copy(s, dry_run);
+    j["exit_code"] = code.into();
+    j
 }
 
 #[cfg(test)]

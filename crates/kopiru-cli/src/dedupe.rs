@@ -68,9 +68,12 @@ pub fn run(args: DedupeArgs) -> u8 {
             )
         );
     }
-    let code = exit::for_dedupe(&s);
+    let code = s.outcome().code();
     if args.json {
-        outln!("{}", json(&s, args.dry_run, code));
+        outln!(
+            "{}",
+            kopiru::json::Json::COMMAND_LINE.dedupe(&s, args.dry_run)
+        );
     } else {
         out!("{}", text(&s, args.dry_run));
     }
@@ -111,25 +114,4 @@ fn text(s: &DedupeSummary, dry_run: bool) -> String {
         ));
     }
     out
-}
-
-fn json(s: &DedupeSummary, dry_run: bool, code: u8) -> serde_json::Value {
-    serde_json::json!({
-        "dry_run": dry_run,
-        "files_scanned": s.files_scanned,
-        "bytes_hashed": s.bytes_hashed,
-        "groups": s.groups,
-        "files_shared": s.files_shared,
-        "bytes_shared": s.bytes_shared,
-        "already_shared": s.already_shared,
-        "changed": s.changed,
-        "space_freed": s.space_freed,
-        "unsupported": s.unsupported.iter().map(|u| serde_json::json!({
-            "path": crate::render::path(&u.path),
-            "fs_type": u.fs_type,
-        })).collect::<Vec<_>>(),
-        "errors": s.errors.iter().map(|e| e.to_string()).collect::<Vec<_>>(),
-        "elapsed_seconds": s.elapsed.as_secs_f64(),
-        "exit_code": code,
-    })
 }

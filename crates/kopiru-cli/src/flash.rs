@@ -186,23 +186,6 @@ fn text(e: &kopiru::Error) -> String {
     }
 }
 
-/// What went wrong with a device, without its path: a failed write by its
-/// offset (`write at offset N: reason`, `too small: ...`, `the device
-/// disappeared ...`), anything else as `operation: reason`.
-fn device_error(d: &DeviceResult) -> Option<String> {
-    let e = d.error.as_ref()?;
-    Some(match (e.op, d.error_at) {
-        (kopiru::Op::Write, Some(off)) => match e.errno() {
-            Some(libc::ENODEV) | Some(libc::ENXIO) => {
-                format!("the device disappeared (write at offset {off})")
-            }
-            Some(libc::ENOSPC) => format!("too small: the image goes on past offset {off}"),
-            _ => format!("write at offset {off}: {}", e.reason()),
-        },
-        _ => format!("{}: {}", e.op, e.reason()),
-    })
-}
-
 /// What a device holds when the image or the device failed part-way and
 /// bytes of the image went to it: how far, and that its first MiB (written
 /// last) was not, so it keeps its old partition table.
@@ -274,7 +257,7 @@ fn report(s: &FlashSummary, json: bool) -> u8 {
         errln!("{}", crate::signals::stopped_line(STOPPED));
     }
     for d in &s.devices {
-        if let Some(e) = device_error(d) {
+        if let Some(e) = d.error_text() {
             errln!("kopiru: {}: {e}", render::path(&d.path));
         } else if let Some(off) = d.mismatch_at {
             errln!(
@@ -288,29 +271,9 @@ fn report(s: &FlashSummary, json: bool) -> u8 {
             }
         }
     }
-    let code = exit::for_flash(s);
+    let code = s.outcome().code();
     if json {
-        let j = serde_json::json!({
-            "format": s.format,
-            "image_bytes": s.image_bytes,
-            "write_seconds": s.write_time.as_secs_f64(),
-            "elapsed_seconds": s.elapsed.as_secs_f64(),
-            "source_error": s.source_error.as_ref().map(text),
-            "cancelled": s.cancelled,
-            "sha256": verified_sha256(s),
-            "devices": s.devices.iter().map(|d| serde_json::json!({
-                "path": render::path(&d.path),
-                "direct": d.direct,
-                "verified": d.verified,
-                "mismatch_at": d.mismatch_at,
-                "identical_bytes": d.identical_bytes,
-                "written_to": d.written_to,
-                "first_mib_written": d.head_written,
-                "error": device_error(d),
-                "errno": d.error.as_ref().and_then(|e| e.errno()),
-            })).collect::<Vec<_>>(),
-            "exit_code": code,
-        });
+        let j = kopiru::json::Json::COMMAND_LINE.flash(s);
         outln!("{j}");
     }
     code

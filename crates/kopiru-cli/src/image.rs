@@ -98,7 +98,7 @@ pub fn run(args: ImageArgs) -> u8 {
     if let Some(b) = &bar.0 {
         b.finish_and_clear();
     }
-    let code = exit::for_image(&s);
+    let code = s.outcome().code();
     if let Some(e) = &s.error {
         let at = match (e.side, s.error_at) {
             (kopiru::Side::Source, Some(off)) => format!(" at offset {off}"),
@@ -123,30 +123,13 @@ pub fn run(args: ImageArgs) -> u8 {
         );
     }
     if args.json {
-        let j = serde_json::json!({
-            "device": render::path(&args.device),
-            "output": render::path(&args.output),
-            "bmap": args.bmap.as_deref().map(render::path),
-            "format": s.format.name(),
-            "level": s.level,
-            "image_bytes": s.image_bytes,
-            "device_bytes": src.device_size,
-            "partitions_only": src.last_partition.map(|(table, n)| serde_json::json!({
-                "table": table, "last_partition": n,
-            })),
-            "output_bytes": s.output_bytes,
-            "mapped_bytes": s.mapped_bytes,
-            "sha256": s.sha256.as_ref().filter(|_| s.ok()).map(hex),
-            "verified": s.verified,
-            "direct": s.direct,
-            "write_seconds": s.write_time.as_secs_f64(),
-            "elapsed_seconds": s.elapsed.as_secs_f64(),
-            "error": s.error.as_ref().map(|e| e.to_string()),
-            "error_at": s.error_at,
-            "errno": s.error.as_ref().and_then(|e| e.errno()),
-            "cancelled": s.cancelled,
-            "exit_code": code,
-        });
+        let j = kopiru::json::Json::COMMAND_LINE.image(
+            &s,
+            &src,
+            &args.device,
+            &args.output,
+            args.bmap.as_deref(),
+        );
         outln!("{j}");
     }
     // As flash: where a bar was shown, one line says what it came to (in a

@@ -1,7 +1,6 @@
 //! `kopiru verify SRC DEST`: prints each difference, exits like `diff`.
 
 use crate::args::VerifyArgs;
-use crate::exit;
 use crate::signals::{self, OnSignal};
 use kopiru::verify::{verify, VerifyOptions};
 use std::io::Write;
@@ -19,20 +18,10 @@ pub fn run(args: VerifyArgs) -> u8 {
     if report.cancelled {
         errln!("{}", signals::stopped_line(STOPPED));
     }
-    let code = exit::for_verify(&report);
+    let code = report.outcome().code();
     let mut out = std::io::stdout().lock();
     if args.json {
-        let j = serde_json::json!({
-            "files": report.files,
-            "bytes": report.bytes,
-            "differences": report.differences.iter().map(|d| serde_json::json!({
-                "path": crate::render::path(&d.path),
-                "what": d.what.to_string(),
-            })).collect::<Vec<_>>(),
-            "errors": report.errors.iter().map(crate::render::error_json).collect::<Vec<_>>(),
-            "cancelled": report.cancelled,
-            "exit_code": code,
-        });
+        let j = kopiru::json::Json::COMMAND_LINE.verify(&report, &args.dest);
         let _ = writeln!(out, "{j}");
     } else {
         for d in &report.differences {

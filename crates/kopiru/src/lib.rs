@@ -21,9 +21,12 @@ mod filter;
 pub mod flash;
 #[cfg(target_os = "linux")]
 pub mod image;
+#[cfg(feature = "json")]
+pub mod json;
 mod listed;
 mod meta;
 mod options;
+mod outcome;
 mod par;
 pub mod paths;
 mod plan;
@@ -45,6 +48,7 @@ pub use filter::{Filter, PatternError, Rule, RuleKind};
 pub use options::{
     Backup, Basis, BasisKind, CopyOptions, Follow, MethodChoice, Preserve, SparseMode, SyncMode,
 };
+pub use outcome::Outcome;
 pub use plan::PlanError;
 pub use record::default_path as default_copies_record;
 pub use shard::Shard;

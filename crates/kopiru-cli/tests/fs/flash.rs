@@ -218,7 +218,9 @@ pub fn several_devices() -> R {
         let small_one = d["path"] == small.dev.to_string_lossy().as_ref();
         if small_one {
             ensure!(
-                d["error"].as_str().is_some_and(|e| e.contains("too small")),
+                d["error"]["message"]
+                    .as_str()
+                    .is_some_and(|e| e.contains("too small")),
                 "{j}"
             );
         } else {

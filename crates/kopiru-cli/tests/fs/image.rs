@@ -414,7 +414,10 @@ pub fn read_error() -> R {
     let j = json(&o)?;
     let at = j["error_at"].as_u64().unwrap_or(0);
     ensure!(
-        at > 0 && at % (64 << 10) == 0 && j["errno"] == libc::EIO && j["sha256"].is_null(),
+        at > 0
+            && at % (64 << 10) == 0
+            && j["errors"][0]["errno"] == libc::EIO
+            && j["sha256"].is_null(),
         "{j}"
     );
     let err = String::from_utf8_lossy(&o.stderr);

@@ -154,6 +154,23 @@ pub struct DeviceResult {
 }
 
 impl DeviceResult {
+    /// What went wrong, without the device's path: a failed write by its
+    /// offset (`write at offset N: reason`, `too small: ...`, `the device
+    /// disappeared ...`), anything else as `operation: reason`.
+    pub fn error_text(&self) -> Option<String> {
+        let e = self.error.as_ref()?;
+        Some(match (e.op, self.error_at) {
+            (Op::Write, Some(off)) => match e.errno() {
+                Some(libc::ENODEV) | Some(libc::ENXIO) => {
+                    format!("the device disappeared (write at offset {off})")
+                }
+                Some(libc::ENOSPC) => format!("too small: the image goes on past offset {off}"),
+                _ => format!("write at offset {off}: {}", e.reason()),
+            },
+            _ => format!("{}: {}", e.op, e.reason()),
+        })
+    }
+
     /// Bytes of the image written past the first MiB on a device whose
     /// first MiB was not written (the image or the device failed
     /// part-way): what the device now holds of a half image; 0 if nothing.
