@@ -1,6 +1,6 @@
 //! Text made from the engine's values: paths with kopiru's lossless escape
-//! (`\xHH` for bytes that are not UTF-8, `\\` for a backslash; see the
-//! README), and errors as JSON.
+//! (`\xHH` for bytes that are not UTF-8, `\\` for a backslash; see
+//! docs/copy.md, "Refusals"), and errors as JSON.
 
 use kopiru::paths::Escaped;
 use std::path::Path;
