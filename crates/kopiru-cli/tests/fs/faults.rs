@@ -98,8 +98,8 @@ pub fn usage() -> R {
     ensure!(code(&o) == 2, "{}", show(&o));
     let o = kopiru(["copy", "--method", "teleport", "a", "b"]);
     ensure!(code(&o) == 2, "{}", show(&o));
-    // A clone has no part to keep (the README says so): refused before
-    // anything is looked at.
+    // A clone has no part to keep (docs/copy.md says so, under --partial):
+    // refused before anything is looked at.
     for clone in [&["--method", "clone"][..], &["--reflink=always"]] {
         let mut args = vec!["copy", "--partial"];
         args.extend_from_slice(clone);
