@@ -34,6 +34,10 @@ export interface Summary {
   withdrawn: number
   /** Removed from the destination by `delete`. */
   deleted: number
+  /** Of `errors`, the first this many are sources turned down whole before anything was
+   * written (missing, the destination itself or inside it, ...); when they are all the
+   * errors, the copy rejects with 'KOPIRU_REFUSED'. */
+  refused: number
   verifiedFiles: number
   /** Files per data method. */
   methods: { clone: number; offload: number; stream: number; sparse: number; link: number }

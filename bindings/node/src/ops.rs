@@ -15,9 +15,10 @@ use kopiru::flash::{self, Bmap, FlashEvents, FlashOptions};
 #[cfg(target_os = "linux")]
 use kopiru::image::{check_source, Format, ImageEvents, ImageOptions};
 use kopiru::verify::VerifyOptions;
+#[cfg(unix)]
+use kopiru::Error as KError;
 use kopiru::{
-    CopyOptions, Error as KError, FileDone, Follow, MethodChoice, Op, Phase, Preserve, Refusal,
-    Reporter, Side, SparseMode, SyncMode,
+    CopyOptions, FileDone, Follow, MethodChoice, Phase, Preserve, Reporter, SparseMode, SyncMode,
 };
 use napi::bindgen_prelude::*;
 use napi_derive::napi;
@@ -135,38 +136,6 @@ fn phase_name(n: u8) -> &'static str {
     }
 }
 
-/// Whether `e` turns the whole request down, before anything of it was
-/// written: a source that does not exist, a directory copied into itself,
-/// a file copied onto itself, a directory over a file (or the reverse) at
-/// the top, or `method: 'clone'` where no clone is possible.
-fn is_refusal(e: &KError, sources: &[PathBuf], dest: &Path) -> bool {
-    let top = sources.iter().any(|s| s == &e.path)
-        || e.path == dest
-        || sources
-            .iter()
-            .filter_map(|s| s.file_name())
-            .any(|n| dest.join(n) == e.path);
-    if !top {
-        return false;
-    }
-    match e.refusal() {
-        Some(
-            Refusal::SameFile { .. }
-            | Refusal::IntoItself { .. }
-            | Refusal::DirOverNonDir { .. }
-            | Refusal::NonDirOverDir { .. }
-            | Refusal::NotADirectory
-            | Refusal::CannotClone { .. },
-        ) => true,
-        Some(_) => false,
-        None => {
-            e.side == Side::Source
-                && e.op == Op::Stat
-                && e.io_error().map(std::io::Error::kind) == Some(std::io::ErrorKind::NotFound)
-        }
-    }
-}
-
 /// `copy(sources, dest, options, cancel, onProgress)`.
 #[napi(ts_return_type = "Promise<unknown>")]
 pub fn copy<'e>(
@@ -212,16 +181,17 @@ pub fn copy<'e>(
                 "errors": [{
                     "path": json::path(&dest),
                     "side": "destination",
-                    "op": "copy",
+                    "operation": "copy",
                     "reason": e.to_string(),
                     "errno": null,
                 }],
             }),
             Ok(s) => {
+                // The engine says which errors turned a source down whole.
                 let refused = !s.cancelled
-                    && !s.errors.is_empty()
-                    && !s.copied_anything()
-                    && s.errors.iter().all(|e| is_refusal(e, &sources, &dest));
+                    && s.refused > 0
+                    && s.refused as usize == s.errors.len()
+                    && !s.copied_anything();
                 json!({
                     "kind": if refused { "refused" } else { "done" },
                     "summary": json::copy_summary(&s),

@@ -43,7 +43,9 @@ pub fn copy(
         })
         .collect();
     if opts.dry_run {
+        let refusals = refused.len() as u64;
         let mut summary = preview::run(jobs, opts, reporter, refused);
+        summary.refused = refusals;
         if opts.delete && !summary.cancelled {
             delete::run(&pairs, opts, reporter, &mut summary);
         }
@@ -56,7 +58,9 @@ pub fn copy(
         jobs.clear();
         pairs.clear();
     }
+    let refusals = refused.len() as u64;
     let (mut summary, hashes) = tree::run(jobs, opts, reporter, refused);
+    summary.refused = refusals;
     if opts.delete && !summary.cancelled {
         delete::run(&pairs, opts, reporter, &mut summary);
     }

@@ -197,6 +197,12 @@ pub struct Summary {
     pub methods: [u64; 5],
     /// Failures, one per file or directory.
     pub errors: Vec<Error>,
+    /// Of `errors`, the first this many are sources turned down whole
+    /// before anything was written: missing, the destination itself or
+    /// inside it, a directory over a file, `--method clone` where nothing
+    /// can be cloned. A copy whose every error is one of these refused the
+    /// request (the Node binding's `KOPIRU_REFUSED`).
+    pub refused: u64,
     /// Metadata that could not be kept.
     pub warnings: Vec<Error>,
     /// Wall time.
@@ -225,6 +231,7 @@ impl Summary {
             verified_files,
             methods,
             errors,
+            refused,
             warnings,
             elapsed,
             cancelled,
@@ -238,6 +245,7 @@ impl Summary {
         self.hardlinks += hardlinks;
         self.skipped += skipped;
         self.withdrawn += withdrawn;
+        self.refused += refused;
         self.deleted += deleted;
         self.verified_files += verified_files;
         for (m, n) in self.methods.iter_mut().zip(methods) {

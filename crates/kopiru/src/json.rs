@@ -75,6 +75,7 @@ impl Json {
             "skipped": s.skipped,
             "withdrawn": s.withdrawn,
             "deleted": s.deleted,
+            "refused": s.refused,
             "verified_files": s.verified_files,
             "methods": methods,
             "errors": self.errors(&s.errors),

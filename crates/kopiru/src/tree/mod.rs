@@ -376,6 +376,7 @@ impl<'a> Shared<'a> {
             verified_files: 0,
             methods: std::array::from_fn(|i| get(&c.methods[i])),
             errors: self.errors.into_inner().expect("errors lock"),
+            refused: 0, // set by the caller, which planned the request
             warnings: self.warnings.into_inner().expect("warnings lock"),
             elapsed: Default::default(),
             cancelled: !self.walked.load(Ordering::SeqCst),
