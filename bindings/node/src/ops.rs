@@ -13,13 +13,13 @@ use kopiru::dedupe::DedupeOptions;
 #[cfg(unix)]
 use kopiru::flash::{self, Bmap, FlashEvents, FlashOptions};
 #[cfg(target_os = "linux")]
-use kopiru::image::{check_source, Format, ImageEvents, ImageOptions};
+use kopiru::image::{check_source, Format, ImageOptions};
 use kopiru::verify::VerifyOptions;
-#[cfg(unix)]
-use kopiru::Error as KError;
 use kopiru::{
     CopyOptions, FileDone, Follow, MethodChoice, Phase, Preserve, Reporter, SparseMode, SyncMode,
 };
+#[cfg(unix)]
+use kopiru::{DeviceProgress, Error as KError};
 use napi::bindgen_prelude::*;
 use napi_derive::napi;
 use serde_json::json;
@@ -268,8 +268,8 @@ pub struct NativeFlashOptions {
 struct DeviceCounts(Arc<Counts>);
 
 #[cfg(unix)]
-impl FlashEvents for DeviceCounts {
-    fn written(&self, n: u64) {
+impl DeviceProgress for DeviceCounts {
+    fn done(&self, n: u64) {
         self.0.add_bytes(n);
     }
     fn verifying(&self, total: u64) {
@@ -279,6 +279,9 @@ impl FlashEvents for DeviceCounts {
         self.0.add_checked(n);
     }
 }
+
+#[cfg(unix)]
+impl FlashEvents for DeviceCounts {}
 
 /// `flash(image, devices, options, cancel, onProgress)`: the targets are
 /// checked (the command's refusals) before anything is written.
@@ -377,19 +380,6 @@ pub struct NativeImageOptions {
     pub partitions_only: Option<bool>,
     /// Read the image back, decode it and compare hashes (default true).
     pub verify: Option<bool>,
-}
-
-#[cfg(target_os = "linux")]
-impl ImageEvents for DeviceCounts {
-    fn encoded(&self, n: u64) {
-        self.0.add_bytes(n);
-    }
-    fn verifying(&self, total: u64) {
-        self.0.begin_check(total);
-    }
-    fn verified(&self, n: u64) {
-        self.0.add_checked(n);
-    }
 }
 
 /// `image(device, output, options, cancel, onProgress)`: the device is

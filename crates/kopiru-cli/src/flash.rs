@@ -6,48 +6,11 @@ use crate::bench::human;
 use crate::exit;
 use crate::progress;
 use crate::render;
-use indicatif::{ProgressBar, ProgressStyle};
 use kopiru::flash::{
-    check_targets, flash, Bmap, DeviceResult, FlashEvents, FlashOptions, FlashSummary, Image,
-    Target, HELD_BACK,
+    check_targets, flash, Bmap, DeviceResult, FlashOptions, FlashSummary, Image, Target, HELD_BACK,
 };
 use std::io::{BufRead, BufReader, Write};
 use std::path::Path;
-
-/// With a known total: a bar and an ETA.
-const BAR: &str = "{bar:30} {bytes}/{total_bytes} {msg} {binary_bytes_per_sec} ETA {eta}";
-/// Without one (a compressed image that does not record its size, or
-/// standard input): no fake total, just bytes and rate.
-const SPINNER: &str = "{spinner} {bytes} {msg}, {binary_bytes_per_sec}";
-
-struct Bar(Option<ProgressBar>);
-
-fn style(template: &str) -> ProgressStyle {
-    ProgressStyle::with_template(template).expect("valid template")
-}
-
-impl FlashEvents for Bar {
-    fn written(&self, n: u64) {
-        if let Some(b) = &self.0 {
-            b.inc(n);
-        }
-    }
-    fn verifying(&self, total: u64) {
-        if let Some(b) = &self.0 {
-            // The total is known now, whatever the image was.
-            b.set_style(style(BAR));
-            b.set_position(0);
-            b.set_length(total);
-            b.set_message("verified");
-            b.reset_eta();
-        }
-    }
-    fn verified(&self, n: u64) {
-        if let Some(b) = &self.0 {
-            b.inc(n);
-        }
-    }
-}
 
 pub fn run(args: FlashArgs) -> u8 {
     let bmap = match &args.bmap {
@@ -110,7 +73,7 @@ pub fn run(args: FlashArgs) -> u8 {
         }
     }
     opts.cancel = crate::signals::install(crate::signals::OnSignal::Cancel, STOPPED);
-    let bar = Bar(args.bar.wanted(true).then(|| {
+    let bar = progress::DeviceBar(args.bar.wanted(true).then(|| {
         // The decoded size (a compressed size would fill the bar at a third
         // of an .xz image): from the block map, or where the format keeps
         // it.
@@ -118,7 +81,11 @@ pub fn run(args: FlashArgs) -> u8 {
         let b = progress::bar(
             args.bar.progress,
             total,
-            if total.is_some() { BAR } else { SPINNER },
+            if total.is_some() {
+                progress::DEVICE_BAR
+            } else {
+                progress::DEVICE_SPINNER
+            },
         );
         b.set_message("written");
         if total.is_none() {

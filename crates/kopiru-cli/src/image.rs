@@ -6,33 +6,7 @@ use crate::bench::human;
 use crate::exit;
 use crate::progress;
 use crate::render;
-use indicatif::ProgressBar;
-use kopiru::image::{check_source, hex, image, Format, ImageEvents, ImageOptions, ImageSummary};
-
-const BAR: &str = "{bar:30} {bytes}/{total_bytes} {msg} {binary_bytes_per_sec} ETA {eta}";
-
-struct Bar(Option<ProgressBar>);
-
-impl ImageEvents for Bar {
-    fn encoded(&self, n: u64) {
-        if let Some(b) = &self.0 {
-            b.inc(n);
-        }
-    }
-    fn verifying(&self, total: u64) {
-        if let Some(b) = &self.0 {
-            b.set_position(0);
-            b.set_length(total);
-            b.set_message("verified");
-            b.reset_eta();
-        }
-    }
-    fn verified(&self, n: u64) {
-        if let Some(b) = &self.0 {
-            b.inc(n);
-        }
-    }
-}
+use kopiru::image::{check_source, hex, image, Format, ImageOptions, ImageSummary};
 
 /// What a cancelled image says (after "kopiru: received SIGxxx: ").
 const STOPPED: &str = "stopped; no image written";
@@ -84,8 +58,8 @@ pub fn run(args: ImageArgs) -> u8 {
         }
     };
     opts.cancel = crate::signals::install(crate::signals::OnSignal::Cancel, STOPPED);
-    let bar = Bar(args.bar.wanted(true).then(|| {
-        let b = progress::bar(args.bar.progress, Some(src.size), BAR);
+    let bar = progress::DeviceBar(args.bar.wanted(true).then(|| {
+        let b = progress::bar(args.bar.progress, Some(src.size), progress::DEVICE_BAR);
         // Counted as the encoder completes it, not as it is read ahead.
         b.set_message(if format == Format::Raw {
             "read"

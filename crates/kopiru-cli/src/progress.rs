@@ -228,6 +228,47 @@ impl Progress {
     }
 }
 
+/// A device bar with a known total: bytes, rate and ETA.
+#[cfg(unix)]
+pub const DEVICE_BAR: &str =
+    "{bar:30} {bytes}/{total_bytes} {msg} {binary_bytes_per_sec} ETA {eta}";
+/// Without one (a compressed image that does not record its size, or
+/// standard input): no fake total, just bytes and rate.
+#[cfg(unix)]
+pub const DEVICE_SPINNER: &str = "{spinner} {bytes} {msg}, {binary_bytes_per_sec}";
+
+/// The one progress adapter of `flash` and `image` (the engine's
+/// `DeviceProgress`): bytes done, then the read-back on the same bar.
+#[cfg(unix)]
+pub struct DeviceBar(pub Option<ProgressBar>);
+
+#[cfg(unix)]
+impl kopiru::DeviceProgress for DeviceBar {
+    fn done(&self, n: u64) {
+        if let Some(b) = &self.0 {
+            b.inc(n);
+        }
+    }
+    fn verifying(&self, total: u64) {
+        if let Some(b) = &self.0 {
+            // The total is known now, whatever the image was.
+            b.set_style(style(DEVICE_BAR));
+            b.set_position(0);
+            b.set_length(total);
+            b.set_message("verified");
+            b.reset_eta();
+        }
+    }
+    fn verified(&self, n: u64) {
+        if let Some(b) = &self.0 {
+            b.inc(n);
+        }
+    }
+}
+
+#[cfg(unix)]
+impl kopiru::flash::FlashEvents for DeviceBar {}
+
 /// A bar on stderr drawn with `template`, of `len` when known; `force`
 /// draws it even when stderr is not a terminal.
 pub fn bar(force: bool, len: Option<u64>, template: &str) -> ProgressBar {

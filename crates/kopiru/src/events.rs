@@ -269,3 +269,19 @@ impl Summary {
         made - self.dirs_merged + self.skipped + self.deleted > self.withdrawn
     }
 }
+
+/// Progress of an image's bytes between a file and block devices, for a
+/// front end's bar: `flash` (written to the devices) and `image` (read
+/// from the device and encoded) report the same three things, so each
+/// front end has one adapter for both.
+pub trait DeviceProgress: Sync {
+    /// `n` more bytes of the image done: acknowledged by every remaining
+    /// device (`flash`); read and encoded, compressed and written, not
+    /// merely handed to the encoder (`image`).
+    fn done(&self, _n: u64) {}
+    /// The read-back has begun: `total` bytes to read back (all devices
+    /// together for `flash`; the image, decoded, for `image`).
+    fn verifying(&self, _total: u64) {}
+    /// `n` more bytes read back.
+    fn verified(&self, _n: u64) {}
+}

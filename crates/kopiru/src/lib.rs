@@ -42,7 +42,8 @@ pub mod verify;
 pub use cancel::Cancel;
 pub use error::{reason, Cause, Error, Mismatch, Op, Refusal, Side};
 pub use events::{
-    Change, ChangeKind, EntryKind, FileDone, Method, NoopReporter, Phase, Reporter, Summary,
+    Change, ChangeKind, DeviceProgress, EntryKind, FileDone, Method, NoopReporter, Phase, Reporter,
+    Summary,
 };
 pub use filter::{Filter, PatternError, Rule, RuleKind};
 pub use options::{

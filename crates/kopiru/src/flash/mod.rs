@@ -40,7 +40,7 @@ pub use sniff::{Format, Found, NotAnImage};
 pub(crate) use targets::chunk_size;
 pub use targets::{check_targets, Target};
 
-use crate::{Cancel, Error, Op, Refusal, Side};
+use crate::{Cancel, DeviceProgress, Error, Op, Refusal, Side};
 use device::Dev;
 use pieces::Layout;
 use std::path::{Path, PathBuf};
@@ -100,14 +100,9 @@ impl Default for FlashOptions {
     }
 }
 
-/// Progress of a flash, for the command line.
-pub trait FlashEvents: Sync {
-    /// `n` more bytes acknowledged by every remaining device.
-    fn written(&self, _n: u64) {}
-    /// Verification has begun (`total` bytes, all devices together).
-    fn verifying(&self, _total: u64) {}
-    /// `n` more bytes read back.
-    fn verified(&self, _n: u64) {}
+/// Progress of a flash ([`DeviceProgress`]: `done` is bytes acknowledged
+/// by every remaining device), and its per-block hook.
+pub trait FlashEvents: DeviceProgress {
     /// The per-block hook, called before each piece is written: `image` is
     /// what is about to be written at `offset`; `on_device` is what the
     /// device holds there now, when it was read first
@@ -121,6 +116,7 @@ pub trait FlashEvents: Sync {
 
 /// No progress wanted.
 pub struct NoEvents;
+impl DeviceProgress for NoEvents {}
 impl FlashEvents for NoEvents {}
 
 /// How one device fared.

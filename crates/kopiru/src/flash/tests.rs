@@ -34,13 +34,14 @@ struct CancelAfter {
     written: AtomicU64,
 }
 
-impl FlashEvents for CancelAfter {
-    fn written(&self, n: u64) {
+impl DeviceProgress for CancelAfter {
+    fn done(&self, n: u64) {
         if self.written.fetch_add(n, Ordering::Relaxed) + n >= self.after {
             self.cancel.cancel();
         }
     }
 }
+impl FlashEvents for CancelAfter {}
 
 #[test]
 fn whole_flash_to_a_file() {
@@ -131,11 +132,12 @@ fn cancelled_midway_keeps_the_first_mib() {
 #[test]
 fn cancelled_while_verifying() {
     struct CancelOnVerify(Cancel);
-    impl FlashEvents for CancelOnVerify {
+    impl DeviceProgress for CancelOnVerify {
         fn verifying(&self, _total: u64) {
             self.0.cancel();
         }
     }
+    impl FlashEvents for CancelOnVerify {}
     let dir = scratch("verifying");
     let (img, data) = image(&dir, 6 << 20);
     let out = dir.join("out.img");

@@ -111,7 +111,7 @@ pub(super) fn stream(
             let from = total + held as u64;
             write_to_all(devs, &layout.pieces(from, &data[held..]), events);
             total += len as u64;
-            events.written(len as u64);
+            events.done(len as u64);
             match piece {
                 // The reader may be done already; what it queued is still read.
                 Piece::Owned(b, _) => {

@@ -14,8 +14,8 @@ use std::path::Path;
 
 use super::gz_pool::GzPool;
 use super::xz_out::XzOut;
-use super::ImageEvents;
 use crate::Cancel;
+use crate::DeviceProgress;
 
 /// The output's format, from its name.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -95,7 +95,7 @@ impl Format {
 /// Where the image's bytes go, and how much of them is done.
 pub(super) struct Out<'e> {
     kind: Kind,
-    events: &'e dyn ImageEvents,
+    events: &'e dyn DeviceProgress,
     /// Image bytes reported done to `events`.
     reported: u64,
 }
@@ -112,9 +112,9 @@ enum Kind {
 const OUT_BUF: usize = 1 << 20;
 
 /// Reports the work done to `events`, as it grows.
-fn tell(events: &dyn ImageEvents, reported: &mut u64, done: u64) {
+fn tell(events: &dyn DeviceProgress, reported: &mut u64, done: u64) {
     if done > *reported {
-        events.encoded(done - *reported);
+        events.done(done - *reported);
         *reported = done;
     }
 }
@@ -128,7 +128,7 @@ impl<'e> Out<'e> {
         level: i32,
         threads: u32,
         size: u64,
-        events: &'e dyn ImageEvents,
+        events: &'e dyn DeviceProgress,
     ) -> io::Result<Out<'e>> {
         let threads = threads.max(1);
         let w = || -> io::Result<BufWriter<File>> {
@@ -292,8 +292,8 @@ mod tests {
 
     /// Every report, as the running total of image bytes done.
     struct Seen(Mutex<Vec<u64>>);
-    impl ImageEvents for Seen {
-        fn encoded(&self, n: u64) {
+    impl DeviceProgress for Seen {
+        fn done(&self, n: u64) {
             let mut v = self.0.lock().unwrap();
             let total = v.last().copied().unwrap_or(0) + n;
             v.push(total);

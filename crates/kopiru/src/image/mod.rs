@@ -33,7 +33,7 @@ pub use encode::Format;
 pub use map::hex;
 pub use run::image;
 
-use crate::Cancel;
+use crate::{Cancel, DeviceProgress};
 use std::fmt;
 use std::path::PathBuf;
 use std::time::Duration;
@@ -160,21 +160,9 @@ impl fmt::Display for ImageRefusal {
 
 impl std::error::Error for ImageRefusal {}
 
-/// Progress of an image, for the command line.
-pub trait ImageEvents: Sync {
-    /// `n` more bytes of the device read and encoded: compressed and
-    /// written (not merely handed to the encoder, which takes input well
-    /// ahead of its threads), or written raw.
-    fn encoded(&self, _n: u64) {}
-    /// The read-back has begun: `total` bytes of image to decode.
-    fn verifying(&self, _total: u64) {}
-    /// `n` more bytes of image read back and decoded.
-    fn verified(&self, _n: u64) {}
-}
-
 /// No progress wanted.
 pub struct NoEvents;
-impl ImageEvents for NoEvents {}
+impl DeviceProgress for NoEvents {}
 
 /// What an image did.
 #[derive(Debug)]

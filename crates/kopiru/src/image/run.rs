@@ -4,8 +4,9 @@
 
 use super::encode::Out;
 use super::map::{data_runs, MapBuilder};
-use super::{verify, ImageEvents, ImageOptions, ImageSummary, Source};
+use super::{verify, ImageOptions, ImageSummary, Source};
 use crate::sys::{self, Aligned, Fd};
+use crate::DeviceProgress;
 use crate::{Cancel, Error, Op, Side};
 use sha2::Digest;
 use std::ffi::CString;
@@ -108,7 +109,7 @@ pub fn image(
     src: &Source,
     output: &Path,
     opts: &ImageOptions,
-    events: &dyn ImageEvents,
+    events: &dyn DeviceProgress,
 ) -> ImageSummary {
     let start = Instant::now();
     let level = opts.level.unwrap_or(opts.format.default_level());
@@ -150,7 +151,7 @@ fn run(
     output: &Path,
     opts: &ImageOptions,
     level: i32,
-    events: &dyn ImageEvents,
+    events: &dyn DeviceProgress,
     s: &mut ImageSummary,
 ) -> Result<(), Error> {
     let start = Instant::now();

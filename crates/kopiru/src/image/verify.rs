@@ -2,9 +2,10 @@
 //! cache), decoded, hashed (SHA-256) and compared with what was read from
 //! the device.
 
-use super::{Format, ImageEvents};
+use super::Format;
 use crate::sys::{self, Aligned, FdRef};
 use crate::Cancel;
+use crate::DeviceProgress;
 use sha2::Digest;
 use std::ffi::CStr;
 use std::fs::File;
@@ -25,7 +26,7 @@ pub(super) fn read_back(
     want: &[u8; 32],
     threads: u32,
     cancel: &Cancel,
-    events: &dyn ImageEvents,
+    events: &dyn DeviceProgress,
 ) -> io::Result<bool> {
     let file = Uncached {
         file: File::from(sys::open_uncached(dir, name)?),
