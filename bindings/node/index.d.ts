@@ -375,3 +375,8 @@ export class AbortError extends Error {
   /** What was done before the abort (copy, flash, image, dedupe). */
   summary?: Summary | FlashReport | ImageReport | DedupeReport
 }
+
+/** The names each copy option takes (`method`, `sync`, `sparse`, `follow`, `preserve`), from the
+ * engine's tables: the command line's `--method`, `--sync`, `--sparse` and `--preserve` take the
+ * same. */
+export const choices: Readonly<Record<'method' | 'sync' | 'sparse' | 'follow' | 'preserve', readonly string[]>>

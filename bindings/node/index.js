@@ -208,14 +208,18 @@ function settle(fn, summary, signal, state, what) {
 
 // ---------------------------------------------------------------- the API
 
+// The names each option takes: the engine's tables, which the command line
+// parses too.
+const CHOICES = native.choices()
+
 const COPY = {
   ...COMMON,
   archive: 'boolean',
   preserve: 'string[]',
-  method: ['auto', 'clone', 'offload', 'stream'],
-  sync: ['none', 'end', 'file'],
-  sparse: ['auto', 'always', 'never'],
-  follow: ['never', 'command-line', 'always'],
+  method: CHOICES.method,
+  sync: CHOICES.sync,
+  sparse: CHOICES.sparse,
+  follow: CHOICES.follow,
   resume: 'boolean',
   noClobber: 'boolean',
   noTargetDirectory: 'boolean',
@@ -223,7 +227,7 @@ const COPY = {
   jobs: 'count',
 }
 
-const PRESERVE = new Set(['mode', 'times', 'timestamps', 'owner', 'ownership', 'xattrs', 'xattr', 'links', 'all'])
+const PRESERVE = new Set(CHOICES.preserve)
 
 async function copy(sources, dest, options) {
   const srcs = toPaths(sources, 'sources')
@@ -383,6 +387,7 @@ async function probe(path, other) {
 }
 
 exports.copy = copy
+exports.choices = Object.freeze(Object.fromEntries(Object.entries(CHOICES).map(([k, v]) => [k, Object.freeze([...v])])))
 exports.verify = verify
 exports.flash = flash
 exports.image = image

@@ -54,6 +54,24 @@ impl CancelToken {
     }
 }
 
+/// The names each copy option takes, from the engine's tables (the command
+/// line parses the same): `{ method, sync, sparse, follow, preserve }`.
+/// `index.js` checks options against them before calling in.
+#[napi(ts_return_type = "Record<'method' | 'sync' | 'sparse' | 'follow' | 'preserve', string[]>")]
+pub fn choices() -> serde_json::Value {
+    use kopiru::Choice;
+    fn names<T: Choice>() -> Vec<&'static str> {
+        T::CHOICES.iter().map(|&(_, n, _)| n).collect()
+    }
+    serde_json::json!({
+        "method": names::<kopiru::MethodChoice>(),
+        "sync": names::<kopiru::SyncMode>(),
+        "sparse": names::<kopiru::SparseMode>(),
+        "follow": names::<kopiru::Follow>(),
+        "preserve": kopiru::Preserve::NAMES,
+    })
+}
+
 /// Runs `work` on a thread of its own and returns a promise of its result.
 /// A panic in `work` rejects the promise instead of taking Node down.
 fn off_thread<'e, F>(env: &'e Env, name: &str, work: F) -> Result<Object<'e>>

@@ -16,7 +16,8 @@ use kopiru::flash::{self, Bmap, FlashEvents, FlashOptions};
 use kopiru::image::{check_source, Format, ImageOptions};
 use kopiru::verify::VerifyOptions;
 use kopiru::{
-    CopyOptions, FileDone, Follow, MethodChoice, Phase, Preserve, Reporter, SparseMode, SyncMode,
+    Choice, CopyOptions, FileDone, Follow, MethodChoice, Phase, Preserve, Reporter, SparseMode,
+    SyncMode,
 };
 #[cfg(unix)]
 use kopiru::{DeviceProgress, Error as KError};
@@ -63,31 +64,17 @@ impl NativeCopyOptions {
             preserve = Preserve::from_names(items.iter().map(String::as_str))
                 .map_err(|other| invalid(format!("unknown preserve item '{other}'")))?;
         }
-        let method = match self.method.as_deref().unwrap_or("auto") {
-            "auto" => MethodChoice::Auto,
-            "clone" => MethodChoice::Clone,
-            "offload" => MethodChoice::Offload,
-            "stream" => MethodChoice::Stream,
-            m => return Err(invalid(format!("unknown method '{m}'"))),
-        };
-        let sync = match self.sync.as_deref().unwrap_or("end") {
-            "none" => SyncMode::None,
-            "end" => SyncMode::End,
-            "file" => SyncMode::File,
-            m => return Err(invalid(format!("unknown sync mode '{m}'"))),
-        };
-        let sparse = match self.sparse.as_deref().unwrap_or("auto") {
-            "auto" => SparseMode::Auto,
-            "always" => SparseMode::Always,
-            "never" => SparseMode::Never,
-            m => return Err(invalid(format!("unknown sparse mode '{m}'"))),
-        };
-        let follow = match self.follow.as_deref().unwrap_or("never") {
-            "never" => Follow::Never,
-            "command-line" => Follow::CommandLine,
-            "always" => Follow::Always,
-            m => return Err(invalid(format!("unknown follow mode '{m}'"))),
-        };
+        // The engine's tables of names (kopiru::Choice), as the command
+        // line parses them.
+        fn choice<T: Choice + Default>(v: &Option<String>, what: &str) -> Result<T> {
+            v.as_deref()
+                .map_or(Ok(T::default()), T::parse)
+                .map_err(|e| invalid(format!("{what}: {e}")))
+        }
+        let method: MethodChoice = choice(&self.method, "method")?;
+        let sync: SyncMode = choice(&self.sync, "sync")?;
+        let sparse: SparseMode = choice(&self.sparse, "sparse")?;
+        let follow: Follow = choice(&self.follow, "follow")?;
         Ok(CopyOptions {
             method,
             sparse,

@@ -6,9 +6,10 @@
 import { test } from 'node:test'
 import assert from 'node:assert/strict'
 import { spawnSync } from 'node:child_process'
-import { existsSync, mkdirSync, writeFileSync } from 'node:fs'
-import { join } from 'node:path'
-import { copy, verify } from 'kopiru'
+import { existsSync, mkdirSync, readFileSync, writeFileSync } from 'node:fs'
+import { dirname, join } from 'node:path'
+import { fileURLToPath } from 'node:url'
+import { copy, verify, choices } from 'kopiru'
 import { scratch } from './helpers.mjs'
 
 process.env.XDG_STATE_HOME = scratch()
@@ -112,4 +113,26 @@ test('verify: differences, and equal trees', async (t) => {
   const d = await verify(join(root, 'a'), join(root, 'b'))
   assert.equal(c.status, 0)
   agree(c, d)
+})
+
+test('option names: the types list exactly the engine\'s choices', () => {
+  // index.d.ts is written by hand: each option's union of names must be
+  // the engine's table, which index.js checks against and the command
+  // line parses.
+  const dts = readFileSync(join(dirname(fileURLToPath(import.meta.resolve('kopiru'))), 'index.d.ts'), 'utf8')
+  for (const key of ['method', 'sync', 'sparse', 'follow', 'preserve']) {
+    const line = dts.split('\n').find((l) => l.trimStart().startsWith(`${key}?:`))
+    assert.ok(line, `no '${key}?:' in index.d.ts`)
+    const named = [...line.matchAll(/'([^']+)'/g)].map((m) => m[1])
+    assert.deepEqual(named, [...choices[key]], `index.d.ts ${key}`)
+  }
+})
+
+test('option names: the command line takes the engine\'s choices', async (t) => {
+  const why = cannotRunCli()
+  if (why) { console.log(`!!! SKIPPED ${t.name}: ${why}`); return t.skip(`SKIPPED: ${why}`) }
+  const help = spawnSync(cli, ['copy', '--help'], { encoding: 'utf8' }).stdout
+  for (const key of ['method', 'sync', 'sparse']) {
+    for (const name of choices[key]) assert.match(help, new RegExp(`- ${name}:`), `kopiru copy --help lists ${key} ${name}`)
+  }
 })

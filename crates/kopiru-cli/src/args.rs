@@ -1,7 +1,19 @@
 //! Command-line arguments, converted into the engine's options.
 
+use clap::builder::{PossibleValue, PossibleValuesParser, TypedValueParser};
 use clap::{ArgAction, Args, Parser, Subcommand, ValueEnum};
-use kopiru::{CopyOptions, Follow, MethodChoice, Preserve, SparseMode, SyncMode};
+use kopiru::{Choice, CopyOptions, Follow, MethodChoice, Preserve, SparseMode, SyncMode};
+
+/// An option's choices from the engine's table (`kopiru::Choice`), with
+/// their help: the Node binding parses the same names.
+fn choices<T: Choice + Send + Sync + Clone>() -> impl TypedValueParser<Value = T> {
+    PossibleValuesParser::new(
+        T::CHOICES
+            .iter()
+            .map(|&(_, name, about)| PossibleValue::new(name).help(about)),
+    )
+    .map(|name| T::parse(&name).expect("clap checked the name"))
+}
 use std::path::PathBuf;
 
 /// Copies files, directory trees and disk images as fast as the filesystem
@@ -191,18 +203,6 @@ SIGHUP (run the same command with --resume to finish; a second signal exits
 at once).";
 
 #[derive(Clone, Copy, ValueEnum)]
-pub enum MethodArg {
-    /// Fastest that works: clone, then offload, then stream.
-    Auto,
-    /// Clone or fail (like cp --reflink=always).
-    Clone,
-    /// copy_file_range or fail (the kernel may still share blocks).
-    Offload,
-    /// Read and write only: never shares blocks.
-    Stream,
-}
-
-#[derive(Clone, Copy, ValueEnum)]
 pub enum ReflinkArg {
     /// Clone where possible, else copy (--method auto).
     Auto,
@@ -210,27 +210,6 @@ pub enum ReflinkArg {
     Always,
     /// Never share blocks (--method stream).
     Never,
-}
-
-#[derive(Clone, Copy, ValueEnum)]
-pub enum SparseArg {
-    /// Keep the holes of files that have some.
-    Auto,
-    /// Also turn blocks of zeros into holes.
-    Always,
-    /// Write every byte (also rules out clone and offload).
-    Never,
-}
-
-#[derive(Clone, Copy, ValueEnum)]
-pub enum SyncArg {
-    /// Do not flush: data may still be in memory at exit (like cp).
-    None,
-    /// Everything is on disk when kopiru exits 0 (write-back starts while
-    /// copying; one flush per filesystem at the end).
-    End,
-    /// Each file is on disk before the next one is reported (slow).
-    File,
 }
 
 /// The progress-bar switches every long-running command takes.
@@ -299,8 +278,8 @@ pub struct CopyArgs {
     pub follow_args: bool,
 
     /// How file data is moved.
-    #[arg(long, value_enum, default_value = "auto")]
-    pub method: MethodArg,
+    #[arg(long, value_parser = choices::<MethodChoice>(), default_value = "auto")]
+    pub method: MethodChoice,
 
     /// cp's spelling of --method: auto is --method auto, always (the
     /// default when WHEN is left out) is --method clone, never is --method
@@ -317,12 +296,12 @@ pub struct CopyArgs {
     pub reflink: Option<ReflinkArg>,
 
     /// How holes in sparse files are kept.
-    #[arg(long, value_enum, default_value = "auto")]
-    pub sparse: SparseArg,
+    #[arg(long, value_parser = choices::<SparseMode>(), default_value = "auto")]
+    pub sparse: SparseMode,
 
     /// When copied data is made durable.
-    #[arg(long, value_enum, default_value = "end")]
-    pub sync: SyncArg,
+    #[arg(long, value_parser = choices::<SyncMode>(), default_value = "end")]
+    pub sync: SyncMode,
 
     /// Finish an interrupted copy (same command again): complete files are
     /// kept, leftover temporary files removed, the rest copied. A DEST the
@@ -690,16 +669,9 @@ impl CopyArgs {
                 (Some(ReflinkArg::Auto), _) => MethodChoice::Auto,
                 (Some(ReflinkArg::Always), _) => MethodChoice::Clone,
                 (Some(ReflinkArg::Never), _) => MethodChoice::Stream,
-                (None, MethodArg::Auto) => MethodChoice::Auto,
-                (None, MethodArg::Clone) => MethodChoice::Clone,
-                (None, MethodArg::Offload) => MethodChoice::Offload,
-                (None, MethodArg::Stream) => MethodChoice::Stream,
+                (None, m) => m,
             },
-            sparse: match self.sparse {
-                SparseArg::Auto => SparseMode::Auto,
-                SparseArg::Always => SparseMode::Always,
-                SparseArg::Never => SparseMode::Never,
-            },
+            sparse: self.sparse,
             preserve,
             follow: if self.dereference {
                 Follow::Always
@@ -709,11 +681,7 @@ impl CopyArgs {
                 Follow::Never
             },
             jobs: self.jobs.unwrap_or(0),
-            sync: match self.sync {
-                SyncArg::None => SyncMode::None,
-                SyncArg::End => SyncMode::End,
-                SyncArg::File => SyncMode::File,
-            },
+            sync: self.sync,
             resume: self.resume,
             no_clobber: self.no_clobber,
             no_target_directory: self.no_target_directory,

@@ -75,9 +75,23 @@ impl Preserve {
 }
 
 impl Preserve {
+    /// Every name [`Preserve::from_names`] takes (cp's, with rsync's and
+    /// cp's longer spellings).
+    pub const NAMES: &'static [&'static str] = &[
+        "mode",
+        "times",
+        "timestamps",
+        "owner",
+        "ownership",
+        "xattrs",
+        "xattr",
+        "links",
+        "all",
+    ];
+
     /// Exactly the pieces named (cp's and rsync's words: `mode`, `times`
     /// or `timestamps`, `owner` or `ownership`, `xattrs` or `xattr`,
-    /// `links`, `all`).
+    /// `links`, `all`: [`Preserve::NAMES`]).
     ///
     /// # Errors
     /// The first name that is none of these.
@@ -123,6 +137,116 @@ pub enum SyncMode {
     End,
     /// Each file (data and name) is durable before the next is reported.
     File,
+}
+
+/// An option with named choices (`--method auto`, `{ sync: 'file' }`):
+/// one table of names and their one-line help, which the command line and
+/// the Node binding both parse and list from.
+pub trait Choice: Sized + Copy + PartialEq + 'static {
+    /// Every choice, its name, and what it does (the command's `--help`).
+    const CHOICES: &'static [(Self, &'static str, &'static str)];
+
+    /// This choice's name.
+    fn name(self) -> &'static str {
+        Self::CHOICES
+            .iter()
+            .find(|(c, _, _)| *c == self)
+            .map(|&(_, n, _)| n)
+            .expect("every choice is in its table")
+    }
+
+    /// The choice of that name.
+    ///
+    /// # Errors
+    /// "unknown NAME; one of a, b, c".
+    fn parse(name: &str) -> Result<Self, String> {
+        Self::CHOICES
+            .iter()
+            .find(|(_, n, _)| *n == name)
+            .map(|&(c, _, _)| c)
+            .ok_or_else(|| {
+                let names: Vec<&str> = Self::CHOICES.iter().map(|&(_, n, _)| n).collect();
+                format!("unknown '{name}'; one of {}", names.join(", "))
+            })
+    }
+}
+
+impl Choice for MethodChoice {
+    const CHOICES: &'static [(Self, &'static str, &'static str)] = &[
+        (
+            MethodChoice::Auto,
+            "auto",
+            "Fastest that works: clone, then offload, then stream",
+        ),
+        (
+            MethodChoice::Clone,
+            "clone",
+            "Clone or fail (like cp --reflink=always)",
+        ),
+        (
+            MethodChoice::Offload,
+            "offload",
+            "copy_file_range or fail (the kernel may still share blocks)",
+        ),
+        (
+            MethodChoice::Stream,
+            "stream",
+            "Read and write only: never shares blocks",
+        ),
+    ];
+}
+
+impl Choice for SparseMode {
+    const CHOICES: &'static [(Self, &'static str, &'static str)] = &[
+        (
+            SparseMode::Auto,
+            "auto",
+            "Keep the holes of files that have some",
+        ),
+        (
+            SparseMode::Always,
+            "always",
+            "Also turn blocks of zeros into holes",
+        ),
+        (
+            SparseMode::Never,
+            "never",
+            "Write every byte (also rules out clone and offload)",
+        ),
+    ];
+}
+
+impl Choice for SyncMode {
+    const CHOICES: &'static [(Self, &'static str, &'static str)] = &[
+        (
+            SyncMode::None,
+            "none",
+            "Do not flush: data may still be in memory at exit (like cp)",
+        ),
+        (
+            SyncMode::End,
+            "end",
+            "Everything is on disk when kopiru exits 0 (write-back starts while copying; one \
+             flush per filesystem at the end)",
+        ),
+        (
+            SyncMode::File,
+            "file",
+            "Each file is on disk before the next one is reported (slow)",
+        ),
+    ];
+}
+
+impl Choice for Follow {
+    const CHOICES: &'static [(Self, &'static str, &'static str)] = &[
+        (Follow::Never, "never", "Copy symbolic links as links"),
+        (
+            Follow::CommandLine,
+            "command-line",
+            "Follow symbolic links given as sources only (-H)",
+        ),
+        (Follow::Always, "always", "Follow every symbolic link (-L)"),
+    ];
 }
 
 /// cp's `--backup`: the name a replaced destination entry keeps.
