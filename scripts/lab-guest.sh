@@ -5,6 +5,8 @@
 #   /dev/vdb  the dm-log-writes log
 #   /dev/vdc  copy-on-write store of the replay device (never mounted)
 #   /dev/vdd  copy-on-write store of the throwaway check device (mounted)
+# and /dev/vde-vdh the same for a second lane of scenarios run beside the
+# first (see lane()).
 # Every device starts as a snapshot of a dm "zero" target, so each scenario
 # gets a fresh, zeroed disk without writing 400 MB.
 #
@@ -26,7 +28,7 @@ MAXP=${LAB_MAXP:-8}
 ONLY=${LAB_ONLY:-.}
 SZ=819200 # sectors: 400 MiB (mkfs.xfs wants >= 300 MB)
 W=/tmp/lab
-mkdir -p $W/mnt $W/ck
+mkdir -p $W
 
 log() { echo "  .. $*" >&2; }
 
@@ -229,34 +231,34 @@ scenario() {
     local name=$1 fs=$2 kind=$3 t0=$SECONDS rc pts s d
     [[ $name =~ $ONLY ]] || return 0
     RESUMED=""
-    fresh data /dev/vda || { echo "FAIL $name: cannot create data device"; return; }
-    dmsetup create lw --table "0 $SZ log-writes /dev/mapper/data /dev/vdb" ||
-        { echo "FAIL $name: cannot create log-writes"; rmdev data; return; }
-    LWDEV=$(readlink -f /dev/mapper/lw)
+    fresh $DATA $D_DATA || { echo "FAIL $name: cannot create data device"; return; }
+    dmsetup create $LW --table "0 $SZ log-writes /dev/mapper/$DATA $D_LOG" ||
+        { echo "FAIL $name: cannot create log-writes"; rmdev $DATA; return; }
+    LWDEV=$(readlink -f /dev/mapper/$LW)
     if [ "$kind" != flash ]; then
-        mkfs_for "$fs" /dev/mapper/lw && mount_fs "$fs" /dev/mapper/lw $W/mnt ||
-            { echo "FAIL $name: mkfs/mount $fs"; rmdev lw; rmdev data; return; }
+        mkfs_for "$fs" /dev/mapper/$LW && mount_fs "$fs" /dev/mapper/$LW $M ||
+            { echo "FAIL $name: mkfs/mount $fs"; rmdev $LW; rmdev $DATA; return; }
     fi
-    prep $kind $W/mnt
-    dmsetup message lw 0 mark start
-    run $kind $W/mnt >$W/out 2>&1
+    prep $kind $M
+    dmsetup message $LW 0 mark start
+    run $kind $M >$T/out 2>&1
     rc=$?
-    [ $rc = 0 ] && dmsetup message lw 0 mark done
-    [ "$kind" != flash ] && umount $W/mnt
-    rmdev lw
-    rmdev data
+    [ $rc = 0 ] && dmsetup message $LW 0 mark done
+    [ "$kind" != flash ] && umount $M
+    rmdev $LW
+    rmdev $DATA
     if [ $rc != 0 ]; then
-        echo "FAIL $name: command exited $rc: $(tail -n 3 $W/out | tr '\n' ' ')"
+        echo "FAIL $name: command exited $rc: $(tail -n 3 $T/out | tr '\n' ' ')"
         return
     fi
-    $LAB points /dev/vdb >$W/points || { echo "FAIL $name: cannot read the log"; return; }
-    s=$(awk '$5=="start"{print $1}' $W/points)
-    d=$(awk '$5=="done"{print $1}' $W/points)
+    $LAB points $D_LOG >$T/points || { echo "FAIL $name: cannot read the log"; return; }
+    s=$(awk '$5=="start"{print $1}' $T/points)
+    d=$(awk '$5=="done"{print $1}' $T/points)
     # Crash points: every flush/FUA entry strictly between the marks, then
     # the "done" mark itself (exit 0: everything must be there).
-    awk -v s="$s" -v d="$d" '$1>s && $1<d && $5=="-"{print $1}' $W/points >$W/all
+    awk -v s="$s" -v d="$d" '$1>s && $1<d && $5=="-"{print $1}' $T/points >$T/all
     local n
-    n=$(wc -l <$W/all)
+    n=$(wc -l <$T/all)
     # Sample at most MAXP of them, evenly, always keeping the last. For
     # every fourth one sampled, also the entry halfway between it and the
     # flush before it: the writes since that flush, half of them applied
@@ -273,43 +275,43 @@ scenario() {
                 print a[i], "flush"
                 k++
             }
-        }' $W/all >$W/sel
-    echo "$d done" >>$W/sel
+        }' $T/all >$T/sel
+    echo "$d done" >>$T/sel
     local total
-    total=$(wc -l <$W/sel)
+    total=$(wc -l <$T/sel)
     # The recovery check (rerun from the crash state): at the middle point.
     local rec=$(((total + 1) / 2))
     [[ $RERUN == *" $kind "* ]] || rec=-1
     local checked=0 mids=0 reruns=0 bad=0 last=-1 p tag first_bad="" out done_bad="" idx=0
-    fresh rp /dev/vdc || { echo "FAIL $name: cannot create replay device"; return; }
+    fresh $RP $D_RP || { echo "FAIL $name: cannot create replay device"; return; }
     while read -r p tag; do
         idx=$((idx + 1))
-        $LAB replay /dev/vdb /dev/mapper/rp --from $((last + 1)) --to "$p" 2>/dev/null ||
+        $LAB replay $D_LOG /dev/mapper/$RP --from $((last + 1)) --to "$p" 2>/dev/null ||
             { echo "FAIL $name: replay to $p failed"; bad=1; break; }
         last=$p
-        dmsetup create ck --table "0 $SZ snapshot /dev/mapper/rp /dev/vdd N 8" ||
+        dmsetup create $CK --table "0 $SZ snapshot /dev/mapper/$RP $D_CK N 8" ||
             { echo "FAIL $name: cannot snapshot the replay"; bad=1; break; }
         checked=$((checked + 1))
         [ $tag = mid ] && mids=$((mids + 1))
         local at="entry $p"
         [ $tag = mid ] && at="entry $p (between flushes)"
         [ $tag = done ] && at="entry $p (done mark, after exit 0)"
-        local isdone=0 root=$W/ck mounted=0
+        local isdone=0 root=$C mounted=0
         [ $tag = done ] && isdone=1
         out=""
         if [ $kind = flash ]; then
-            root=/dev/mapper/ck
-        elif mount_fs "$fs" /dev/mapper/ck $W/ck 2>$W/merr; then
+            root=/dev/mapper/$CK
+        elif mount_fs "$fs" /dev/mapper/$CK $C 2>$T/merr; then
             mounted=1
         else
-            out="VIOLATION mount failed: $(head -c 200 $W/merr)"
+            out="VIOLATION mount failed: $(head -c 200 $T/merr)"
         fi
         [ -z "$out" ] && out=$(verdict $kind $root $isdone)
         # Recovery: the same command run again from this state converges.
         if [ -z "$out" ] && [ $mounted = 1 ] && [ $idx = $rec ]; then
             reruns=$((reruns + 1))
-            if ! rerun $kind $root >$W/rerun 2>&1; then
-                out="VIOLATION the rerun from this state exited non-zero: $(tail -n 2 $W/rerun | tr '\n' ' ')"
+            if ! rerun $kind $root >$T/rerun 2>&1; then
+                out="VIOLATION the rerun from this state exited non-zero: $(tail -n 2 $T/rerun | tr '\n' ' ')"
             else
                 out=$(verdict $kind $root 1 | sed 's/^VIOLATION /VIOLATION after a rerun: /')
             fi
@@ -321,10 +323,10 @@ scenario() {
             [ $bad = 1 ] && echo "$out" | head -n 3 | sed "s/^/  .. $name $at: /" >&2
             [ $tag = done ] && done_bad="; at the done mark (after exit 0): $(echo "$out" | grep -c VIOLATION) violations, e.g. $(echo "$out" | head -n 1)"
         fi
-        [ $mounted = 1 ] && umount $W/ck
-        rmdev ck
-    done <$W/sel
-    rmdev rp
+        [ $mounted = 1 ] && umount $C
+        rmdev $CK
+    done <$T/sel
+    rmdev $RP
     local secs=$((SECONDS - t0)) extra=""
     [ -n "$RESUMED" ] && extra=" ($RESUMED)"
     if [ $kind = unsafe ]; then
@@ -351,90 +353,119 @@ scenario() {
 fault() {
     local name=$1 fs=$2 mode=$3 t0=$SECONDS rc vrc
     [[ $name =~ $ONLY ]] || return 0
-    fresh data /dev/vda || { echo "FAIL $name: cannot create data device"; return; }
-    local ok="0 $SZ flakey /dev/mapper/data 0 1000 0"
-    dmsetup create fl --table "$ok" || { echo "FAIL $name: cannot create flakey"; rmdev data; return; }
-    mkfs_for "$fs" /dev/mapper/fl && mount_fs "$fs" /dev/mapper/fl $W/mnt ||
-        { echo "FAIL $name: mkfs/mount $fs"; rmdev fl; rmdev data; return; }
+    fresh $DATA $D_DATA || { echo "FAIL $name: cannot create data device"; return; }
+    local ok="0 $SZ flakey /dev/mapper/$DATA 0 1000 0"
+    dmsetup create $FL --table "$ok" || { echo "FAIL $name: cannot create flakey"; rmdev $DATA; return; }
+    mkfs_for "$fs" /dev/mapper/$FL && mount_fs "$fs" /dev/mapper/$FL $M ||
+        { echo "FAIL $name: mkfs/mount $fs"; rmdev $FL; rmdev $DATA; return; }
     sync
     local bad_table
     case $mode in
-    error) bad_table="0 $SZ flakey /dev/mapper/data 0 1 1000 1 error_writes" ;;
-    drop) bad_table="0 $SZ flakey /dev/mapper/data 0 0 1000 1 drop_writes" ;;
+    error) bad_table="0 $SZ flakey /dev/mapper/$DATA 0 1 1000 1 error_writes" ;;
+    drop) bad_table="0 $SZ flakey /dev/mapper/$DATA 0 0 1000 1 drop_writes" ;;
     esac
-    dmsetup reload fl --table "$bad_table" && dmsetup suspend fl && dmsetup resume fl ||
-        { echo "FAIL $name: cannot load the faulty table"; umount $W/mnt; rmdev fl; rmdev data; return; }
+    dmsetup reload $FL --table "$bad_table" && dmsetup suspend $FL && dmsetup resume $FL ||
+        { echo "FAIL $name: cannot load the faulty table"; umount $M; rmdev $FL; rmdev $DATA; return; }
     local res=""
     case $mode in
     error)
-        $KOPIRU copy -a -T $W/src $W/mnt/dst >$W/out 2>&1
+        $KOPIRU copy -a -T $W/src $M/dst >$T/out 2>&1
         rc=$?
-        umount $W/mnt 2>/dev/null || umount -l $W/mnt
-        dmsetup reload fl --table "$ok" && dmsetup suspend fl && dmsetup resume fl
+        umount $M 2>/dev/null || umount -l $M
+        dmsetup reload $FL --table "$ok" && dmsetup suspend $FL && dmsetup resume $FL
         if [ $rc = 0 ]; then
             res="FAIL $name: exit 0 though writes failed"
-        elif ! grep -q "$W/mnt/dst" $W/out; then
-            res="FAIL $name: exit $rc, but no path named: $(head -n 2 $W/out | tr '\n' ' ')"
-        elif ! mount_fs "$fs" /dev/mapper/fl $W/mnt 2>$W/merr; then
-            res="FAIL $name: remount failed: $(head -c 200 $W/merr)"
+        elif ! grep -q "$M/dst" $T/out; then
+            res="FAIL $name: exit $rc, but no path named: $(head -n 2 $T/out | tr '\n' ' ')"
+        elif ! mount_fs "$fs" /dev/mapper/$FL $M 2>$T/merr; then
+            res="FAIL $name: remount failed: $(head -c 200 $T/merr)"
         else
             local v
-            v=$(labcheck $W/src $W/mnt/dst)
+            v=$(labcheck $W/src $M/dst)
             if [ -n "$v" ]; then
                 res="FAIL $name: after the errors, a final name is wrong: $(echo "$v" | head -n 2 | tr '\n' ';')"
             else
-                res="PASS $name: exit $rc, '$(grep -m1 "$W/mnt/dst" $W/out | cut -c1-150)'; every final name whole after a remount [$((SECONDS - t0))s]"
+                res="PASS $name: exit $rc, '$(grep -m1 "$M/dst" $T/out | cut -c1-150)'; every final name whole after a remount [$((SECONDS - t0))s]"
             fi
-            umount $W/mnt
+            umount $M
         fi
         ;;
     drop)
-        $KOPIRU copy -a --verify -T $W/src $W/mnt/dst >$W/out 2>&1
+        $KOPIRU copy -a --verify -T $W/src $M/dst >$T/out 2>&1
         rc=$?
-        $KOPIRU verify $W/src $W/mnt/dst >$W/vout 2>&1
+        $KOPIRU verify $W/src $M/dst >$T/vout 2>&1
         vrc=$?
-        umount $W/mnt 2>/dev/null || umount -l $W/mnt
+        umount $M 2>/dev/null || umount -l $M
         if [ $rc = 0 ]; then
             res="FAIL $name: copy --verify exited 0 though every write was dropped"
         elif [ $vrc = 0 ]; then
             res="FAIL $name: kopiru verify exited 0 though every write was dropped"
         else
-            res="PASS $name: copy --verify exit $rc ('$(head -n 1 $W/out | cut -c1-120)'), kopiru verify exit $vrc ('$(head -n 1 $W/vout | cut -c1-120)') [$((SECONDS - t0))s]"
+            res="PASS $name: copy --verify exit $rc ('$(head -n 1 $T/out | cut -c1-120)'), kopiru verify exit $vrc ('$(head -n 1 $T/vout | cut -c1-120)') [$((SECONDS - t0))s]"
         fi
         ;;
     esac
     echo "$res"
-    rmdev fl
-    rmdev data
+    rmdev $FL
+    rmdev $DATA
 }
 
-scenario selftest-unsafe-ext4 ext4 unsafe
-scenario copy-btrfs btrfs copy
-scenario merge-btrfs btrfs merge
-scenario mergefile-btrfs btrfs mergefile
-scenario syncfile-btrfs btrfs syncfile
-scenario copysrc-ext4 ext4 copysrc
-scenario copy-xfs xfs copy
-scenario syncfile-ext4 ext4 syncfile
-scenario syncfile-xfs xfs syncfile
-scenario merge-ext4 ext4 merge
-scenario merge-xfs xfs merge
-scenario mergefile-ext4 ext4 mergefile
-scenario big-ext4 ext4 big
-scenario big-btrfs btrfs big
-scenario delete-ext4 ext4 delete
-scenario delete-xfs xfs delete
-scenario linkdest-ext4 ext4 linkdest
-scenario clonedest-xfs xfs clonedest
-scenario clonedest-btrfs btrfs clonedest
-scenario dedupe-xfs xfs dedupe
-scenario dedupe-btrfs btrfs dedupe
-scenario resume-ext4 ext4 resume
-scenario shard-ext4 ext4 shard
-scenario image-ext4 ext4 image
-scenario flash-raw raw flash
-fault flakey-error-ext4 ext4 error
-fault flakey-error-xfs xfs error
-fault flakey-drop-ext4 ext4 drop
+# lane N: the devices, device-mapper names and directories of one of two
+# lanes of scenarios. The guest has two vCPUs and eight disks, four per
+# lane: the lanes run side by side, each its scenarios one after another.
+lane() {
+    local n=$1 disks=(vda vdb vdc vdd vde vdf vdg vdh)
+    D_DATA=/dev/${disks[4 * n]} D_LOG=/dev/${disks[4 * n + 1]}
+    D_RP=/dev/${disks[4 * n + 2]} D_CK=/dev/${disks[4 * n + 3]}
+    DATA=data$n LW=lw$n RP=rp$n CK=ck$n FL=fl$n
+    M=$W/mnt$n C=$W/ck$n T=$W/tmp$n
+    mkdir -p $M $C $T
+}
+
+lane0() {
+    lane 0
+    scenario selftest-unsafe-ext4 ext4 unsafe
+    scenario mergefile-btrfs btrfs mergefile
+    scenario copysrc-ext4 ext4 copysrc
+    scenario syncfile-ext4 ext4 syncfile
+    scenario merge-ext4 ext4 merge
+    scenario merge-xfs xfs merge
+    scenario big-btrfs btrfs big
+    scenario delete-xfs xfs delete
+    scenario clonedest-xfs xfs clonedest
+    scenario dedupe-xfs xfs dedupe
+    scenario shard-ext4 ext4 shard
+    scenario flash-raw raw flash
+    fault flakey-error-xfs xfs error
+}
+
+lane1() {
+    lane 1
+    scenario copy-btrfs btrfs copy
+    scenario merge-btrfs btrfs merge
+    scenario syncfile-btrfs btrfs syncfile
+    scenario copy-xfs xfs copy
+    scenario syncfile-xfs xfs syncfile
+    scenario mergefile-ext4 ext4 mergefile
+    scenario big-ext4 ext4 big
+    scenario delete-ext4 ext4 delete
+    scenario linkdest-ext4 ext4 linkdest
+    scenario clonedest-btrfs btrfs clonedest
+    scenario dedupe-btrfs btrfs dedupe
+    scenario resume-ext4 ext4 resume
+    scenario image-ext4 ext4 image
+    fault flakey-error-ext4 ext4 error
+    fault flakey-drop-ext4 ext4 drop
+}
+
+if [ -b /dev/vdh ] && [ "$(nproc)" -ge 2 ]; then
+    lane0 &
+    lane1
+    wait
+else
+    log "one lane (fewer than 8 disks or 2 CPUs)"
+    lane0
+    lane1
+fi
 dmsetup remove zero0
 echo "GUEST DONE"

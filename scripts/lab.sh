@@ -1,7 +1,7 @@
 #!/bin/bash
 # The crash lab, host side (see docs/LAB.md): installs what it needs (as
 # root, with apt-get and a virtme-ng venv), builds release kopiru and
-# kopiru-lab, makes four sparse disk images in a temporary directory, boots
+# kopiru-lab, makes eight sparse disk images in a temporary directory, boots
 # Debian's kernel once under QEMU (software emulation) running
 # scripts/lab-guest.sh, and prints one line per scenario and a final
 #   N passed, N failed, N skipped
@@ -65,11 +65,17 @@ BIN=$(cargo metadata --format-version 1 --no-deps 2>/dev/null |
 
 TMP=$(mktemp -d "${TMPDIR:-/tmp}/kopiru-lab.XXXXXX")
 trap 'rm -rf "$TMP"' EXIT
-for d in data log replay check; do truncate -s 1G "$TMP/$d.img"; done
+# Two lanes of scenarios side by side (lab-guest.sh), four disks each.
+disks=()
+for lane in 0 1; do
+    for d in data log replay check; do
+        truncate -s 1G "$TMP/$d$lane.img"
+        disks+=(--disk "$TMP/$d$lane.img")
+    done
+done
 
-echo "lab: booting $KERNEL (emulated, 1 vCPU); the guest's progress follows" >&2
-vng -r "$KERNEL" --disable-kvm --cpus 1 -m 2G \
-    --disk "$TMP/data.img" --disk "$TMP/log.img" --disk "$TMP/replay.img" --disk "$TMP/check.img" \
+echo "lab: booting $KERNEL (emulated, 2 vCPUs); the guest's progress follows" >&2
+vng -r "$KERNEL" --disable-kvm --cpus 2 -m 2G "${disks[@]}" \
     --exec "LAB_BIN=$BIN LAB_ONLY='${LAB_ONLY:-.}' LAB_MAXP=${LAB_MAXP:-8} bash $ROOT/scripts/lab-guest.sh" \
     >"$TMP/out" 2>"$TMP/err"
 rc=$?
