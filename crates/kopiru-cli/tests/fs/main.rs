@@ -43,6 +43,16 @@ use std::process::{Command, Output};
 
 type R = Result<(), Failed>;
 
+/// What each module's `trials` registers its tests with: a test's name, why
+/// it cannot run here (if it cannot: it is then ignored and listed loudly),
+/// and the test itself.
+type Add<'a> = &'a mut dyn FnMut(String, Option<String>, Box<dyn FnOnce() -> R + Send>);
+
+/// Why tests that run kopiru under strace cannot run here, if they cannot.
+fn strace_unavailable() -> Option<String> {
+    (!fixture::have("strace")).then(|| "strace not installed (apt-get install strace)".to_string())
+}
+
 use benches::*;
 use copying::*;
 use faults::*;
@@ -151,10 +161,7 @@ fn main() {
         }
         trials.push(Trial::test(name, f).with_ignored_flag(why.is_some()));
     };
-    let strace = || {
-        (!fixture::have("strace"))
-            .then(|| "strace not installed (apt-get install strace)".to_string())
-    };
+    let strace = strace_unavailable;
     options::trials(&mut add);
     snapshots::trials(&mut add);
     scale::trials(&mut add);
