@@ -32,6 +32,7 @@ mod scale;
 mod signals;
 mod snapshots;
 mod trees;
+mod verify;
 
 use fixture::Fs;
 use libtest_mimic::{Arguments, Failed, Trial};
@@ -267,7 +268,7 @@ fn main() {
         add(
             format!("verify_tree::{n}"),
             why.clone(),
-            Box::new(move || durability::verify_tree(fs)),
+            Box::new(move || verify::verify_tree(fs)),
         );
         if fs.can_clone() {
             add(
@@ -474,12 +475,12 @@ fn main() {
     add(
         "verify_reads_device::ext4".into(),
         ext4.clone(),
-        Box::new(durability::verify_reads_device),
+        Box::new(verify::verify_reads_device),
     );
     add(
         "verify_hashes_while_copying::ext4".into(),
         ext4.clone().or_else(strace),
-        Box::new(durability::verify_hashes_while_copying),
+        Box::new(verify::verify_hashes_while_copying),
     );
     add(
         "inode_starved::ext4".into(),
