@@ -23,6 +23,7 @@ mod faults;
 mod fixture;
 mod flash;
 mod flash_input;
+mod flash_refusals;
 mod help;
 mod image;
 mod manifest;
@@ -389,22 +390,22 @@ fn main() {
     );
     add(
         "flash_refuses_mounted_partition".into(),
-        flash::partitions_unavailable(),
-        Box::new(flash::refuses_mounted_partition),
+        flash_refusals::partitions_unavailable(),
+        Box::new(flash_refusals::refuses_mounted_partition),
     );
     add(
         "flash_no_terminal_no_write".into(),
         flash_needs.clone().or_else(|| {
             (!fixture::have("setsid")).then(|| "setsid not installed (util-linux)".into())
         }),
-        Box::new(flash::no_terminal_no_write),
+        Box::new(flash_refusals::no_terminal_no_write),
     );
     add(
         "flash_asks_on_the_terminal".into(),
         flash_needs.clone().or_else(|| {
             (!fixture::have("script")).then(|| "script not installed (util-linux)".into())
         }),
-        Box::new(flash::asks_on_the_terminal),
+        Box::new(flash_refusals::asks_on_the_terminal),
     );
     add(
         "flash_trusts_bytes".into(),
@@ -424,7 +425,7 @@ fn main() {
     add(
         "flash_refusals".into(),
         flash_needs.or_else(|| Fs::Ext4.unavailable()),
-        Box::new(flash::refusals),
+        Box::new(flash_refusals::refusals),
     );
     let image_needs = fixture::loop_unavailable().or_else(|| {
         ["xz", "zstd", "gzip", "sfdisk", "sha256sum"]
