@@ -55,10 +55,6 @@ fn strace_unavailable() -> Option<String> {
     (!fixture::have("strace")).then(|| "strace not installed (apt-get install strace)".to_string())
 }
 
-use benches::*;
-use copying::*;
-use faults::*;
-
 fn kopiru<I, S>(args: I) -> Output
 where
     I: IntoIterator<Item = S>,
@@ -167,74 +163,12 @@ fn main() {
     options::trials(&mut add);
     snapshots::trials(&mut add);
     scale::trials(&mut add);
-    add(
-        "out_of_inodes".into(),
-        Fs::Ext4.unavailable(),
-        Box::new(out_of_inodes),
-    );
+    copying::trials(&mut add);
+    faults::trials(&mut add);
+    cli::trials(&mut add);
     for fs in Fs::ALL {
         let n = fs.name();
         let why = fs.unavailable();
-        add(
-            format!("archive::{n}"),
-            why.clone(),
-            Box::new(move || archive(fs)),
-        );
-        add(
-            format!("defaults::{n}"),
-            why.clone(),
-            Box::new(move || defaults(fs)),
-        );
-        add(
-            format!("sparse::{n}"),
-            why.clone(),
-            Box::new(move || sparse(fs)),
-        );
-        add(
-            format!("json_summary::{n}"),
-            why.clone(),
-            Box::new(move || json_summary(fs)),
-        );
-        add(
-            format!("merge_replace::{n}"),
-            why.clone(),
-            Box::new(move || merge_replace(fs)),
-        );
-        add(
-            format!("long_paths::{n}"),
-            why.clone(),
-            Box::new(move || long_paths(fs)),
-        );
-        add(
-            format!("follow_links::{n}"),
-            why.clone(),
-            Box::new(move || follow_links(fs)),
-        );
-        add(
-            format!("non_utf8::{n}"),
-            why.clone(),
-            Box::new(move || non_utf8(fs)),
-        );
-        add(
-            format!("enospc::{n}"),
-            why.clone(),
-            Box::new(move || enospc(fs)),
-        );
-        add(
-            format!("large_directory::{n}"),
-            why.clone().or_else(strace),
-            Box::new(move || large_directory(fs)),
-        );
-        add(
-            format!("cp_spellings::{n}"),
-            why.clone(),
-            Box::new(move || cli::cp_spellings(fs)),
-        );
-        add(
-            format!("injected_eio::{n}"),
-            why.clone().or_else(strace),
-            Box::new(move || injected_eio(fs)),
-        );
         let needs_strace = why.clone().or_else(strace);
         add(
             format!("flush_fails::{n}"),
@@ -282,43 +216,9 @@ fn main() {
                 why.clone().or_else(strace),
                 Box::new(move || dedupe::changed_meanwhile(fs)),
             );
-            add(
-                format!("clone_shares::{n}"),
-                why.clone(),
-                Box::new(move || clone_shares(fs)),
-            );
-        } else {
-            add(
-                format!("clone_refused::{n}"),
-                why.clone(),
-                Box::new(move || clone_refused(fs)),
-            );
         }
     }
-    for (a, b) in [
-        (Fs::Ext4, Fs::Xfs),
-        (Fs::Xfs, Fs::Ext4),
-        (Fs::Btrfs, Fs::Xfs),
-        (Fs::Xfs, Fs::Btrfs),
-    ] {
-        let why = a.unavailable().or_else(|| b.unavailable());
-        add(
-            format!("cross::{}_to_{}", a.name(), b.name()),
-            why,
-            Box::new(move || cross(a, b)),
-        );
-    }
     let ext4 = Fs::Ext4.unavailable();
-    add(
-        "refusals::ext4".into(),
-        ext4.clone(),
-        Box::new(|| refusals(Fs::Ext4)),
-    );
-    add(
-        "into_itself_via_bind_mount::ext4".into(),
-        ext4.clone(),
-        Box::new(|| into_itself_via_bind_mount(Fs::Ext4)),
-    );
     add(
         "edges_same_file::ext4".into(),
         ext4.clone(),
@@ -493,17 +393,6 @@ fn main() {
         ext4.clone(),
         Box::new(durability::readonly_source),
     );
-    add(
-        "signal_cancels_copy::ext4".into(),
-        ext4.clone(),
-        Box::new(|| cli::signal_cancels_copy(Fs::Ext4)),
-    );
-    add(
-        "second_signal_exits::ext4".into(),
-        ext4.clone(),
-        Box::new(|| cli::second_signal_exits(Fs::Ext4)),
-    );
-    add("readonly_dest::ext4".into(), ext4, Box::new(readonly_dest));
     for fs in [Fs::Ext4, Fs::Xfs] {
         let why = fs.unavailable().or_else(strace);
         add(
@@ -545,19 +434,6 @@ fn main() {
         Fs::Ext4.unavailable(),
         Box::new(|| signals::sigint_many_files(Fs::Ext4)),
     );
-    add("closed_stdout".into(), None, Box::new(cli::closed_stdout));
-    add("completions".into(), None, Box::new(cli::completions));
-    add("summary_line".into(), None, Box::new(cli::summary_line));
-    add(
-        "dedupe_has_no_short_n".into(),
-        None,
-        Box::new(cli::dedupe_has_no_short_n),
-    );
-    add(
-        "man_page".into(),
-        cli::groff_unavailable(),
-        Box::new(cli::man_page),
-    );
     for (name, args) in help::PAGES {
         add(
             format!("help::{name}"),
@@ -565,19 +441,7 @@ fn main() {
             Box::new(|| help::check(name, args)),
         );
     }
-    add("proc_and_sys".into(), None, Box::new(proc_and_sys));
-    add("usage".into(), None, Box::new(usage));
-    add("bench_sweep".into(), None, Box::new(bench_sweep));
-    add(
-        "benches_on_a_full_disk::ext4".into(),
-        Fs::Ext4.unavailable(),
-        Box::new(benches_on_a_full_disk),
-    );
-    add(
-        "bench_fsync::ext4".into(),
-        Fs::Ext4.unavailable(),
-        Box::new(bench_fsync),
-    );
+    benches::trials(&mut add);
 
     if !skipped.is_empty() {
         eprintln!(
