@@ -1,5 +1,6 @@
 //! The command's edges: signals (exit 20), output to a closed pipe, and
-//! (below) completions and the man page.
+//! (below) completions, the man page, dedupe without `-n`, the summary line,
+//! and cp's spellings of copy's options.
 
 use crate::fixture::{self, Fs};
 use crate::{code, json, same_tree, show, trees, Add, R};
