@@ -5,7 +5,7 @@
 
 use crate::fixture::{self, Fs};
 use crate::manifest::{self, manifest, Manifest};
-use crate::{code, json, partial_with, show, trees, R};
+use crate::{code, json, partial_with, show, strace_unavailable, trees, Add, R};
 use libtest_mimic::Failed;
 use std::ffi::OsStr;
 use std::os::unix::ffi::OsStrExt;
@@ -501,4 +501,53 @@ pub fn resume(fs: Fs) -> R {
     exact(&src, &dst)?;
     no_temporaries(&w)?;
     Ok(())
+}
+
+/// Registers this module's trials.
+pub fn trials(add: Add) {
+    for fs in Fs::ALL {
+        let n = fs.name();
+        let needs_strace = fs.unavailable().or_else(strace_unavailable);
+        add(
+            format!("flush_fails::{n}"),
+            needs_strace.clone(),
+            Box::new(move || flush_fails(fs)),
+        );
+        add(
+            format!("fsync_fails::{n}"),
+            needs_strace.clone(),
+            Box::new(move || fsync_fails(fs)),
+        );
+        add(
+            format!("close_fails::{n}"),
+            needs_strace.clone(),
+            Box::new(move || close_fails(fs)),
+        );
+        add(
+            format!("rename_fails::{n}"),
+            needs_strace.clone(),
+            Box::new(move || rename_fails(fs)),
+        );
+        add(
+            format!("resume::{n}"),
+            needs_strace.clone(),
+            Box::new(move || resume(fs)),
+        );
+        add(
+            format!("power_cut::{n}"),
+            needs_strace.or_else(|| Fs::Xfs.unavailable()),
+            Box::new(move || power_cut(fs)),
+        );
+    }
+    let ext4 = Fs::Ext4.unavailable();
+    add(
+        "inode_starved::ext4".into(),
+        ext4.clone(),
+        Box::new(inode_starved),
+    );
+    add(
+        "readonly_source::ext4".into(),
+        ext4,
+        Box::new(readonly_source),
+    );
 }

@@ -166,84 +166,10 @@ fn main() {
     copying::trials(&mut add);
     faults::trials(&mut add);
     cli::trials(&mut add);
-    for fs in Fs::ALL {
-        let n = fs.name();
-        let why = fs.unavailable();
-        let needs_strace = why.clone().or_else(strace);
-        add(
-            format!("flush_fails::{n}"),
-            needs_strace.clone(),
-            Box::new(move || durability::flush_fails(fs)),
-        );
-        add(
-            format!("fsync_fails::{n}"),
-            needs_strace.clone(),
-            Box::new(move || durability::fsync_fails(fs)),
-        );
-        add(
-            format!("close_fails::{n}"),
-            needs_strace.clone(),
-            Box::new(move || durability::close_fails(fs)),
-        );
-        add(
-            format!("rename_fails::{n}"),
-            needs_strace.clone(),
-            Box::new(move || durability::rename_fails(fs)),
-        );
-        add(
-            format!("resume::{n}"),
-            needs_strace.clone(),
-            Box::new(move || durability::resume(fs)),
-        );
-        add(
-            format!("power_cut::{n}"),
-            needs_strace.or_else(|| Fs::Xfs.unavailable()),
-            Box::new(move || durability::power_cut(fs)),
-        );
-        add(
-            format!("verify_tree::{n}"),
-            why.clone(),
-            Box::new(move || verify::verify_tree(fs)),
-        );
-        if fs.can_clone() {
-            add(
-                format!("dedupe_shares::{n}"),
-                why.clone(),
-                Box::new(move || dedupe::shares(fs)),
-            );
-            add(
-                format!("dedupe_changed_meanwhile::{n}"),
-                why.clone().or_else(strace),
-                Box::new(move || dedupe::changed_meanwhile(fs)),
-            );
-        }
-    }
-    let ext4 = Fs::Ext4.unavailable();
-    add(
-        "edges_same_file::ext4".into(),
-        ext4.clone(),
-        Box::new(|| edges::same_file(Fs::Ext4)),
-    );
-    add(
-        "edges_probe_errors::ext4".into(),
-        ext4.clone(),
-        Box::new(|| edges::probe_errors(Fs::Ext4)),
-    );
-    add(
-        "edges_verify_counts::ext4".into(),
-        ext4.clone(),
-        Box::new(|| edges::verify_counts(Fs::Ext4)),
-    );
-    add(
-        "edges_clone_impossible::ext4_xfs".into(),
-        ext4.clone().or_else(|| Fs::Xfs.unavailable()),
-        Box::new(edges::clone_impossible),
-    );
-    add(
-        "edges_readonly_dest::ext4".into(),
-        ext4.clone(),
-        Box::new(edges::readonly_dest),
-    );
+    durability::trials(&mut add);
+    verify::trials(&mut add);
+    dedupe::trials(&mut add);
+    edges::trials(&mut add);
     let flash_needs = fixture::loop_unavailable().or_else(|| {
         ["xz", "zstd", "bzip2", "gzip", "sfdisk"]
             .iter()
@@ -368,79 +294,9 @@ fn main() {
         image_needs,
         Box::new(image::interrupted),
     );
-    add(
-        "dedupe_refused::ext4".into(),
-        ext4.clone(),
-        Box::new(dedupe::refused),
-    );
-    add(
-        "verify_reads_device::ext4".into(),
-        ext4.clone(),
-        Box::new(verify::verify_reads_device),
-    );
-    add(
-        "verify_hashes_while_copying::ext4".into(),
-        ext4.clone().or_else(strace),
-        Box::new(verify::verify_hashes_while_copying),
-    );
-    add(
-        "inode_starved::ext4".into(),
-        ext4.clone(),
-        Box::new(durability::inode_starved),
-    );
-    add(
-        "readonly_source::ext4".into(),
-        ext4.clone(),
-        Box::new(durability::readonly_source),
-    );
-    for fs in [Fs::Ext4, Fs::Xfs] {
-        let why = fs.unavailable().or_else(strace);
-        add(
-            format!("rerun_never_nests::{}", fs.name()),
-            why.clone(),
-            Box::new(move || reruns::rerun_never_nests(fs)),
-        );
-        add(
-            format!("rerun_cleans_leftovers::{}", fs.name()),
-            why.clone(),
-            Box::new(move || reruns::rerun_cleans_leftovers(fs)),
-        );
-        add(
-            format!("two_at_once::{}", fs.name()),
-            why,
-            Box::new(move || reruns::two_at_once(fs)),
-        );
-    }
-    let setpriv = || (!fixture::have("setpriv")).then(|| "setpriv not installed".to_string());
-    for fs in Fs::ALL {
-        add(
-            format!("rerun_after_inode_reuse::{}", fs.name()),
-            fs.unavailable().or_else(setpriv),
-            Box::new(move || reruns::rerun_after_inode_reuse(fs)),
-        );
-    }
-    add(
-        "sigint_large_file::ext4".into(),
-        Fs::Ext4.unavailable(),
-        Box::new(signals::sigint_large_file),
-    );
-    add(
-        "sigint_partial::ext4".into(),
-        Fs::Ext4.unavailable(),
-        Box::new(signals::sigint_partial),
-    );
-    add(
-        "sigint_many_files::ext4".into(),
-        Fs::Ext4.unavailable(),
-        Box::new(|| signals::sigint_many_files(Fs::Ext4)),
-    );
-    for (name, args) in help::PAGES {
-        add(
-            format!("help::{name}"),
-            None,
-            Box::new(|| help::check(name, args)),
-        );
-    }
+    reruns::trials(&mut add);
+    signals::trials(&mut add);
+    help::trials(&mut add);
     benches::trials(&mut add);
 
     if !skipped.is_empty() {

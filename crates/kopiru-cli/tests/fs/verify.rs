@@ -4,7 +4,7 @@
 
 use crate::durability::{copy, exact, tree};
 use crate::fixture::{self, Fs};
-use crate::{code, json, show, trees, R};
+use crate::{code, json, show, strace_unavailable, trees, Add, R};
 use std::ffi::OsStr;
 use std::path::Path;
 use std::process::Command;
@@ -208,4 +208,26 @@ pub fn verify_reads_device() -> R {
         show(&o)
     );
     Ok(())
+}
+
+/// Registers this module's trials.
+pub fn trials(add: Add) {
+    for fs in Fs::ALL {
+        add(
+            format!("verify_tree::{}", fs.name()),
+            fs.unavailable(),
+            Box::new(move || verify_tree(fs)),
+        );
+    }
+    let ext4 = Fs::Ext4.unavailable();
+    add(
+        "verify_reads_device::ext4".into(),
+        ext4.clone(),
+        Box::new(verify_reads_device),
+    );
+    add(
+        "verify_hashes_while_copying::ext4".into(),
+        ext4.or_else(strace_unavailable),
+        Box::new(verify_hashes_while_copying),
+    );
 }
