@@ -6,7 +6,7 @@
 //! bytes in flash_input.rs.
 
 use crate::fixture;
-use crate::{code, fails_with, json, show, trees, R};
+use crate::{code, fails_with, json, show, strace_unavailable, trees, Add, R};
 use libtest_mimic::Failed;
 use std::ffi::OsStr;
 use std::os::unix::fs::FileExt;
@@ -583,4 +583,57 @@ fn flash_peak(image: &Path, lo: &Loop, args: &[&str], bytes: u64) -> Result<u64,
     );
     ensure!(peak_kib > 0, "no VmHWM read from {status_file}");
     Ok(peak_kib << 10)
+}
+
+/// Why the flash tests cannot run here, if they cannot: they need loop
+/// devices and the compressors and sfdisk.
+pub(crate) fn unavailable() -> Option<String> {
+    fixture::loop_unavailable().or_else(|| {
+        ["xz", "zstd", "bzip2", "gzip", "sfdisk"]
+            .iter()
+            .find(|t| !fixture::have(t))
+            .map(|t| format!("{t} not installed (scripts/test.sh installs it)"))
+    })
+}
+
+/// Why the tests that use bmaptool cannot run here, if they cannot.
+pub(crate) fn bmaptool_unavailable() -> Option<String> {
+    (!fixture::have("bmaptool"))
+        .then(|| "bmaptool not installed (scripts/test.sh installs bmap-tools)".into())
+}
+
+/// Registers this module's trials.
+pub fn trials(add: Add) {
+    let needs = unavailable();
+    add("flash_formats".into(), needs.clone(), Box::new(formats));
+    add(
+        "flash_xz_single_block_memory".into(),
+        needs.clone(),
+        Box::new(xz_single_block_memory),
+    );
+    add(
+        "flash_verify_reads_device".into(),
+        needs.clone().or_else(strace_unavailable),
+        Box::new(verify_reads_device),
+    );
+    add(
+        "flash_several_devices".into(),
+        needs.clone(),
+        Box::new(several_devices),
+    );
+    add(
+        "flash_bmap".into(),
+        needs.clone().or_else(bmaptool_unavailable),
+        Box::new(bmap),
+    );
+    add(
+        "flash_zeros_and_identical".into(),
+        needs.clone(),
+        Box::new(zeros_and_identical),
+    );
+    add(
+        "flash_io_error".into(),
+        needs.or_else(strace_unavailable),
+        Box::new(io_error),
+    );
 }

@@ -4,7 +4,7 @@
 //! on the controlling terminal, or its refusal when there is none.
 
 use crate::flash::{device_bytes, flash, image, whole_device, Loop};
-use crate::{code, fails_with, fixture, show, R};
+use crate::{code, fails_with, fixture, show, Add, R};
 use libtest_mimic::Failed;
 use std::ffi::OsStr;
 use std::path::{Path, PathBuf};
@@ -236,4 +236,33 @@ pub fn asks_on_the_terminal() -> R {
         "not written after 'y'"
     );
     Ok(())
+}
+
+/// Registers this module's trials.
+pub fn trials(add: Add) {
+    let needs = crate::flash::unavailable();
+    add(
+        "flash_refuses_mounted_partition".into(),
+        partitions_unavailable(),
+        Box::new(refuses_mounted_partition),
+    );
+    add(
+        "flash_no_terminal_no_write".into(),
+        needs.clone().or_else(|| {
+            (!fixture::have("setsid")).then(|| "setsid not installed (util-linux)".into())
+        }),
+        Box::new(no_terminal_no_write),
+    );
+    add(
+        "flash_asks_on_the_terminal".into(),
+        needs.clone().or_else(|| {
+            (!fixture::have("script")).then(|| "script not installed (util-linux)".into())
+        }),
+        Box::new(asks_on_the_terminal),
+    );
+    add(
+        "flash_refusals".into(),
+        needs.or_else(|| fixture::Fs::Ext4.unavailable()),
+        Box::new(refusals),
+    );
 }

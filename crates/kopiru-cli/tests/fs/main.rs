@@ -159,7 +159,6 @@ fn main() {
         }
         trials.push(Trial::test(name, f).with_ignored_flag(why.is_some()));
     };
-    let strace = strace_unavailable;
     options::trials(&mut add);
     snapshots::trials(&mut add);
     scale::trials(&mut add);
@@ -170,130 +169,10 @@ fn main() {
     verify::trials(&mut add);
     dedupe::trials(&mut add);
     edges::trials(&mut add);
-    let flash_needs = fixture::loop_unavailable().or_else(|| {
-        ["xz", "zstd", "bzip2", "gzip", "sfdisk"]
-            .iter()
-            .find(|t| !fixture::have(t))
-            .map(|t| format!("{t} not installed (scripts/test.sh installs it)"))
-    });
-    add(
-        "flash_formats".into(),
-        flash_needs.clone(),
-        Box::new(flash::formats),
-    );
-    add(
-        "flash_xz_single_block_memory".into(),
-        flash_needs.clone(),
-        Box::new(flash::xz_single_block_memory),
-    );
-    add(
-        "flash_verify_reads_device".into(),
-        flash_needs.clone().or_else(strace),
-        Box::new(flash::verify_reads_device),
-    );
-    add(
-        "flash_several_devices".into(),
-        flash_needs.clone(),
-        Box::new(flash::several_devices),
-    );
-    add(
-        "flash_bmap".into(),
-        flash_needs.clone().or_else(|| {
-            (!fixture::have("bmaptool"))
-                .then(|| "bmaptool not installed (scripts/test.sh installs bmap-tools)".into())
-        }),
-        Box::new(flash::bmap),
-    );
-    add(
-        "flash_zeros_and_identical".into(),
-        flash_needs.clone(),
-        Box::new(flash::zeros_and_identical),
-    );
-    add(
-        "flash_io_error".into(),
-        flash_needs.clone().or_else(strace),
-        Box::new(flash::io_error),
-    );
-    add(
-        "flash_refuses_mounted_partition".into(),
-        flash_refusals::partitions_unavailable(),
-        Box::new(flash_refusals::refuses_mounted_partition),
-    );
-    add(
-        "flash_no_terminal_no_write".into(),
-        flash_needs.clone().or_else(|| {
-            (!fixture::have("setsid")).then(|| "setsid not installed (util-linux)".into())
-        }),
-        Box::new(flash_refusals::no_terminal_no_write),
-    );
-    add(
-        "flash_asks_on_the_terminal".into(),
-        flash_needs.clone().or_else(|| {
-            (!fixture::have("script")).then(|| "script not installed (util-linux)".into())
-        }),
-        Box::new(flash_refusals::asks_on_the_terminal),
-    );
-    add(
-        "flash_trusts_bytes".into(),
-        flash_needs.clone(),
-        Box::new(flash_input::trusts_bytes),
-    );
-    add(
-        "flash_damaged_image".into(),
-        flash_needs.clone(),
-        Box::new(flash_input::damaged_image),
-    );
-    add(
-        "flash_through_symlink".into(),
-        flash_needs.clone(),
-        Box::new(flash_input::through_symlink),
-    );
-    add(
-        "flash_refusals".into(),
-        flash_needs.or_else(|| Fs::Ext4.unavailable()),
-        Box::new(flash_refusals::refusals),
-    );
-    let image_needs = fixture::loop_unavailable().or_else(|| {
-        ["xz", "zstd", "gzip", "sfdisk", "sha256sum"]
-            .iter()
-            .find(|t| !fixture::have(t))
-            .map(|t| format!("{t} not installed (scripts/test.sh installs it)"))
-    });
-    for sector in [512u32, 4096] {
-        add(
-            format!("image::round_trip_{sector}"),
-            image_needs.clone().or_else(|| {
-                (!fixture::have("bmaptool"))
-                    .then(|| "bmaptool not installed (scripts/test.sh installs bmap-tools)".into())
-            }),
-            Box::new(move || image::round_trip(sector)),
-        );
-    }
-    add(
-        "image::partitions_only".into(),
-        image_needs.clone(),
-        Box::new(image::partitions_only),
-    );
-    add(
-        "image::refusals".into(),
-        image_needs.clone().or_else(|| Fs::Ext4.unavailable()),
-        Box::new(image::refusals),
-    );
-    add(
-        "image::read_error".into(),
-        image_needs.clone().or_else(strace),
-        Box::new(image::read_error),
-    );
-    add(
-        "image::verify_catches_corruption".into(),
-        image_needs.clone().or_else(strace),
-        Box::new(image::verify_catches_corruption),
-    );
-    add(
-        "image::interrupted".into(),
-        image_needs,
-        Box::new(image::interrupted),
-    );
+    flash::trials(&mut add);
+    flash_input::trials(&mut add);
+    flash_refusals::trials(&mut add);
+    image::trials(&mut add);
     reruns::trials(&mut add);
     signals::trials(&mut add);
     help::trials(&mut add);
