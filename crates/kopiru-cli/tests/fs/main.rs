@@ -2,6 +2,11 @@
 //! Btrfs) made on loop devices. Tests whose needs (root, loop devices, mkfs
 //! tools, strace) are missing are reported as ignored, with the reason printed
 //! loudly, never passed silently.
+//!
+//! Every module registers its own tests in its own `pub fn trials(add: Add)`;
+//! `main()` only calls each module's `trials`. Adding a test costs one
+//! function and one `add` line in the same file. This file keeps the helpers
+//! the modules share and the runner.
 
 /// `return Err(...)` with a message unless `cond` holds (before the
 /// modules, so that every one of them can use it).
@@ -147,7 +152,7 @@ fn json(o: &Output) -> Result<serde_json::Value, Failed> {
     serde_json::from_slice(&o.stdout).map_err(|e| format!("bad JSON ({e}): {}", show(o)).into())
 }
 
-// ---------------------------------------------------------------- the list
+// ---------------------------------------------------------------- the runner
 
 fn main() {
     let args = Arguments::from_args();
