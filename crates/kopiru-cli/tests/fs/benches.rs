@@ -169,3 +169,18 @@ pub fn benches_on_a_full_disk() -> R {
     ensure!(left.is_empty(), "left behind: {left:?}");
     Ok(())
 }
+
+/// Registers this module's trials.
+pub fn trials(add: Add) {
+    add("bench_sweep".into(), None, Box::new(bench_sweep));
+    add(
+        "benches_on_a_full_disk::ext4".into(),
+        Fs::Ext4.unavailable(),
+        Box::new(benches_on_a_full_disk),
+    );
+    add(
+        "bench_fsync::ext4".into(),
+        Fs::Ext4.unavailable(),
+        Box::new(bench_fsync),
+    );
+}

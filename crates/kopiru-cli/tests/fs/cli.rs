@@ -1,8 +1,9 @@
 //! The command's edges: signals (exit 20), output to a closed pipe, and
-//! (below) completions and the man page.
+//! (below) completions, the man page, dedupe without `-n`, the summary line,
+//! and cp's spellings of copy's options.
 
 use crate::fixture::{self, Fs};
-use crate::{code, json, same_tree, show, trees, R};
+use crate::{code, json, same_tree, show, trees, Add, R};
 use libtest_mimic::Failed;
 use std::ffi::OsStr;
 use std::os::fd::{FromRawFd, OwnedFd};
@@ -597,4 +598,35 @@ pub fn cp_spellings(fs: Fs) -> R {
         .output()?;
     ensure!(code(&o) == 2, "--reflink with --method: {}", show(&o));
     Ok(())
+}
+
+/// Registers this module's trials.
+pub fn trials(add: Add) {
+    for fs in Fs::ALL {
+        add(
+            format!("cp_spellings::{}", fs.name()),
+            fs.unavailable(),
+            Box::new(move || cp_spellings(fs)),
+        );
+    }
+    let ext4 = Fs::Ext4.unavailable();
+    add(
+        "signal_cancels_copy::ext4".into(),
+        ext4.clone(),
+        Box::new(|| signal_cancels_copy(Fs::Ext4)),
+    );
+    add(
+        "second_signal_exits::ext4".into(),
+        ext4,
+        Box::new(|| second_signal_exits(Fs::Ext4)),
+    );
+    add("closed_stdout".into(), None, Box::new(closed_stdout));
+    add("completions".into(), None, Box::new(completions));
+    add("summary_line".into(), None, Box::new(summary_line));
+    add(
+        "dedupe_has_no_short_n".into(),
+        None,
+        Box::new(dedupe_has_no_short_n),
+    );
+    add("man_page".into(), groff_unavailable(), Box::new(man_page));
 }

@@ -513,3 +513,82 @@ pub fn non_utf8(fs: Fs) -> R {
     ensure!(code(&o) == 0, "{}", show(&o));
     same_tree(&src, &dst, manifest::DEFAULT)
 }
+
+/// Registers this module's trials.
+pub fn trials(add: Add) {
+    for fs in Fs::ALL {
+        let (n, why) = (fs.name(), fs.unavailable());
+        add(
+            format!("archive::{n}"),
+            why.clone(),
+            Box::new(move || archive(fs)),
+        );
+        add(
+            format!("defaults::{n}"),
+            why.clone(),
+            Box::new(move || defaults(fs)),
+        );
+        add(
+            format!("sparse::{n}"),
+            why.clone(),
+            Box::new(move || sparse(fs)),
+        );
+        add(
+            format!("json_summary::{n}"),
+            why.clone(),
+            Box::new(move || json_summary(fs)),
+        );
+        add(
+            format!("merge_replace::{n}"),
+            why.clone(),
+            Box::new(move || merge_replace(fs)),
+        );
+        add(
+            format!("long_paths::{n}"),
+            why.clone(),
+            Box::new(move || long_paths(fs)),
+        );
+        add(
+            format!("follow_links::{n}"),
+            why.clone(),
+            Box::new(move || follow_links(fs)),
+        );
+        add(
+            format!("non_utf8::{n}"),
+            why.clone(),
+            Box::new(move || non_utf8(fs)),
+        );
+        add(
+            format!("large_directory::{n}"),
+            why.clone().or_else(strace_unavailable),
+            Box::new(move || large_directory(fs)),
+        );
+        if fs.can_clone() {
+            add(
+                format!("clone_shares::{n}"),
+                why,
+                Box::new(move || clone_shares(fs)),
+            );
+        } else {
+            add(
+                format!("clone_refused::{n}"),
+                why,
+                Box::new(move || clone_refused(fs)),
+            );
+        }
+    }
+    for (a, b) in [
+        (Fs::Ext4, Fs::Xfs),
+        (Fs::Xfs, Fs::Ext4),
+        (Fs::Btrfs, Fs::Xfs),
+        (Fs::Xfs, Fs::Btrfs),
+    ] {
+        let why = a.unavailable().or_else(|| b.unavailable());
+        add(
+            format!("cross::{}_to_{}", a.name(), b.name()),
+            why,
+            Box::new(move || cross(a, b)),
+        );
+    }
+    add("proc_and_sys".into(), None, Box::new(proc_and_sys));
+}

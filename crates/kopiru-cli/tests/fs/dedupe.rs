@@ -2,7 +2,7 @@
 
 use crate::fixture::{self, Fs};
 use crate::manifest::{self, manifest};
-use crate::{code, fails_with, json, shares_extents, show, trees, R};
+use crate::{code, fails_with, json, shares_extents, show, strace_unavailable, trees, Add, R};
 use libtest_mimic::Failed;
 use std::ffi::OsStr;
 use std::path::Path;
@@ -157,4 +157,26 @@ pub fn refused() -> R {
     let d = manifest::compare(&before, &manifest(&w)?, manifest::ALL);
     ensure!(d.is_empty(), "something changed: {d:#?}");
     Ok(())
+}
+
+/// Registers this module's trials.
+pub fn trials(add: Add) {
+    for fs in Fs::ALL.into_iter().filter(|fs| fs.can_clone()) {
+        let (n, why) = (fs.name(), fs.unavailable());
+        add(
+            format!("dedupe_shares::{n}"),
+            why.clone(),
+            Box::new(move || shares(fs)),
+        );
+        add(
+            format!("dedupe_changed_meanwhile::{n}"),
+            why.or_else(strace_unavailable),
+            Box::new(move || changed_meanwhile(fs)),
+        );
+    }
+    add(
+        "dedupe_refused::ext4".into(),
+        Fs::Ext4.unavailable(),
+        Box::new(refused),
+    );
 }

@@ -5,7 +5,7 @@
 
 use crate::fixture::{self, Fs};
 use crate::manifest::{self, manifest};
-use crate::{code, show, R};
+use crate::{code, show, Add, R};
 use std::path::Path;
 use std::process::{Command, Output};
 
@@ -402,4 +402,34 @@ pub fn readonly_dest() -> R {
     })();
     let _ = Command::new("umount").arg(&ro).output();
     r
+}
+
+/// Registers this module's trials.
+pub fn trials(add: Add) {
+    let ext4 = Fs::Ext4.unavailable();
+    add(
+        "edges_same_file::ext4".into(),
+        ext4.clone(),
+        Box::new(|| same_file(Fs::Ext4)),
+    );
+    add(
+        "edges_probe_errors::ext4".into(),
+        ext4.clone(),
+        Box::new(|| probe_errors(Fs::Ext4)),
+    );
+    add(
+        "edges_verify_counts::ext4".into(),
+        ext4.clone(),
+        Box::new(|| verify_counts(Fs::Ext4)),
+    );
+    add(
+        "edges_clone_impossible::ext4_xfs".into(),
+        ext4.clone().or_else(|| Fs::Xfs.unavailable()),
+        Box::new(clone_impossible),
+    );
+    add(
+        "edges_readonly_dest::ext4".into(),
+        ext4,
+        Box::new(readonly_dest),
+    );
 }

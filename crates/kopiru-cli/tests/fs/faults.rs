@@ -305,3 +305,38 @@ pub fn readonly_dest() -> R {
     );
     Ok(())
 }
+
+/// Registers this module's trials.
+pub fn trials(add: Add) {
+    let ext4 = Fs::Ext4.unavailable();
+    add(
+        "out_of_inodes".into(),
+        ext4.clone(),
+        Box::new(out_of_inodes),
+    );
+    for fs in Fs::ALL {
+        let (n, why) = (fs.name(), fs.unavailable());
+        add(
+            format!("enospc::{n}"),
+            why.clone(),
+            Box::new(move || enospc(fs)),
+        );
+        add(
+            format!("injected_eio::{n}"),
+            why.or_else(strace_unavailable),
+            Box::new(move || injected_eio(fs)),
+        );
+    }
+    add(
+        "refusals::ext4".into(),
+        ext4.clone(),
+        Box::new(|| refusals(Fs::Ext4)),
+    );
+    add(
+        "into_itself_via_bind_mount::ext4".into(),
+        ext4.clone(),
+        Box::new(|| into_itself_via_bind_mount(Fs::Ext4)),
+    );
+    add("readonly_dest::ext4".into(), ext4, Box::new(readonly_dest));
+    add("usage".into(), None, Box::new(usage));
+}

@@ -4,7 +4,7 @@
 //! MiB as it was and says how far it got.
 
 use crate::flash::{flash, image, whole_device, Loop};
-use crate::{code, fails_with, fixture, show, R};
+use crate::{code, fails_with, fixture, show, Add, R};
 use libtest_mimic::Failed;
 use std::ffi::OsStr;
 use std::io::Write;
@@ -226,4 +226,24 @@ pub fn through_symlink() -> R {
         "the symlink was replaced"
     );
     Ok(())
+}
+
+/// Registers this module's trials.
+pub fn trials(add: Add) {
+    let needs = crate::flash::unavailable();
+    add(
+        "flash_trusts_bytes".into(),
+        needs.clone(),
+        Box::new(trusts_bytes),
+    );
+    add(
+        "flash_damaged_image".into(),
+        needs.clone(),
+        Box::new(damaged_image),
+    );
+    add(
+        "flash_through_symlink".into(),
+        needs,
+        Box::new(through_symlink),
+    );
 }

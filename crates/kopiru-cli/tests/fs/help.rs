@@ -5,7 +5,7 @@
 //!
 //! and review the diff. Needs no root.
 
-use crate::R;
+use crate::{Add, R};
 use std::path::PathBuf;
 use std::process::Command;
 
@@ -115,4 +115,15 @@ fn diff(a: &str, b: &str) -> String {
         }
     }
     out
+}
+
+/// Registers this module's trials.
+pub fn trials(add: Add) {
+    for (name, args) in PAGES {
+        add(
+            format!("help::{name}"),
+            None,
+            Box::new(move || check(name, args)),
+        );
+    }
 }

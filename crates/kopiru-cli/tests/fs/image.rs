@@ -4,8 +4,8 @@
 //! error, an interrupted run.
 
 use crate::fixture;
-use crate::flash::{device_bytes, Loop};
-use crate::{code, fails_with, json, show, trees, R};
+use crate::flash::{bmaptool_unavailable, device_bytes, Loop};
+use crate::{code, fails_with, json, show, strace_unavailable, trees, Add, R};
 use libtest_mimic::Failed;
 use std::ffi::OsStr;
 use std::os::unix::fs::{FileExt, MetadataExt};
@@ -521,4 +521,42 @@ pub fn verify_catches_corruption() -> R {
     ensure!(json(&o)?["verified"] == false, "{}", show(&o));
     ensure!(names(&d)?.is_empty(), "left behind: {:?}", names(&d)?);
     Ok(())
+}
+
+/// Registers this module's trials.
+pub fn trials(add: Add) {
+    let needs = fixture::loop_unavailable().or_else(|| {
+        ["xz", "zstd", "gzip", "sfdisk", "sha256sum"]
+            .iter()
+            .find(|t| !fixture::have(t))
+            .map(|t| format!("{t} not installed (scripts/test.sh installs it)"))
+    });
+    for sector in [512u32, 4096] {
+        add(
+            format!("image::round_trip_{sector}"),
+            needs.clone().or_else(bmaptool_unavailable),
+            Box::new(move || round_trip(sector)),
+        );
+    }
+    add(
+        "image::partitions_only".into(),
+        needs.clone(),
+        Box::new(partitions_only),
+    );
+    add(
+        "image::refusals".into(),
+        needs.clone().or_else(|| fixture::Fs::Ext4.unavailable()),
+        Box::new(refusals),
+    );
+    add(
+        "image::read_error".into(),
+        needs.clone().or_else(strace_unavailable),
+        Box::new(read_error),
+    );
+    add(
+        "image::verify_catches_corruption".into(),
+        needs.clone().or_else(strace_unavailable),
+        Box::new(verify_catches_corruption),
+    );
+    add("image::interrupted".into(), needs, Box::new(interrupted));
 }

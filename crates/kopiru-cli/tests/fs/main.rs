@@ -2,6 +2,11 @@
 //! Btrfs) made on loop devices. Tests whose needs (root, loop devices, mkfs
 //! tools, strace) are missing are reported as ignored, with the reason printed
 //! loudly, never passed silently.
+//!
+//! Every module registers its own tests in its own `pub fn trials(add: Add)`;
+//! `main()` only calls each module's `trials`. Adding a test costs one
+//! function and one `add` line in the same file. This file keeps the helpers
+//! the modules share and the runner.
 
 /// `return Err(...)` with a message unless `cond` holds (before the
 /// modules, so that every one of them can use it).
@@ -23,6 +28,7 @@ mod faults;
 mod fixture;
 mod flash;
 mod flash_input;
+mod flash_refusals;
 mod help;
 mod image;
 mod manifest;
@@ -32,6 +38,7 @@ mod scale;
 mod signals;
 mod snapshots;
 mod trees;
+mod verify;
 
 use fixture::Fs;
 use libtest_mimic::{Arguments, Failed, Trial};
@@ -43,9 +50,15 @@ use std::process::{Command, Output};
 
 type R = Result<(), Failed>;
 
-use benches::*;
-use copying::*;
-use faults::*;
+/// What each module's `trials` registers its tests with: a test's name, why
+/// it cannot run here (if it cannot: it is then ignored and listed loudly),
+/// and the test itself.
+type Add<'a> = &'a mut dyn FnMut(String, Option<String>, Box<dyn FnOnce() -> R + Send>);
+
+/// Why tests that run kopiru under strace cannot run here, if they cannot.
+fn strace_unavailable() -> Option<String> {
+    (!fixture::have("strace")).then(|| "strace not installed (apt-get install strace)".to_string())
+}
 
 fn kopiru<I, S>(args: I) -> Output
 where
@@ -139,7 +152,7 @@ fn json(o: &Output) -> Result<serde_json::Value, Failed> {
     serde_json::from_slice(&o.stdout).map_err(|e| format!("bad JSON ({e}): {}", show(o)).into())
 }
 
-// ---------------------------------------------------------------- the list
+// ---------------------------------------------------------------- the runner
 
 fn main() {
     let args = Arguments::from_args();
@@ -151,424 +164,24 @@ fn main() {
         }
         trials.push(Trial::test(name, f).with_ignored_flag(why.is_some()));
     };
-    let strace = || {
-        (!fixture::have("strace"))
-            .then(|| "strace not installed (apt-get install strace)".to_string())
-    };
     options::trials(&mut add);
     snapshots::trials(&mut add);
     scale::trials(&mut add);
-    add(
-        "out_of_inodes".into(),
-        Fs::Ext4.unavailable(),
-        Box::new(out_of_inodes),
-    );
-    for fs in Fs::ALL {
-        let n = fs.name();
-        let why = fs.unavailable();
-        add(
-            format!("archive::{n}"),
-            why.clone(),
-            Box::new(move || archive(fs)),
-        );
-        add(
-            format!("defaults::{n}"),
-            why.clone(),
-            Box::new(move || defaults(fs)),
-        );
-        add(
-            format!("sparse::{n}"),
-            why.clone(),
-            Box::new(move || sparse(fs)),
-        );
-        add(
-            format!("json_summary::{n}"),
-            why.clone(),
-            Box::new(move || json_summary(fs)),
-        );
-        add(
-            format!("merge_replace::{n}"),
-            why.clone(),
-            Box::new(move || merge_replace(fs)),
-        );
-        add(
-            format!("long_paths::{n}"),
-            why.clone(),
-            Box::new(move || long_paths(fs)),
-        );
-        add(
-            format!("follow_links::{n}"),
-            why.clone(),
-            Box::new(move || follow_links(fs)),
-        );
-        add(
-            format!("non_utf8::{n}"),
-            why.clone(),
-            Box::new(move || non_utf8(fs)),
-        );
-        add(
-            format!("enospc::{n}"),
-            why.clone(),
-            Box::new(move || enospc(fs)),
-        );
-        add(
-            format!("large_directory::{n}"),
-            why.clone().or_else(strace),
-            Box::new(move || large_directory(fs)),
-        );
-        add(
-            format!("cp_spellings::{n}"),
-            why.clone(),
-            Box::new(move || cli::cp_spellings(fs)),
-        );
-        add(
-            format!("injected_eio::{n}"),
-            why.clone().or_else(strace),
-            Box::new(move || injected_eio(fs)),
-        );
-        let needs_strace = why.clone().or_else(strace);
-        add(
-            format!("flush_fails::{n}"),
-            needs_strace.clone(),
-            Box::new(move || durability::flush_fails(fs)),
-        );
-        add(
-            format!("fsync_fails::{n}"),
-            needs_strace.clone(),
-            Box::new(move || durability::fsync_fails(fs)),
-        );
-        add(
-            format!("close_fails::{n}"),
-            needs_strace.clone(),
-            Box::new(move || durability::close_fails(fs)),
-        );
-        add(
-            format!("rename_fails::{n}"),
-            needs_strace.clone(),
-            Box::new(move || durability::rename_fails(fs)),
-        );
-        add(
-            format!("resume::{n}"),
-            needs_strace.clone(),
-            Box::new(move || durability::resume(fs)),
-        );
-        add(
-            format!("power_cut::{n}"),
-            needs_strace.or_else(|| Fs::Xfs.unavailable()),
-            Box::new(move || durability::power_cut(fs)),
-        );
-        add(
-            format!("verify_tree::{n}"),
-            why.clone(),
-            Box::new(move || durability::verify_tree(fs)),
-        );
-        if fs.can_clone() {
-            add(
-                format!("dedupe_shares::{n}"),
-                why.clone(),
-                Box::new(move || dedupe::shares(fs)),
-            );
-            add(
-                format!("dedupe_changed_meanwhile::{n}"),
-                why.clone().or_else(strace),
-                Box::new(move || dedupe::changed_meanwhile(fs)),
-            );
-            add(
-                format!("clone_shares::{n}"),
-                why.clone(),
-                Box::new(move || clone_shares(fs)),
-            );
-        } else {
-            add(
-                format!("clone_refused::{n}"),
-                why.clone(),
-                Box::new(move || clone_refused(fs)),
-            );
-        }
-    }
-    for (a, b) in [
-        (Fs::Ext4, Fs::Xfs),
-        (Fs::Xfs, Fs::Ext4),
-        (Fs::Btrfs, Fs::Xfs),
-        (Fs::Xfs, Fs::Btrfs),
-    ] {
-        let why = a.unavailable().or_else(|| b.unavailable());
-        add(
-            format!("cross::{}_to_{}", a.name(), b.name()),
-            why,
-            Box::new(move || cross(a, b)),
-        );
-    }
-    let ext4 = Fs::Ext4.unavailable();
-    add(
-        "refusals::ext4".into(),
-        ext4.clone(),
-        Box::new(|| refusals(Fs::Ext4)),
-    );
-    add(
-        "into_itself_via_bind_mount::ext4".into(),
-        ext4.clone(),
-        Box::new(|| into_itself_via_bind_mount(Fs::Ext4)),
-    );
-    add(
-        "edges_same_file::ext4".into(),
-        ext4.clone(),
-        Box::new(|| edges::same_file(Fs::Ext4)),
-    );
-    add(
-        "edges_probe_errors::ext4".into(),
-        ext4.clone(),
-        Box::new(|| edges::probe_errors(Fs::Ext4)),
-    );
-    add(
-        "edges_verify_counts::ext4".into(),
-        ext4.clone(),
-        Box::new(|| edges::verify_counts(Fs::Ext4)),
-    );
-    add(
-        "edges_clone_impossible::ext4_xfs".into(),
-        ext4.clone().or_else(|| Fs::Xfs.unavailable()),
-        Box::new(edges::clone_impossible),
-    );
-    add(
-        "edges_readonly_dest::ext4".into(),
-        ext4.clone(),
-        Box::new(edges::readonly_dest),
-    );
-    let flash_needs = fixture::loop_unavailable().or_else(|| {
-        ["xz", "zstd", "bzip2", "gzip", "sfdisk"]
-            .iter()
-            .find(|t| !fixture::have(t))
-            .map(|t| format!("{t} not installed (scripts/test.sh installs it)"))
-    });
-    add(
-        "flash_formats".into(),
-        flash_needs.clone(),
-        Box::new(flash::formats),
-    );
-    add(
-        "flash_xz_single_block_memory".into(),
-        flash_needs.clone(),
-        Box::new(flash::xz_single_block_memory),
-    );
-    add(
-        "flash_verify_reads_device".into(),
-        flash_needs.clone().or_else(strace),
-        Box::new(flash::verify_reads_device),
-    );
-    add(
-        "flash_several_devices".into(),
-        flash_needs.clone(),
-        Box::new(flash::several_devices),
-    );
-    add(
-        "flash_bmap".into(),
-        flash_needs.clone().or_else(|| {
-            (!fixture::have("bmaptool"))
-                .then(|| "bmaptool not installed (scripts/test.sh installs bmap-tools)".into())
-        }),
-        Box::new(flash::bmap),
-    );
-    add(
-        "flash_zeros_and_identical".into(),
-        flash_needs.clone(),
-        Box::new(flash::zeros_and_identical),
-    );
-    add(
-        "flash_io_error".into(),
-        flash_needs.clone().or_else(strace),
-        Box::new(flash::io_error),
-    );
-    add(
-        "flash_refuses_mounted_partition".into(),
-        flash::partitions_unavailable(),
-        Box::new(flash::refuses_mounted_partition),
-    );
-    add(
-        "flash_no_terminal_no_write".into(),
-        flash_needs.clone().or_else(|| {
-            (!fixture::have("setsid")).then(|| "setsid not installed (util-linux)".into())
-        }),
-        Box::new(flash::no_terminal_no_write),
-    );
-    add(
-        "flash_asks_on_the_terminal".into(),
-        flash_needs.clone().or_else(|| {
-            (!fixture::have("script")).then(|| "script not installed (util-linux)".into())
-        }),
-        Box::new(flash::asks_on_the_terminal),
-    );
-    add(
-        "flash_trusts_bytes".into(),
-        flash_needs.clone(),
-        Box::new(flash_input::trusts_bytes),
-    );
-    add(
-        "flash_damaged_image".into(),
-        flash_needs.clone(),
-        Box::new(flash_input::damaged_image),
-    );
-    add(
-        "flash_through_symlink".into(),
-        flash_needs.clone(),
-        Box::new(flash_input::through_symlink),
-    );
-    add(
-        "flash_refusals".into(),
-        flash_needs.or_else(|| Fs::Ext4.unavailable()),
-        Box::new(flash::refusals),
-    );
-    let image_needs = fixture::loop_unavailable().or_else(|| {
-        ["xz", "zstd", "gzip", "sfdisk", "sha256sum"]
-            .iter()
-            .find(|t| !fixture::have(t))
-            .map(|t| format!("{t} not installed (scripts/test.sh installs it)"))
-    });
-    for sector in [512u32, 4096] {
-        add(
-            format!("image::round_trip_{sector}"),
-            image_needs.clone().or_else(|| {
-                (!fixture::have("bmaptool"))
-                    .then(|| "bmaptool not installed (scripts/test.sh installs bmap-tools)".into())
-            }),
-            Box::new(move || image::round_trip(sector)),
-        );
-    }
-    add(
-        "image::partitions_only".into(),
-        image_needs.clone(),
-        Box::new(image::partitions_only),
-    );
-    add(
-        "image::refusals".into(),
-        image_needs.clone().or_else(|| Fs::Ext4.unavailable()),
-        Box::new(image::refusals),
-    );
-    add(
-        "image::read_error".into(),
-        image_needs.clone().or_else(strace),
-        Box::new(image::read_error),
-    );
-    add(
-        "image::verify_catches_corruption".into(),
-        image_needs.clone().or_else(strace),
-        Box::new(image::verify_catches_corruption),
-    );
-    add(
-        "image::interrupted".into(),
-        image_needs,
-        Box::new(image::interrupted),
-    );
-    add(
-        "dedupe_refused::ext4".into(),
-        ext4.clone(),
-        Box::new(dedupe::refused),
-    );
-    add(
-        "verify_reads_device::ext4".into(),
-        ext4.clone(),
-        Box::new(durability::verify_reads_device),
-    );
-    add(
-        "verify_hashes_while_copying::ext4".into(),
-        ext4.clone().or_else(strace),
-        Box::new(durability::verify_hashes_while_copying),
-    );
-    add(
-        "inode_starved::ext4".into(),
-        ext4.clone(),
-        Box::new(durability::inode_starved),
-    );
-    add(
-        "readonly_source::ext4".into(),
-        ext4.clone(),
-        Box::new(durability::readonly_source),
-    );
-    add(
-        "signal_cancels_copy::ext4".into(),
-        ext4.clone(),
-        Box::new(|| cli::signal_cancels_copy(Fs::Ext4)),
-    );
-    add(
-        "second_signal_exits::ext4".into(),
-        ext4.clone(),
-        Box::new(|| cli::second_signal_exits(Fs::Ext4)),
-    );
-    add("readonly_dest::ext4".into(), ext4, Box::new(readonly_dest));
-    for fs in [Fs::Ext4, Fs::Xfs] {
-        let why = fs.unavailable().or_else(strace);
-        add(
-            format!("rerun_never_nests::{}", fs.name()),
-            why.clone(),
-            Box::new(move || reruns::rerun_never_nests(fs)),
-        );
-        add(
-            format!("rerun_cleans_leftovers::{}", fs.name()),
-            why.clone(),
-            Box::new(move || reruns::rerun_cleans_leftovers(fs)),
-        );
-        add(
-            format!("two_at_once::{}", fs.name()),
-            why,
-            Box::new(move || reruns::two_at_once(fs)),
-        );
-    }
-    let setpriv = || (!fixture::have("setpriv")).then(|| "setpriv not installed".to_string());
-    for fs in Fs::ALL {
-        add(
-            format!("rerun_after_inode_reuse::{}", fs.name()),
-            fs.unavailable().or_else(setpriv),
-            Box::new(move || reruns::rerun_after_inode_reuse(fs)),
-        );
-    }
-    add(
-        "sigint_large_file::ext4".into(),
-        Fs::Ext4.unavailable(),
-        Box::new(signals::sigint_large_file),
-    );
-    add(
-        "sigint_partial::ext4".into(),
-        Fs::Ext4.unavailable(),
-        Box::new(signals::sigint_partial),
-    );
-    add(
-        "sigint_many_files::ext4".into(),
-        Fs::Ext4.unavailable(),
-        Box::new(|| signals::sigint_many_files(Fs::Ext4)),
-    );
-    add("closed_stdout".into(), None, Box::new(cli::closed_stdout));
-    add("completions".into(), None, Box::new(cli::completions));
-    add("summary_line".into(), None, Box::new(cli::summary_line));
-    add(
-        "dedupe_has_no_short_n".into(),
-        None,
-        Box::new(cli::dedupe_has_no_short_n),
-    );
-    add(
-        "man_page".into(),
-        cli::groff_unavailable(),
-        Box::new(cli::man_page),
-    );
-    for (name, args) in help::PAGES {
-        add(
-            format!("help::{name}"),
-            None,
-            Box::new(|| help::check(name, args)),
-        );
-    }
-    add("proc_and_sys".into(), None, Box::new(proc_and_sys));
-    add("usage".into(), None, Box::new(usage));
-    add("bench_sweep".into(), None, Box::new(bench_sweep));
-    add(
-        "benches_on_a_full_disk::ext4".into(),
-        Fs::Ext4.unavailable(),
-        Box::new(benches_on_a_full_disk),
-    );
-    add(
-        "bench_fsync::ext4".into(),
-        Fs::Ext4.unavailable(),
-        Box::new(bench_fsync),
-    );
+    copying::trials(&mut add);
+    faults::trials(&mut add);
+    cli::trials(&mut add);
+    durability::trials(&mut add);
+    verify::trials(&mut add);
+    dedupe::trials(&mut add);
+    edges::trials(&mut add);
+    flash::trials(&mut add);
+    flash_input::trials(&mut add);
+    flash_refusals::trials(&mut add);
+    image::trials(&mut add);
+    reruns::trials(&mut add);
+    signals::trials(&mut add);
+    help::trials(&mut add);
+    benches::trials(&mut add);
 
     if !skipped.is_empty() {
         eprintln!(

@@ -583,8 +583,6 @@ pub fn backup(fs: Fs) -> R {
     Ok(())
 }
 
-type Add<'a> = &'a mut dyn FnMut(String, Option<String>, Box<dyn FnOnce() -> R + Send>);
-
 /// Registers this module's trials.
 pub fn trials(add: Add) {
     for fs in Fs::ALL {

@@ -5,7 +5,7 @@
 use crate::durability::{no_temporaries, tree};
 use crate::fixture::{self, Fs};
 use crate::manifest::DEFAULT;
-use crate::{code, fails_with, json, kopiru_injected, same_tree, show, R};
+use crate::{code, fails_with, json, kopiru_injected, same_tree, show, strace_unavailable, Add, R};
 use libtest_mimic::Failed;
 use std::ffi::OsStr;
 use std::path::Path;
@@ -370,4 +370,34 @@ pub fn rerun_after_inode_reuse(fs: Fs) -> R {
     );
     fixture::unmount(&mnt)?;
     Ok(())
+}
+
+/// Registers this module's trials.
+pub fn trials(add: Add) {
+    for fs in [Fs::Ext4, Fs::Xfs] {
+        let why = fs.unavailable().or_else(strace_unavailable);
+        add(
+            format!("rerun_never_nests::{}", fs.name()),
+            why.clone(),
+            Box::new(move || rerun_never_nests(fs)),
+        );
+        add(
+            format!("rerun_cleans_leftovers::{}", fs.name()),
+            why.clone(),
+            Box::new(move || rerun_cleans_leftovers(fs)),
+        );
+        add(
+            format!("two_at_once::{}", fs.name()),
+            why,
+            Box::new(move || two_at_once(fs)),
+        );
+    }
+    let setpriv = || (!fixture::have("setpriv")).then(|| "setpriv not installed".to_string());
+    for fs in Fs::ALL {
+        add(
+            format!("rerun_after_inode_reuse::{}", fs.name()),
+            fs.unavailable().or_else(setpriv),
+            Box::new(move || rerun_after_inode_reuse(fs)),
+        );
+    }
 }

@@ -637,8 +637,6 @@ pub fn shard_lists_differ(fs: Fs) -> R {
     no_temporaries(&w)
 }
 
-type Add<'a> = &'a mut dyn FnMut(String, Option<String>, Box<dyn FnOnce() -> R + Send>);
-
 pub fn trials(add: Add) {
     let need = |cmd: &'static str, pkg: &'static str| {
         move || {

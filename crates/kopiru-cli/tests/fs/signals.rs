@@ -5,7 +5,7 @@
 
 use crate::durability::no_temporaries;
 use crate::fixture::{self, Fs};
-use crate::{code, json, same_tree, show, R};
+use crate::{code, json, same_tree, show, Add, R};
 use libtest_mimic::Failed;
 use std::io::Write;
 use std::path::{Path, PathBuf};
@@ -245,4 +245,24 @@ pub fn sigint_many_files(fs: Fs) -> R {
     // 100,000 inodes: give them back to the filesystem other tests share.
     std::fs::remove_dir_all(&w)?;
     Ok(())
+}
+
+/// Registers this module's trials.
+pub fn trials(add: Add) {
+    let ext4 = Fs::Ext4.unavailable();
+    add(
+        "sigint_large_file::ext4".into(),
+        ext4.clone(),
+        Box::new(sigint_large_file),
+    );
+    add(
+        "sigint_partial::ext4".into(),
+        ext4.clone(),
+        Box::new(sigint_partial),
+    );
+    add(
+        "sigint_many_files::ext4".into(),
+        ext4,
+        Box::new(|| sigint_many_files(Fs::Ext4)),
+    );
 }

@@ -443,8 +443,6 @@ pub fn force(fs: Fs) -> R {
     no_temporaries(&w)
 }
 
-type Add<'a> = &'a mut dyn FnMut(String, Option<String>, Box<dyn FnOnce() -> R + Send>);
-
 pub fn trials(add: Add) {
     let strace = || (!fixture::have("strace")).then(|| "strace not installed".to_string());
     let setpriv =
