@@ -57,6 +57,9 @@ impl XzOut {
         // SAFETY: `stream` is initialised as above and `mt` is valid.
         let ret = unsafe { lz::lzma_stream_encoder_mt(&mut *stream, &mt) };
         if ret != lz::LZMA_OK {
+            // SAFETY: lzma_end frees what a failed initialisation left, and
+            // takes a stream that was never initialised too.
+            unsafe { lz::lzma_end(&mut *stream) };
             return Err(io::Error::other(format!(
                 "xz: cannot start the encoder (liblzma error {ret})"
             )));
