@@ -129,18 +129,27 @@ prep() {
     linkdest | clonedest) cp -a $W/ref $r/ref ;;
     dedupe) mkdir $r/d && cp -a $W/src $r/d/a && cp -a $W/src $r/d/b ;;
     resume)
-        # A copy killed (SIGKILL) once a third of the files are in its
-        # staged tree; the scenario is the --resume that finishes it.
-        $KOPIRU copy -a -T $W/src $r/dst >/dev/null 2>&1 &
+        # A copy killed (SIGKILL) once 40 files are in its staged tree; the
+        # scenario is the --resume that finishes it. The first copy flushes
+        # each file on one thread (--sync file -j 1), so that it is still
+        # running when the count is reached (the default copy of this tree
+        # finished before a 50 ms poll saw 80 files).
+        $KOPIRU copy -a --sync file -j 1 -T $W/src $r/dst >/dev/null 2>&1 &
         local pid=$! i
-        for i in $(seq 600); do
-            [ "$(find $r -path '*kopiru-tmp*' -type f 2>/dev/null | wc -l)" -ge 80 ] && break
+        for i in $(seq 1200); do
+            [ "$(find $r -path '*kopiru-tmp*' -type f 2>/dev/null | wc -l)" -ge 40 ] && break
             kill -0 $pid 2>/dev/null || break
             sleep 0.05
         done
-        kill -9 $pid 2>/dev/null && RESUMED="killed with $(find $r -path '*kopiru-tmp*' -type f | wc -l) files staged" ||
-            RESUMED="the first copy finished before the kill"
+        kill -9 $pid 2>/dev/null
         wait $pid 2>/dev/null
+        local staged
+        staged=$(find $r -path '*kopiru-tmp*' -type f | wc -l)
+        if [ "$staged" -gt 0 ]; then
+            RESUMED="killed with $staged files staged"
+        else
+            RESUMED="NOT KILLED: the first copy finished first, so --resume had nothing to finish"
+        fi
         ;;
     esac
     sync
@@ -329,7 +338,9 @@ scenario() {
     rmdev $RP
     local secs=$((SECONDS - t0)) extra=""
     [ -n "$RESUMED" ] && extra=" ($RESUMED)"
-    if [ $kind = unsafe ]; then
+    if [[ $RESUMED == NOT* ]]; then
+        echo "FAIL $name: $RESUMED [${secs}s]"
+    elif [ $kind = unsafe ]; then
         # The self-test: the checker must catch the unsafe writer.
         if [ $bad -gt 0 ]; then
             echo "PASS $name: checker caught the unsafe writer at $bad of $checked crash points (first: $first_bad) [$n flush points, ${secs}s]"
