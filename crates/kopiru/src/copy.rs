@@ -98,7 +98,7 @@ fn listed_copy(
         ),
     ] {
         if on {
-            return Err(PlanError(format!("{what} does not work with {other} yet")));
+            return Err(PlanError::NotWith { what, other });
         }
     }
     if let Some(list) = &opts.files_from {
@@ -108,7 +108,7 @@ fn listed_copy(
     if let Some(shard) = opts.shard {
         return crate::shard::copy(sources, dest, shard, opts, reporter).map(Some);
     }
-    Err(PlanError("--shard is not supported on Windows yet".into()))
+    Err(PlanError::NotOnWindows { what: "--shard" })
 }
 
 /// `--verify`: compares what is now at `dst` with `src`, the destination

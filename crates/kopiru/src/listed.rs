@@ -142,7 +142,7 @@ pub(crate) fn plan_root(
     sources: &[PathBuf],
     dest: &Path,
     opts: &CopyOptions,
-    what: &str,
+    what: &'static str,
 ) -> Result<Result<(PathBuf, Root, Vec<Error>), Vec<Error>>, PlanError> {
     let (jobs, refused) = planned(sources, dest, opts, what, true)?;
     let Some(job) = jobs.into_iter().next() else {
@@ -181,7 +181,7 @@ pub(crate) fn planned(
     sources: &[PathBuf],
     dest: &Path,
     opts: &CopyOptions,
-    what: &str,
+    what: &'static str,
     as_itself: bool,
 ) -> Result<(Vec<plan::Job>, Vec<Error>), PlanError> {
     let one_dir = match sources {
@@ -189,9 +189,7 @@ pub(crate) fn planned(
         _ => Ok(false),
     };
     if let Ok(false) = one_dir {
-        return Err(PlanError(format!(
-            "{what} copies from one SOURCE directory (the paths are inside it) to DEST"
-        )));
+        return Err(PlanError::ListedNeedsOneSource { what });
     }
     let plan_opts = CopyOptions {
         no_target_directory: as_itself || opts.no_target_directory,

@@ -8,13 +8,93 @@ use std::ffi::{CString, OsStr};
 use std::fmt;
 use std::path::{Component, Path, PathBuf};
 
-/// A request that cannot be carried out at all (a usage error).
-#[derive(Debug)]
-pub struct PlanError(pub String);
+/// A request that cannot be carried out at all (a usage error): nothing
+/// is copied. The command line exits 2; the Node binding rejects with
+/// `KOPIRU_REFUSED`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum PlanError {
+    /// No source (only a destination).
+    MissingDestination,
+    /// `-T` with several sources.
+    OneSourceWithT,
+    /// `--delete` where DEST would hold the copy inside it (no `-T`, a
+    /// source that ends in a name).
+    DeleteNeedsT,
+    /// Several sources and a destination that is not a directory.
+    NotADirectory {
+        /// The destination as given.
+        dest: PathBuf,
+    },
+    /// `--link-dest`/`--clone-dest` DIR is not a directory.
+    BasisNotADirectory {
+        /// `--link-dest` or `--clone-dest`.
+        option: &'static str,
+        /// DIR as given.
+        given: PathBuf,
+        /// Where it was looked for.
+        looked: PathBuf,
+    },
+    /// `--files-from`/`--shard` with more than one SOURCE.
+    ListedNeedsOneSource {
+        /// `--files-from` or `--shard`.
+        what: &'static str,
+    },
+    /// Two options that do not work together yet.
+    NotWith {
+        /// `--files-from` or `--shard`.
+        what: &'static str,
+        /// The other option.
+        other: &'static str,
+    },
+    /// An option Windows does not have yet (`--shard`).
+    NotOnWindows {
+        /// The option.
+        what: &'static str,
+    },
+}
 
 impl fmt::Display for PlanError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(&self.0)
+        match self {
+            PlanError::MissingDestination => f.write_str("missing destination operand"),
+            PlanError::OneSourceWithT => {
+                f.write_str("-T (no target directory) takes one source and one destination")
+            }
+            PlanError::DeleteNeedsT => f.write_str(
+                "--delete removes from DEST what the source does not have, so DEST must be \
+                 the copy itself: give -T (SOURCE DEST), or write SOURCE/. to copy the \
+                 contents of SOURCE into DEST",
+            ),
+            PlanError::NotADirectory { dest } => write!(
+                f,
+                "target '{}' is not a directory (needed for several sources)",
+                dest.display()
+            ),
+            PlanError::BasisNotADirectory {
+                option,
+                given,
+                looked,
+            } => write!(
+                f,
+                "{option} {}: {} is not a directory{}",
+                crate::paths::escape(given.as_os_str()),
+                crate::paths::escape(looked.as_os_str()),
+                match given.is_relative() {
+                    true => " (a relative DIR is taken from DEST, as rsync takes it)",
+                    false => "",
+                }
+            ),
+            PlanError::ListedNeedsOneSource { what } => write!(
+                f,
+                "{what} copies from one SOURCE directory (the paths are inside it) to DEST"
+            ),
+            PlanError::NotWith { what, other } => {
+                write!(f, "{what} does not work with {other} yet")
+            }
+            PlanError::NotOnWindows { what } => {
+                write!(f, "{what} is not supported on Windows yet")
+            }
+        }
     }
 }
 
@@ -43,30 +123,22 @@ pub(crate) fn plan(
     opts: &CopyOptions,
 ) -> Result<(Vec<Job>, Vec<Error>), PlanError> {
     if sources.is_empty() {
-        return Err(PlanError("missing destination operand".into()));
+        return Err(PlanError::MissingDestination);
     }
     if opts.no_target_directory && sources.len() > 1 {
-        return Err(PlanError(
-            "-T (no target directory) takes one source and one destination".into(),
-        ));
+        return Err(PlanError::OneSourceWithT);
     }
     if opts.delete && !opts.no_target_directory && sources.iter().any(|s| ends_in_name(s)) {
-        return Err(PlanError(
-            "--delete removes from DEST what the source does not have, so DEST must be \
-             the copy itself: give -T (SOURCE DEST), or write SOURCE/. to copy the \
-             contents of SOURCE into DEST"
-                .into(),
-        ));
+        return Err(PlanError::DeleteNeedsT);
     }
     // With -T the destination is the copy itself, never a directory to copy
     // into.
     let dest_is_dir = !opts.no_target_directory
         && sys::stat_path(dest, true).is_ok_and(|st| st.kind() == FileKind::Dir);
     if sources.len() > 1 && !dest_is_dir {
-        return Err(PlanError(format!(
-            "target '{}' is not a directory (needed for several sources)",
-            dest.display()
-        )));
+        return Err(PlanError::NotADirectory {
+            dest: dest.to_path_buf(),
+        });
     }
     let basis = match &opts.basis {
         Some(b) => Some(basis_dir(b, dest)?),
@@ -138,15 +210,11 @@ pub(crate) fn basis_dir(basis: &crate::options::Basis, dest: &Path) -> Result<Pa
         crate::options::BasisKind::Link => "--link-dest",
         crate::options::BasisKind::Clone => "--clone-dest",
     };
-    let relative = match basis.dir.is_relative() {
-        true => " (a relative DIR is taken from DEST, as rsync takes it)",
-        false => "",
-    };
-    Err(PlanError(format!(
-        "{option} {}: {} is not a directory{relative}",
-        crate::paths::escape(basis.dir.as_os_str()),
-        crate::paths::escape(dir.as_os_str()),
-    )))
+    Err(PlanError::BasisNotADirectory {
+        option,
+        given: basis.dir.clone(),
+        looked: dir,
+    })
 }
 
 /// Whether a path ends in a name of its own: not `.`, `..` or `/`. (Rust's
