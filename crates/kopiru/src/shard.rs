@@ -133,6 +133,8 @@ pub(crate) fn piece_of(i: usize, entries: usize, count: usize) -> usize {
 }
 
 #[cfg(unix)]
+mod coord;
+#[cfg(unix)]
 mod run;
 #[cfg(unix)]
 pub(crate) use run::copy;
