@@ -15,6 +15,11 @@ mod unix;
 pub use unix::*;
 
 #[cfg(unix)]
+mod mapping;
+#[cfg(unix)]
+pub use mapping::*;
+
+#[cfg(unix)]
 mod process;
 #[cfg(unix)]
 pub use process::*;
@@ -33,6 +38,9 @@ pub use macos::*;
 mod windows;
 #[cfg(windows)]
 pub use self::windows::*;
+
+mod portable;
+pub use portable::*;
 
 #[cfg(not(any(target_os = "linux", target_os = "macos", windows)))]
 compile_error!("kopiru supports Linux, macOS and Windows for now");

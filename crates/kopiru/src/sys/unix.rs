@@ -602,10 +602,6 @@ impl Closer {
     }
 }
 
-/// Alignment of buffers, offsets and lengths for uncached reads: 4096 covers
-/// every logical block size in use.
-pub const DIRECT_ALIGN: usize = 4096;
-
 /// One extent of a file, as FIEMAP reports it (Linux).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Extent {
@@ -634,79 +630,6 @@ pub enum Shared {
     Differs,
 }
 
-/// A read-only memory map of a file.
-pub struct Mapping {
-    ptr: *mut libc::c_void,
-    len: usize,
-}
-
-// SAFETY: a shared, read-only mapping owned by this value alone (unmapped on drop):
-// reading it from, or dropping it on, any thread is safe.
-unsafe impl Send for Mapping {}
-// SAFETY: as for Send: through `&Mapping` the pages are only read (and madvised),
-// never written, so sharing it between threads is sound.
-unsafe impl Sync for Mapping {}
-
-impl Mapping {
-    /// Maps the first `len` bytes of `fd` (read-only, shared), for a
-    /// sequential read.
-    pub fn new(fd: FdRef, len: usize) -> io::Result<Mapping> {
-        // SAFETY: a new mapping at an address the kernel picks (null hint); `fd` is borrowed
-        // and need not outlive it. Failure (MAP_FAILED) is checked below.
-        let ptr = unsafe {
-            libc::mmap(
-                std::ptr::null_mut(),
-                len,
-                libc::PROT_READ,
-                libc::MAP_SHARED,
-                fd.as_raw_fd(),
-                0,
-            )
-        };
-        if ptr == libc::MAP_FAILED {
-            return Err(io::Error::last_os_error());
-        }
-        // SAFETY: `ptr`..`ptr + len` is the mapping just made; the advice changes no data.
-        unsafe { libc::madvise(ptr, len, libc::MADV_SEQUENTIAL) };
-        Ok(Mapping { ptr, len })
-    }
-
-    /// The mapped bytes.
-    pub fn bytes(&self) -> &[u8] {
-        // SAFETY: `ptr` is a read-only mapping of `len` bytes that lives until `self` drops,
-        // and the returned slice borrows `self`. (As with any file mmap, this assumes no
-        // one truncates or rewrites the file meanwhile.)
-        unsafe { std::slice::from_raw_parts(self.ptr as *const u8, self.len) }
-    }
-
-    /// Drops the process's hold on pages no longer needed (the page cache
-    /// keeps them), so they stop counting as resident memory.
-    pub fn release(&self, off: usize, len: usize) {
-        let page = 4096;
-        let start = off.div_ceil(page) * page;
-        let end = ((off + len) / page * page).min(self.len);
-        if end > start {
-            // SAFETY: start < end <= `self.len`, so the range lies inside the mapping; on a shared
-            // file mapping MADV_DONTNEED only drops pages, which refault with the file's data.
-            unsafe {
-                libc::madvise(
-                    (self.ptr as *mut u8).add(start).cast(),
-                    end - start,
-                    libc::MADV_DONTNEED,
-                )
-            };
-        }
-    }
-}
-
-impl Drop for Mapping {
-    fn drop(&mut self) {
-        // SAFETY: `ptr`/`len` are the mapping made in `new`, unmapped once, here; no slice
-        // from `bytes` outlives `self`.
-        unsafe { libc::munmap(self.ptr, self.len) };
-    }
-}
-
 /// Free bytes and the block size of the filesystem of `fd`.
 pub fn fs_space(fd: FdRef) -> io::Result<(u64, u64)> {
     let mut st = std::mem::MaybeUninit::<libc::statfs>::uninit();
@@ -732,49 +655,4 @@ pub struct BlockInfo {
     pub max_request: u64,
     /// Vendor and model, or what a loop device is backed by.
     pub model: String,
-}
-
-/// A buffer aligned to [`DIRECT_ALIGN`] for O_DIRECT, allocated once and
-/// reused.
-pub struct Aligned {
-    raw: Vec<u8>,
-    off: usize,
-    /// Usable length.
-    pub len: usize,
-}
-
-impl Aligned {
-    /// A zeroed buffer of `len` usable bytes.
-    pub fn new(len: usize) -> Aligned {
-        let raw = vec![0u8; len + DIRECT_ALIGN];
-        let off = raw.as_ptr().align_offset(DIRECT_ALIGN);
-        Aligned { raw, off, len }
-    }
-
-    /// The aligned bytes, to fill.
-    pub fn buf(&mut self) -> &mut [u8] {
-        &mut self.raw[self.off..self.off + self.len]
-    }
-
-    /// The aligned bytes.
-    pub fn get(&self) -> &[u8] {
-        &self.raw[self.off..self.off + self.len]
-    }
-}
-
-/// Opens the parent directory of a command-line path and returns it with
-/// the path's last name; "/", "." and ".." give the directory itself and
-/// ".".
-pub fn open_parent(path: &Path) -> io::Result<(Fd, CString)> {
-    let flags = libc::O_RDONLY | libc::O_DIRECTORY;
-    match (path.parent(), path.file_name()) {
-        (Some(parent), Some(name)) => {
-            let parent = match parent.as_os_str().is_empty() {
-                true => Path::new("."),
-                false => parent,
-            };
-            Ok((open_path(parent, flags)?, super::cstring(name)?))
-        }
-        _ => Ok((open_path(path, flags)?, CString::from(c"."))),
-    }
 }

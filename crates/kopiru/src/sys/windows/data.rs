@@ -182,31 +182,6 @@ pub fn make_sparse(fd: FdRef) -> io::Result<()> {
     })
 }
 
-/// Alignment of buffers, offsets and lengths for uncached reads.
-pub const DIRECT_ALIGN: usize = 4096;
-
-/// A buffer aligned to [`DIRECT_ALIGN`], allocated once and reused.
-pub struct Aligned {
-    raw: Vec<u8>,
-    off: usize,
-    /// Usable length.
-    pub len: usize,
-}
-
-impl Aligned {
-    /// A zeroed buffer of `len` usable bytes.
-    pub fn new(len: usize) -> Aligned {
-        let raw = vec![0u8; len + DIRECT_ALIGN];
-        let off = raw.as_ptr().align_offset(DIRECT_ALIGN);
-        Aligned { raw, off, len }
-    }
-
-    /// The aligned bytes, to fill.
-    pub fn buf(&mut self) -> &mut [u8] {
-        &mut self.raw[self.off..self.off + self.len]
-    }
-}
-
 /// The name of the filesystem an open file lives on ("ntfs", "refs", ...).
 pub fn fs_type(fd: FdRef) -> io::Result<String> {
     let h = fd.handle()?;

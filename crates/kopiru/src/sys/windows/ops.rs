@@ -165,21 +165,6 @@ pub fn open_uncached(dir: FdRef, name: &CStr) -> io::Result<Fd> {
     Ok(fd)
 }
 
-/// Opens the parent directory of a command-line path and returns it with the
-/// path's last name; a root, "." and ".." give the directory itself and ".".
-pub fn open_parent(path: &Path) -> io::Result<(Fd, CString)> {
-    match (path.parent(), path.file_name()) {
-        (Some(parent), Some(name)) => {
-            let parent = match parent.as_os_str().is_empty() {
-                true => Path::new("."),
-                false => parent,
-            };
-            Ok((open_path(parent, O_DIRECTORY)?, super::cstring(name)?))
-        }
-        _ => Ok((open_path(path, O_DIRECTORY)?, CString::from(c"."))),
-    }
-}
-
 /// `CreateDirectoryW` (the mode is not used: directories have no read-only
 /// attribute that means what it does on Unix).
 pub fn mkdir_at(dir: FdRef, name: &CStr, _mode: u32) -> io::Result<()> {

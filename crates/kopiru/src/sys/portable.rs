@@ -1,0 +1,55 @@
+//! Helpers written once for every platform, on top of its own calls.
+
+use super::{cstring, open_path, Fd, OPEN_DIR_FLAGS};
+use std::ffi::CString;
+use std::io;
+use std::path::Path;
+
+/// Alignment of buffers, offsets and lengths for uncached reads: 4096 covers
+/// every logical block size in use.
+pub const DIRECT_ALIGN: usize = 4096;
+
+/// A buffer aligned to [`DIRECT_ALIGN`] for uncached (O_DIRECT, unbuffered)
+/// reads and writes, allocated once and reused.
+pub struct Aligned {
+    raw: Vec<u8>,
+    off: usize,
+    /// Usable length.
+    pub len: usize,
+}
+
+impl Aligned {
+    /// A zeroed buffer of `len` usable bytes.
+    pub fn new(len: usize) -> Aligned {
+        let raw = vec![0u8; len + DIRECT_ALIGN];
+        let off = raw.as_ptr().align_offset(DIRECT_ALIGN);
+        Aligned { raw, off, len }
+    }
+
+    /// The aligned bytes, to fill.
+    pub fn buf(&mut self) -> &mut [u8] {
+        &mut self.raw[self.off..self.off + self.len]
+    }
+
+    /// The aligned bytes.
+    #[cfg_attr(not(target_os = "linux"), allow(dead_code))] // read by image/, Linux only
+    pub fn get(&self) -> &[u8] {
+        &self.raw[self.off..self.off + self.len]
+    }
+}
+
+/// Opens the parent directory of a command-line path and returns it with
+/// the path's last name; a root, "." and ".." give the directory itself and
+/// ".".
+pub fn open_parent(path: &Path) -> io::Result<(Fd, CString)> {
+    match (path.parent(), path.file_name()) {
+        (Some(parent), Some(name)) => {
+            let parent = match parent.as_os_str().is_empty() {
+                true => Path::new("."),
+                false => parent,
+            };
+            Ok((open_path(parent, OPEN_DIR_FLAGS)?, cstring(name)?))
+        }
+        _ => Ok((open_path(path, OPEN_DIR_FLAGS)?, CString::from(c"."))),
+    }
+}
