@@ -13,7 +13,6 @@ mod data;
 #[cfg(unix)]
 pub mod dedupe;
 mod delete;
-mod durable;
 mod error;
 mod events;
 mod filter;
@@ -29,6 +28,7 @@ mod options;
 mod outcome;
 mod par;
 pub mod paths;
+mod place;
 mod plan;
 mod precheck;
 mod preview;

@@ -6,19 +6,17 @@
 //! its entries, and runs them on its workers as usual. A directory's own
 //! metadata comes last, once everything is in it: [`apply_dir_meta`].
 
-use crate::durable::{self, StagedTree};
 use crate::error::{Error, Op, Refusal, Side};
 use crate::events::{Reporter, Summary};
 use crate::meta::{self, Target};
-use crate::options::{CopyOptions, Follow, SyncMode};
+use crate::options::{CopyOptions, Follow};
+use crate::place::{self, StagedTree};
 use crate::plan::{self, PlanError};
 use crate::sys::{self, AsFd, Fd, FileKind, Name};
-use crate::tree::node::{DirNode, Item};
-use crate::tree::{self, Group};
+use crate::tree::{self, Group, GroupDir, Item};
 use std::collections::{BTreeSet, HashMap};
 use std::io;
 use std::path::{Component, Path, PathBuf};
-use std::sync::Arc;
 
 /// One listed entry.
 pub(crate) struct Listed {
@@ -113,14 +111,56 @@ pub(crate) fn copy(
         reporter.warning(&w);
         summary.warnings.push(w);
     }
-    if opts.sync != SyncMode::None {
-        if let Err(e) = sys::sync_fs(root.dir.as_fd()) {
-            let e = Error::dst(&root.path, Op::Sync, &e);
-            reporter.error(&e);
-            summary.errors.push(e);
-        }
+    if let Err(e) = place::flush_written(opts, root.dir.as_fd()) {
+        let e = Error::dst(&root.path, Op::Sync, &e);
+        reporter.error(&e);
+        summary.errors.push(e);
     }
     Ok(summary)
+}
+
+/// The entries as items, grouped by their parent directory (in the order
+/// met). Entries of one directory come together (a walk lists them so; a
+/// list mostly does): a run of the same parent is one lookup. A name that
+/// cannot be a file name here is refused (added to `refused`).
+fn by_parent(
+    src: &Path,
+    entries: Vec<Listed>,
+    opts: &CopyOptions,
+    refused: &mut Vec<Error>,
+) -> Vec<(PathBuf, Vec<Item>)> {
+    let mut by_parent: Vec<(PathBuf, Vec<Item>)> = Vec::new();
+    let mut index: HashMap<PathBuf, usize> = HashMap::new();
+    for e in entries {
+        let (Some(name), parent) = (e.rel.file_name(), e.rel.parent().unwrap_or(Path::new("")))
+        else {
+            continue;
+        };
+        let name = match sys::cstring(name) {
+            Ok(n) => n,
+            Err(err) => {
+                refused.push(Error::src(src.join(&e.rel), Op::Name, &err));
+                continue;
+            }
+        };
+        let item = Item {
+            name,
+            dst_name: None,
+            kind: e.kind,
+            follow: opts.follow == Follow::Always,
+            shallow: !opts.recursive,
+        };
+        let same = |(p, _): &(PathBuf, Vec<Item>)| p.as_os_str() == parent.as_os_str();
+        let at = match by_parent.last().is_some_and(same) {
+            true => by_parent.len() - 1,
+            false => *index.entry(parent.to_path_buf()).or_insert_with(|| {
+                by_parent.push((parent.to_path_buf(), Vec::new()));
+                by_parent.len() - 1
+            }),
+        };
+        by_parent[at].1.push(item);
+    }
+    by_parent
 }
 
 /// A summary of nothing done but refusals, each reported.
@@ -243,59 +283,15 @@ pub(crate) fn copy_entries(
         Ok(fd) => fd,
         Err(e) => {
             refused.push(Error::src(src, Op::Open, &e));
-            let ran = tree::run_groups(
-                Vec::new(),
-                Vec::new(),
-                opts,
-                reporter,
-                refused,
-                tree::GroupsIn {
-                    defer_links: false,
-                    shared: false,
-                },
-            );
             return Copied {
-                summary: ran.summary,
+                summary: refused_only(refused, reporter),
                 dirs: Vec::new(),
                 deferred_links: Vec::new(),
             };
         }
     };
     let src_dev = sys::fstat(src_root.as_fd()).map_or(0, |st| st.dev);
-    // Entries of one directory come together (a walk lists them so; a
-    // list mostly does): a run of the same parent is one lookup.
-    let mut by_parent: Vec<(PathBuf, Vec<Item>)> = Vec::new();
-    let mut index: HashMap<PathBuf, usize> = HashMap::new();
-    for e in entries {
-        let (Some(name), parent) = (e.rel.file_name(), e.rel.parent().unwrap_or(Path::new("")))
-        else {
-            continue;
-        };
-        let name = match sys::cstring(name) {
-            Ok(n) => n,
-            Err(err) => {
-                refused.push(Error::src(src.join(&e.rel), Op::Name, &err));
-                continue;
-            }
-        };
-        let item = Item {
-            name,
-            dst_name: None,
-            kind: e.kind,
-            follow: opts.follow == Follow::Always,
-            shallow: !opts.recursive,
-        };
-        let same = |(p, _): &(PathBuf, Vec<Item>)| p.as_os_str() == parent.as_os_str();
-        let at = match by_parent.last().is_some_and(same) {
-            true => by_parent.len() - 1,
-            false => *index.entry(parent.to_path_buf()).or_insert_with(|| {
-                by_parent.push((parent.to_path_buf(), Vec::new()));
-                by_parent.len() - 1
-            }),
-        };
-        by_parent[at].1.push(item);
-    }
-    drop(index);
+    let by_parent = by_parent(src, entries, opts, &mut refused);
     let mut groups = Vec::new();
     // Each staged directory holds descriptors until the end.
     sys::raise_fd_limit();
@@ -331,22 +327,21 @@ pub(crate) fn copy_entries(
                 continue;
             }
         };
-        let mut node = DirNode::new(
-            s,
-            d,
-            tree::join(src, parent.as_os_str()),
-            tree::join(&root.path, parent.as_os_str()),
-            root.dev,
-            None,
-        );
-        node.rel = parent.clone();
-        node.root_dev = src_dev;
-        node.staged = staged;
-        // A directory this process made was empty then: only entries of
-        // other lists (never these names) can have come since.
-        node.fresh = root.fresh || made;
-        node.basis = basis.and_then(|b| sys::open_path(&b.join(&parent), sys::OPEN_DIR_FLAGS).ok());
-        groups.push(Group { node, items });
+        let dir = GroupDir {
+            src: s,
+            dst: d,
+            src_path: tree::join(src, parent.as_os_str()),
+            dst_path: tree::join(&root.path, parent.as_os_str()),
+            dst_dev: root.dev,
+            root_dev: src_dev,
+            staged,
+            // A directory this process made was empty then: only entries
+            // of other lists (never these names) can have come since.
+            fresh: root.fresh || made,
+            basis: basis.and_then(|b| sys::open_path(&b.join(&parent), sys::OPEN_DIR_FLAGS).ok()),
+            rel: parent,
+        };
+        groups.push(Group { dir, items });
     }
     let trees = std::mem::take(&mut chain.trees);
     drop(chain);
@@ -490,23 +485,23 @@ impl Chain {
     /// even when the directory exists by now.
     fn make_staged(
         &mut self,
-        (src, root): (&Path, &Root),
+        (_, root): (&Path, &Root),
         name: &Name,
         rel: &Path,
     ) -> Option<(Fd, bool)> {
         let up = self.open.last()?;
         let d = up.dst.as_fd();
-        let tmp = durable::staged_name(name);
+        let tmp = place::staged_name(name);
         let there = || sys::stat_at(d, name, false).is_ok();
         let mut reused = None;
         if sys::stat_at(d, &tmp, false).is_ok() {
-            match durable::try_lock_at(d, &tmp) {
-                Ok((true, fd)) if self.resume && !there() => reused = Some(fd),
-                Ok((true, fd)) => {
+            match place::try_lock_at(d, &tmp) {
+                Ok(Some(fd)) if self.resume && !there() => reused = Some(fd),
+                Ok(Some(fd)) => {
                     // Removed while its lock is held, so that a process
                     // that has just made it (and not yet locked it) finds
                     // it gone once it can lock it, and stays away.
-                    durable::remove_tree(d, &tmp, &mut 0).ok()?;
+                    place::remove_tree(d, &tmp, &mut 0).ok()?;
                     drop(fd);
                 }
                 // Another live process's (or one that cannot be told).
@@ -522,8 +517,7 @@ impl Chain {
                 // Locked, then checked to be still the directory under the
                 // staged name: one that found it unlocked in between took
                 // it for an interrupted run's and removed it.
-                if !sys::try_lock(fd.as_fd()).unwrap_or(false)
-                    || !durable::still_named(d, &tmp, &fd)
+                if !sys::try_lock(fd.as_fd()).unwrap_or(false) || !place::still_named(d, &tmp, &fd)
                 {
                     return None;
                 }
@@ -531,18 +525,13 @@ impl Chain {
             }
         };
         let fd = lock.try_clone().ok()?;
-        let at = up.rel.as_os_str();
-        let parent = DirNode::new(
-            up.src.try_clone().ok()?,
-            up.dst.try_clone().ok()?,
-            tree::join(src, at),
-            tree::join(&root.path, at),
-            root.dev,
-            None,
-        );
+        let parent = up.dst.try_clone().ok()?;
+        let parent_path = tree::join(&root.path, up.rel.as_os_str());
         self.staged.insert(rel.to_path_buf(), tmp.clone());
         self.trees.push(StagedTree {
-            parent: Arc::new(parent),
+            parent,
+            parent_path,
+            dev: root.dev,
             tmp,
             name: name.to_owned(),
             source: None,
@@ -557,7 +546,7 @@ impl Chain {
 /// same directory of the source `src`, deepest first (a directory's times
 /// change while entries are made in it). Returns what could not be kept.
 ///
-/// With `clean`, each directory's leftovers ([`durable::remove_leftovers`])
+/// With `clean`, each directory's leftovers ([`place::remove_leftovers`])
 /// are removed first (a shard's end, once no rank writes any more).
 pub(crate) fn apply_dir_meta(
     src: &Path,
@@ -595,7 +584,7 @@ pub(crate) fn apply_dir_meta(
                 let st =
                     sys::fstat(s.as_fd()).map_err(|e| Error::src(src.join(rel), Op::Stat, &e))?;
                 if clean {
-                    durable::remove_leftovers(d.as_fd())
+                    place::remove_leftovers(d.as_fd())
                         .map_err(|e| Error::dst(&dst_path, Op::Remove, &e))?;
                 }
                 let now = sys::fstat(d.as_fd()).map_err(|e| Error::dst(&dst_path, Op::Stat, &e))?;

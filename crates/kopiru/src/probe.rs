@@ -127,7 +127,7 @@ pub(crate) fn clone_refused(src: FdRef, dst_dir: FdRef) -> Option<io::Error> {
     let pid = std::process::id();
     let name = CString::new(format!(
         "{}{pid}.{}",
-        crate::durable::TMP_PREFIX,
+        crate::place::TMP_PREFIX,
         u64::MAX - n
     ))
     .expect("no NUL");

@@ -4,11 +4,11 @@
 
 use super::coord::{Coordination, Outcome};
 use super::{piece_of, pieces, Shard};
-use crate::durable::{remove_tree, staged_name};
 use crate::error::{Error, Op, Refusal, Side};
 use crate::events::{Phase, Reporter, Summary};
 use crate::listed::{self, Listed, Root};
-use crate::options::{CopyOptions, Follow, SyncMode};
+use crate::options::{CopyOptions, Follow};
+use crate::place::{self, remove_tree, staged_name, StagedTree};
 use crate::plan::PlanError;
 use crate::sys::{self, AsFd, Fd, FileKind, Name, NameBuf};
 use std::io;
@@ -56,16 +56,10 @@ pub(crate) fn copy(
         &job.dst_name,
         shard,
         opts,
-        |reset| {
-            if exists {
-                return Ok(());
-            }
-            if reset {
-                prepare_staged(&job.dst_dir, &staged, opts)
-                    .map_err(|e| Error::dst(tree_path(&job.dst_parent, &staged), Op::Mkdir, &e))
-            } else {
-                Ok(())
-            }
+        |reset| match !exists && reset {
+            true => prepare_staged(&job.dst_dir, &staged, opts)
+                .map_err(|e| Error::dst(tree_path(&job.dst_parent, &staged), Op::Mkdir, &e)),
+            false => Ok(()),
         },
     );
     let coord = match joined {
@@ -74,44 +68,12 @@ pub(crate) fn copy(
     };
     // Joined first and walked after, so that a rank which dies early is
     // seen dead by the others (its member lock is free), not awaited.
-    let walked = match walk(&src, opts) {
+    let walked = match walk_agreed(&coord, &src, shard, opts) {
         Ok(w) => w,
-        Err(e) => {
-            let _ = coord.mark(&format!("done.{}", shard.index), b"cancelled");
-            return Ok(listed::refused_only(vec![e], reporter));
-        }
+        Err(e) => return Ok(listed::refused_only(vec![e], reporter)),
     };
-    // Every rank must cut the same list: the first to list it leaves its
-    // fingerprint, and a rank whose list differs copies nothing.
-    match coord.agree(&fingerprint(&walked)) {
-        Ok(true) => {}
-        Ok(false) => {
-            let _ = coord.mark(&format!("done.{}", shard.index), b"failed");
-            let why = Refusal::ShardListDiffers;
-            let e = Error::refused(Side::Source, &src, Op::ReadDirectory, why);
-            return Ok(listed::refused_only(vec![e], reporter));
-        }
-        Err(e) => {
-            let _ = coord.mark(&format!("done.{}", shard.index), b"failed");
-            let e = Error::dst(&coord.path, Op::Write, &e);
-            return Ok(listed::refused_only(vec![e], reporter));
-        }
-    }
     let count = pieces(walked.len(), shard.count);
-
-    let mut all_dirs = vec![PathBuf::new()];
-    let mut by_piece: Vec<Vec<Listed>> = (0..count).map(|_| Vec::new()).collect();
-    let n = walked.len();
-    for (i, w) in walked.into_iter().enumerate() {
-        let p = piece_of(i, n, count);
-        if w.kind == Some(FileKind::Dir) {
-            all_dirs.push(w.rel.clone());
-        }
-        by_piece[p].push(Listed {
-            rel: w.rel,
-            kind: w.kind,
-        });
-    }
+    let (all_dirs, by_piece) = cut(walked, count);
     let root_name: &Name = if exists { &job.dst_name } else { &staged };
     let root = sys::open_dir(job.dst_dir.as_fd(), root_name).and_then(|dir| {
         let dev = sys::fstat(dir.as_fd())?.dev;
@@ -135,87 +97,20 @@ pub(crate) fn copy(
             return Ok(listed::refused_only(vec![e], reporter));
         }
     };
-
     let mut summary = Summary::default();
-    let mut later = Vec::new();
-    // A piece may be left unclaimed, or hard links unlisted: the run fails.
-    let mut broken = false;
     for e in refused {
         push_error(&mut summary, reporter, e);
     }
-    // Each rank starts at its own share of the pieces (a different part of
-    // the tree from the others), then goes on to any piece still unclaimed.
-    let first = shard.index * count / shard.count;
-    for p in (first..count).chain(0..first) {
-        if opts.cancel.is_cancelled() {
-            summary.cancelled = true;
-            break;
-        }
-        match coord.claim(p) {
-            Ok(true) => {}
-            Ok(false) => continue,
-            Err(e) => {
-                // Unclaimed, it may be copied by no rank: the run must not
-                // be put in place as if whole.
-                push_error(
-                    &mut summary,
-                    reporter,
-                    Error::dst(&coord.path, Op::Create, &e),
-                );
-                broken = true;
-                break;
-            }
-        }
-        let entries = std::mem::take(&mut by_piece[p]);
-        let copied = listed::copy_entries(
-            &src,
-            &root,
-            entries,
-            basis.as_deref(),
-            opts,
-            reporter,
-            Vec::new(),
-        );
-        summary.absorb(copied.summary);
-        later.extend(copied.deferred_links);
-        if summary.cancelled {
-            break;
-        }
-    }
-    if !later.is_empty() && !summary.cancelled {
-        let mut list = Vec::new();
-        for rel in &later {
-            list.extend_from_slice(rel.as_os_str().as_bytes());
-            list.push(0);
-        }
-        if let Err(e) = coord.mark(&format!("links.{}", shard.index), &list) {
-            push_error(
-                &mut summary,
-                reporter,
-                Error::dst(&coord.path, Op::Write, &e),
-            );
-            broken = true;
-        }
-    }
-    if opts.sync != SyncMode::None && !summary.cancelled {
-        // This rank's data, on this machine, is on the device before it says done.
-        if let Err(e) = sys::sync_fs(root.dir.as_fd()) {
-            push_error(&mut summary, reporter, Error::dst(&dst_path, Op::Sync, &e));
-        }
-    }
-    // Anything but a count makes rank 0 give the run up.
-    let done = match (summary.cancelled, broken) {
-        (true, _) => "cancelled".to_string(),
-        (false, true) => "failed".to_string(),
-        (false, false) => summary.errors.len().to_string(),
+    let rank = Rank {
+        coord: &coord,
+        shard,
+        src: &src,
+        root: &root,
+        basis: basis.as_deref(),
+        opts,
+        reporter,
     };
-    if let Err(e) = coord.mark(&format!("done.{}", shard.index), done.as_bytes()) {
-        push_error(
-            &mut summary,
-            reporter,
-            Error::dst(&coord.path, Op::Write, &e),
-        );
-    }
+    rank.copy_pieces(by_piece, &mut summary);
     reporter.phase(Phase::Waiting);
     let outcome = match shard.index {
         0 => {
@@ -232,31 +127,165 @@ pub(crate) fn copy(
         }
         _ => coord.wait_published(opts),
     };
-    let own = summary.errors.len() as u64;
-    match outcome {
-        Outcome::Published { errors } if errors > own => {
-            let why = Refusal::ShardErrors {
-                errors: errors - own,
-            };
-            push_error(
-                &mut summary,
-                reporter,
-                Error::refused(Side::Destination, &dst_path, Op::Copy, why),
-            );
-        }
-        Outcome::Published { .. } => {}
-        Outcome::Failed { rank } => {
-            let why = Refusal::ShardFailed { rank };
-            push_error(
-                &mut summary,
-                reporter,
-                Error::refused(Side::Destination, &dst_path, Op::Copy, why),
-            );
-        }
-        Outcome::Cancelled => summary.cancelled = true,
-    }
+    meet(outcome, &dst_path, &mut summary, reporter);
     coord.leave();
     Ok(summary)
+}
+
+/// Walks the source, and checks that every rank cut the same list: the
+/// first to list it leaves its fingerprint, and a rank whose list differs
+/// copies nothing. `Err`: this rank says it is done without copying.
+fn walk_agreed(
+    coord: &Coordination,
+    src: &Path,
+    shard: Shard,
+    opts: &CopyOptions,
+) -> Result<Vec<Walked>, Error> {
+    let done = |how: &[u8]| {
+        let _ = coord.mark(&format!("done.{}", shard.index), how);
+    };
+    let walked = walk(src, opts).inspect_err(|_| done(b"cancelled"))?;
+    match coord.agree(&fingerprint(&walked)) {
+        Ok(true) => Ok(walked),
+        Ok(false) => {
+            done(b"failed");
+            let why = Refusal::ShardListDiffers;
+            Err(Error::refused(Side::Source, src, Op::ReadDirectory, why))
+        }
+        Err(e) => {
+            done(b"failed");
+            Err(Error::dst(&coord.path, Op::Write, &e))
+        }
+    }
+}
+
+/// The walked entries cut into `count` pieces, and every directory of the
+/// tree ("" for its top).
+fn cut(walked: Vec<Walked>, count: usize) -> (Vec<PathBuf>, Vec<Vec<Listed>>) {
+    let mut all_dirs = vec![PathBuf::new()];
+    let mut by_piece: Vec<Vec<Listed>> = (0..count).map(|_| Vec::new()).collect();
+    let n = walked.len();
+    for (i, w) in walked.into_iter().enumerate() {
+        if w.kind == Some(FileKind::Dir) {
+            all_dirs.push(w.rel.clone());
+        }
+        by_piece[piece_of(i, n, count)].push(Listed {
+            rel: w.rel,
+            kind: w.kind,
+        });
+    }
+    (all_dirs, by_piece)
+}
+
+/// This rank's part of the run.
+struct Rank<'a> {
+    coord: &'a Coordination,
+    shard: Shard,
+    src: &'a Path,
+    root: &'a Root,
+    basis: Option<&'a Path>,
+    opts: &'a CopyOptions,
+    reporter: &'a dyn Reporter,
+}
+
+impl Rank<'_> {
+    /// Claims and copies pieces, starting at this rank's own share of them
+    /// (a different part of the tree from the others), then any piece
+    /// still unclaimed; then lists the hard-linked files set aside for
+    /// rank 0, flushes, and says it is done.
+    fn copy_pieces(&self, mut by_piece: Vec<Vec<Listed>>, summary: &mut Summary) {
+        let (shard, opts, reporter) = (self.shard, self.opts, self.reporter);
+        let count = by_piece.len();
+        let mut later = Vec::new();
+        // A piece may be left unclaimed, or hard links unlisted: the run fails.
+        let mut broken = false;
+        let first = shard.index * count / shard.count;
+        for p in (first..count).chain(0..first) {
+            if opts.cancel.is_cancelled() {
+                summary.cancelled = true;
+                break;
+            }
+            match self.coord.claim(p) {
+                Ok(true) => {}
+                Ok(false) => continue,
+                Err(e) => {
+                    // Unclaimed, it may be copied by no rank: the run must
+                    // not be put in place as if whole.
+                    push_error(summary, reporter, self.coord_error(Op::Create, &e));
+                    broken = true;
+                    break;
+                }
+            }
+            let entries = std::mem::take(&mut by_piece[p]);
+            let copied = listed::copy_entries(
+                self.src,
+                self.root,
+                entries,
+                self.basis,
+                opts,
+                reporter,
+                Vec::new(),
+            );
+            summary.absorb(copied.summary);
+            later.extend(copied.deferred_links);
+            if summary.cancelled {
+                break;
+            }
+        }
+        if !later.is_empty() && !summary.cancelled {
+            let mut list = Vec::new();
+            for rel in &later {
+                list.extend_from_slice(rel.as_os_str().as_bytes());
+                list.push(0);
+            }
+            if let Err(e) = self.coord.mark(&format!("links.{}", shard.index), &list) {
+                push_error(summary, reporter, self.coord_error(Op::Write, &e));
+                broken = true;
+            }
+        }
+        if !summary.cancelled {
+            // This rank's data, on this machine, is on the device before it
+            // says done.
+            if let Err(e) = place::flush_written(opts, self.root.dir.as_fd()) {
+                push_error(summary, reporter, Error::dst(&self.root.path, Op::Sync, &e));
+            }
+        }
+        // Anything but a count makes rank 0 give the run up.
+        let done = match (summary.cancelled, broken) {
+            (true, _) => "cancelled".to_string(),
+            (false, true) => "failed".to_string(),
+            (false, false) => summary.errors.len().to_string(),
+        };
+        if let Err(e) = self
+            .coord
+            .mark(&format!("done.{}", shard.index), done.as_bytes())
+        {
+            push_error(summary, reporter, self.coord_error(Op::Write, &e));
+        }
+    }
+
+    fn coord_error(&self, op: Op, e: &io::Error) -> Error {
+        Error::dst(&self.coord.path, op, e)
+    }
+}
+
+/// What the run's outcome means for this rank's summary: errors of other
+/// ranks, a rank that failed, or a cancel.
+fn meet(outcome: Outcome, dst_path: &Path, summary: &mut Summary, reporter: &dyn Reporter) {
+    let own = summary.errors.len() as u64;
+    let why = match outcome {
+        Outcome::Published { errors } if errors > own => Refusal::ShardErrors {
+            errors: errors - own,
+        },
+        Outcome::Published { .. } => return,
+        Outcome::Failed { rank } => Refusal::ShardFailed { rank },
+        Outcome::Cancelled => {
+            summary.cancelled = true;
+            return;
+        }
+    };
+    let e = Error::refused(Side::Destination, dst_path, Op::Copy, why);
+    push_error(summary, reporter, e);
 }
 
 fn push_error(summary: &mut Summary, reporter: &dyn Reporter, e: Error) {
@@ -374,47 +403,13 @@ impl End<'_> {
             Err(rank) => return fail(rank),
         };
         // The hard-linked files, every name of each inode, in this process.
-        let links = match self.coord.deferred_links() {
-            Ok(l) => l,
-            Err(e) => {
-                push_error(
-                    summary,
-                    reporter,
-                    Error::dst(&self.coord.path, Op::Read, &e),
-                );
+        match self.copy_links(opts, summary, reporter) {
+            Ok(n) => errors += n,
+            Err(Some(e)) => {
+                push_error(summary, reporter, e);
                 return fail(Some(0));
             }
-        };
-        if !links.is_empty() {
-            let root = self.root.dir.try_clone().map(|dir| Root {
-                dir,
-                path: self.root.path.clone(),
-                defer_links: false,
-                ..*self.root
-            });
-            let root = match root {
-                Ok(r) => r,
-                Err(e) => {
-                    push_error(summary, reporter, Error::dst(&self.root.path, Op::Open, &e));
-                    return fail(Some(0));
-                }
-            };
-            let entries = links.into_iter().map(|rel| Listed {
-                rel,
-                kind: Some(FileKind::File),
-            });
-            let copied = listed::copy_entries(
-                self.src,
-                &root,
-                entries.collect(),
-                self.basis,
-                opts,
-                reporter,
-                Vec::new(),
-            );
-            errors += copied.summary.errors.len() as u64;
-            summary.absorb(copied.summary);
-            if summary.cancelled {
+            Err(None) => {
                 let _ = self.coord.mark("failed", b"0");
                 return Outcome::Cancelled;
             }
@@ -427,28 +422,22 @@ impl End<'_> {
             reporter.warning(&w);
             summary.warnings.push(w);
         }
-        let durable = opts.sync != SyncMode::None;
-        if durable {
-            if let Err(e) = sys::sync_fs(self.root.dir.as_fd()) {
-                push_error(summary, reporter, Error::dst(&self.root.path, Op::Sync, &e));
-                return fail(Some(0));
-            }
+        if let Err(e) = place::flush_written(opts, self.root.dir.as_fd()) {
+            push_error(summary, reporter, Error::dst(&self.root.path, Op::Sync, &e));
+            return fail(Some(0));
         }
-        let (parent, parent_path) = self.parent;
-        let (staged, name) = self.names;
         if self.root.staged {
-            if let Err(e) = sys::rename_noreplace(parent.as_fd(), staged, parent.as_fd(), name) {
-                push_error(
-                    summary,
-                    reporter,
-                    Error::dst(&self.root.path, Op::Rename, &e),
-                );
-                return fail(Some(0));
-            }
-            self.record(opts);
-            if durable {
-                if let Err(e) = sys::sync_file(parent.as_fd()) {
-                    push_error(summary, reporter, Error::dst(parent_path, Op::Sync, &e));
+            // Put in place as a one-process copy's staged tree is.
+            let placed = self
+                .staged_tree(opts)
+                .map_err(|e| Error::dst(&self.root.path, Op::Open, &e))
+                .and_then(|t| place::publish_alone(opts, &t));
+            if let Err(e) = placed {
+                // Only a failed flush of the name leaves the tree in place.
+                let in_place = e.op == Op::Sync;
+                push_error(summary, reporter, e);
+                if !in_place {
+                    return fail(Some(0));
                 }
             }
         }
@@ -463,17 +452,68 @@ impl End<'_> {
         Outcome::Published { errors }
     }
 
-    /// Notes the published tree as the copy of its source, so the same
-    /// command run again merges into it (as a one-process copy does).
-    fn record(&self, opts: &CopyOptions) {
-        if let Some(file) = &opts.copies_record {
-            let source = crate::record::identity_of(self.src);
-            crate::record::note(
-                file,
-                source.as_deref(),
-                self.root.dir.as_fd(),
-                &self.root.path,
-            );
+    /// Copies the hard-linked files every rank set aside, every name of
+    /// each inode in this process. Returns the errors among them; `Err`:
+    /// the list or the root could not be had (`Some`), or cancelled.
+    fn copy_links(
+        &self,
+        opts: &CopyOptions,
+        summary: &mut Summary,
+        reporter: &dyn Reporter,
+    ) -> Result<u64, Option<Error>> {
+        let links = self
+            .coord
+            .deferred_links()
+            .map_err(|e| Some(Error::dst(&self.coord.path, Op::Read, &e)))?;
+        if links.is_empty() {
+            return Ok(0);
         }
+        let root = self.root.dir.try_clone().map(|dir| Root {
+            dir,
+            path: self.root.path.clone(),
+            defer_links: false,
+            ..*self.root
+        });
+        let root = root.map_err(|e| Some(Error::dst(&self.root.path, Op::Open, &e)))?;
+        let entries = links.into_iter().map(|rel| Listed {
+            rel,
+            kind: Some(FileKind::File),
+        });
+        let entries = entries.collect();
+        let copied = listed::copy_entries(
+            self.src,
+            &root,
+            entries,
+            self.basis,
+            opts,
+            reporter,
+            Vec::new(),
+        );
+        let errors = copied.summary.errors.len() as u64;
+        summary.absorb(copied.summary);
+        match summary.cancelled {
+            true => Err(None),
+            false => Ok(errors),
+        }
+    }
+
+    /// The staged tree of a new DEST, to be put in place; its source's
+    /// identity is taken for the record of copies.
+    fn staged_tree(&self, opts: &CopyOptions) -> io::Result<StagedTree> {
+        let (parent, parent_path) = self.parent;
+        let (staged, name) = self.names;
+        Ok(StagedTree {
+            parent: parent.try_clone()?,
+            parent_path: parent_path.to_path_buf(),
+            dev: self.root.dev,
+            tmp: staged.clone(),
+            name: name.clone(),
+            source: opts
+                .copies_record
+                .as_ref()
+                .and_then(|_| crate::record::identity_of(self.src)),
+            _lock: None,
+            merge: false,
+        })
     }
 }

@@ -4,8 +4,9 @@
 //! metadata, close). Creating is the only step that takes the directory's
 //! lock exclusively. Elsewhere it no longer pays ([`Ahead::pays_on`]).
 
+use super::node::{Item, Shard, SourceFile};
 use super::worker::Worker;
-use super::*;
+use super::SLICE;
 use crate::error::Op;
 use crate::sys::AsFd;
 use crate::sys::{self, Fd, FileKind, Stat};

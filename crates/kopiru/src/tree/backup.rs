@@ -17,7 +17,7 @@ impl Worker<'_, '_, '_> {
     pub(crate) fn back_up(&self, dir: &DirNode, name: &Name, kind: Backup) -> io::Result<()> {
         let backup = backup_name(dir, name, kind)?;
         let fd = dir.dst.as_fd();
-        let tmp = self.tmp_name();
+        let tmp = self.sh.place.tmp_name();
         match sys::link_at(fd, name, fd, &tmp) {
             Ok(()) => sys::rename_at(fd, &tmp, fd, &backup).inspect_err(|_| {
                 let _ = sys::unlink_at(fd, &tmp, false);

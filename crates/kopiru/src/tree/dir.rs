@@ -2,16 +2,14 @@
 //! top-level tree, then queued to be listed. Also the macOS whole-tree
 //! clone, used when nothing in a tree needs per-file treatment.
 
-use super::node::*;
+use super::join;
+use super::node::{is_ancestor, DirNode, Item, Task};
 use super::worker::Worker;
-use super::*;
-use crate::durable::*;
 use crate::error::{Error, Op, Refusal, Side};
 use crate::events::{EntryKind, Method};
-use crate::options::{Follow, SyncMode};
-use crate::sys::AsFd;
-use crate::sys::Name;
-use crate::sys::{self, Fd, FileKind, Stat};
+use crate::options::Follow;
+use crate::place::StagedTree;
+use crate::sys::{self, AsFd, Fd, FileKind, Name, NameBuf, Stat};
 use std::io;
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
@@ -22,26 +20,12 @@ impl<'scope, 'env, 'a> Worker<'scope, 'env, 'a> {
         let Some((src, st)) = self.open_and_stat(parent, name, true, follow) else {
             return;
         };
-        if self.sh.opts.follow != Follow::Never && is_ancestor(parent, &st) {
-            let e = sys::loop_error();
-            return self.src_error(parent, name, Op::Follow, &e);
+        if self.refused_dir(parent, name, &st) {
+            return;
         }
-        if self
-            .sh
-            .dst_roots
-            .lock()
-            .expect("roots lock")
-            .contains(&(st.dev, st.ino))
-        {
-            let path = join(&parent.src_path, sys::os_str(name));
-            let why = Refusal::IntoItself { dest: None };
-            return self
-                .sh
-                .error(Error::refused(Side::Source, path, Op::Copy, why));
-        }
-        let top_level = parent.stages;
-        let staged_tmp = match top_level {
-            true => match self.stage(parent, dst_name) {
+        let place = &self.sh.place;
+        let staged_tmp = match parent.stages {
+            true => match place.stage((parent.dst.as_fd(), &parent.dst_path), dst_name, self.sh) {
                 Ok(tmp) => tmp,
                 Err(()) => return,
             },
@@ -54,23 +38,14 @@ impl<'scope, 'env, 'a> Worker<'scope, 'env, 'a> {
             (Some(_), Some(_)) => sys::identity(src.as_fd()).ok(),
             _ => None,
         };
-        let stage_it = |w: &Self, lock: Option<Fd>| {
-            if let Some(tmp) = &staged_tmp {
-                w.sh.staged.lock().expect("staged lock").push(StagedTree {
-                    parent: parent.clone(),
-                    tmp: tmp.clone(),
-                    name: dst_name.to_owned(),
-                    source: source.clone(),
-                    _lock: lock,
-                    merge: false,
-                });
-            }
-        };
         if sys::CLONES_TREES
             && self.whole_clone_allowed()
             && self.clone_whole_dir(parent, &src, name, target)
         {
-            return stage_it(self, None);
+            if let Some(tmp) = staged_tmp {
+                self.stage_tree(parent, (tmp, dst_name), source, None);
+            }
+            return;
         }
         let Some(mut made) = self.make_dir(parent, &st, target, dst_name) else {
             return;
@@ -79,55 +54,30 @@ impl<'scope, 'env, 'a> Worker<'scope, 'env, 'a> {
         // run's fresh staged tree (as a parent of its entries): made by this
         // run all the same.
         made.fresh |= item.shallow && parent.fresh && parent.staged;
-        let MadeDir {
-            dst,
-            created_perm,
-            fresh,
-            dst_dev,
-        } = made;
-        if fresh {
+        if made.fresh {
             self.changed(parent, (name, dst_name), EntryKind::Dir, None, &st, None);
         }
         let dst_path = join(&parent.dst_path, sys::os_str(dst_name));
         let lock = match &staged_tmp {
-            Some(tmp) => match self.lock_staged((parent, tmp), &dst, &dst_path) {
-                Some(fd) => Some(fd),
-                None => return,
-            },
+            Some(tmp) => {
+                let at = (parent.dst.as_fd(), tmp.as_c_str());
+                match self.sh.place.lock_staged(at, &made.dst, &dst_path, self.sh) {
+                    Some(fd) => Some(fd),
+                    None => return,
+                }
+            }
             None => None,
         };
-        if dst_dev != parent.dst_dev {
-            self.sh.add_filesystem(dst_dev, &dst, &dst_path);
+        if made.dst_dev != parent.dst_dev {
+            let place = &self.sh.place;
+            place.add_filesystem(made.dst_dev, &made.dst, &dst_path, self.sh);
         }
-        let mut node = DirNode::new(
-            src,
-            dst,
-            join(&parent.src_path, sys::os_str(name)),
-            dst_path,
-            dst_dev,
-            Some(parent.clone()),
-        );
-        node.root_dev = st.dev;
-        node.basis = parent
-            .basis_of(dst_name)
-            .and_then(|(b, n)| sys::open_dir(b.as_fd(), n).ok());
-        if !top_level {
-            node.rel = parent.rel.join(sys::os_str(name));
-            node.root_dev = parent.root_dev;
+        let fresh = made.fresh;
+        let staged = parent.staged || staged_tmp.is_some();
+        let (node, enter) = self.dir_node(parent, item, (src, st), made, dst_path, staged);
+        if let Some(tmp) = staged_tmp {
+            self.stage_tree(parent, (tmp, dst_name), source, lock);
         }
-        // -x: a directory on another filesystem is made, not entered; so is
-        // a directory listed by itself, whose metadata the caller applies.
-        let enter = !item.shallow && (!self.sh.opts.one_file_system || st.dev == node.root_dev);
-        node.stat = (!item.shallow).then_some(st);
-        if item.shallow {
-            let dirs = &self.sh.shallow_dirs;
-            dirs.lock().expect("dirs lock").push(node.rel.clone());
-        }
-        node.created_perm = created_perm;
-        node.staged = parent.staged || staged_tmp.is_some();
-        node.fresh = fresh;
-        let node = Arc::new(node);
-        stage_it(self, lock);
         parent.pending.fetch_add(1, Ordering::SeqCst);
         self.sh.counters.dirs.fetch_add(1, Ordering::Relaxed);
         if !fresh {
@@ -137,6 +87,96 @@ impl<'scope, 'env, 'a> Worker<'scope, 'env, 'a> {
             true => self.push(Task::List(node)),
             false => self.release(node),
         }
+    }
+
+    /// Whether the source directory `st` (`name` in `parent`) is refused,
+    /// reported: following a symlink to it would loop, or it is one of the
+    /// destination's top directories (a copy into itself through a path
+    /// the planner could not see, such as a bind mount).
+    fn refused_dir(&self, parent: &DirNode, name: &Name, st: &Stat) -> bool {
+        if self.sh.opts.follow != Follow::Never && is_ancestor(parent, st) {
+            let e = sys::loop_error();
+            self.src_error(parent, name, Op::Follow, &e);
+            return true;
+        }
+        let roots = self.sh.dst_roots.lock().expect("roots lock");
+        if !roots.contains(&(st.dev, st.ino)) {
+            return false;
+        }
+        drop(roots);
+        let path = join(&parent.src_path, sys::os_str(name));
+        let why = Refusal::IntoItself { dest: None };
+        self.sh
+            .error(Error::refused(Side::Source, path, Op::Copy, why));
+        true
+    }
+
+    /// Hands the staged tree `tmp` (to become `dst_name` in `parent`) to
+    /// placement, to be put in place at the end.
+    fn stage_tree(
+        &self,
+        parent: &DirNode,
+        (tmp, dst_name): (NameBuf, &Name),
+        source: Option<Vec<u8>>,
+        lock: Option<Fd>,
+    ) {
+        match parent.dst.try_clone() {
+            Ok(fd) => self.sh.place.stage_tree(StagedTree {
+                parent: fd,
+                parent_path: parent.dst_path.clone(),
+                dev: parent.dst_dev,
+                tmp,
+                name: dst_name.to_owned(),
+                source,
+                _lock: lock,
+                merge: false,
+            }),
+            Err(e) => self.dst_error(parent, dst_name, Op::Open, &e),
+        }
+    }
+
+    /// The copy's node for the directory `made` from `src` (`item` in
+    /// `parent`), and whether it is entered: under `-x` a directory on
+    /// another filesystem is made, not entered; so is a directory listed by
+    /// itself, whose metadata the caller applies.
+    fn dir_node(
+        &self,
+        parent: &Arc<DirNode>,
+        item: &Item,
+        (src, st): (Fd, Stat),
+        made: MadeDir,
+        dst_path: std::path::PathBuf,
+        staged: bool,
+    ) -> (Arc<DirNode>, bool) {
+        let name = sys::os_str(&item.name);
+        let dst_name = item.dst_name.as_deref().unwrap_or(&item.name);
+        let src_path = join(&parent.src_path, name);
+        let mut node = DirNode::new(
+            src,
+            made.dst,
+            src_path,
+            dst_path,
+            made.dst_dev,
+            Some(parent.clone()),
+        );
+        node.root_dev = st.dev;
+        node.basis = parent
+            .basis_of(dst_name)
+            .and_then(|(b, n)| sys::open_dir(b.as_fd(), n).ok());
+        if !parent.stages {
+            node.rel = parent.rel.join(name);
+            node.root_dev = parent.root_dev;
+        }
+        let enter = !item.shallow && (!self.sh.opts.one_file_system || st.dev == node.root_dev);
+        node.stat = (!item.shallow).then_some(st);
+        if item.shallow {
+            let dirs = &self.sh.shallow_dirs;
+            dirs.lock().expect("dirs lock").push(node.rel.clone());
+        }
+        node.created_perm = made.created_perm;
+        node.staged = staged;
+        node.fresh = made.fresh;
+        (Arc::new(node), enter)
     }
 
     /// Makes the destination directory `target` in `parent` (or finds it
@@ -179,8 +219,8 @@ impl<'scope, 'env, 'a> Worker<'scope, 'env, 'a> {
                 return None;
             }
         };
-        if fresh && self.sh.opts.sync == SyncMode::File {
-            if let Err(e) = sys::sync_file(parent.dst.as_fd()) {
+        if fresh {
+            if let Err(e) = self.sh.place.sync_dir(parent.dst.as_fd()) {
                 self.dst_error(parent, dst_name, Op::Sync, &e);
                 return None;
             }

@@ -1,9 +1,9 @@
 //! One non-directory entry: looking at what is already at its destination
 //! name, opening its source, hard links, symlinks and special files.
 
-use super::node::*;
+use super::join;
+use super::node::{DirNode, Existing, LinkCell, LinkTarget, SourceFile};
 use super::worker::Worker;
-use super::*;
 use crate::error::{Op, Refusal};
 use crate::events::{Change, ChangeKind, EntryKind};
 use crate::meta::{self, Target};
@@ -215,20 +215,17 @@ impl<'scope, 'env, 'a> Worker<'scope, 'env, 'a> {
                 first.as_deref(),
             );
         };
-        if self.defers(dir) {
+        if self.sh.place.defers(&dir.dest()) {
             // A visible name may only appear once the data is durable.
             let old = match self.existing(dir, dst_name, (st, None), false) {
                 Existing::Keep | Existing::Refused => return,
                 Existing::Absent => None,
                 Existing::Replace(d) => Some(d),
             };
-            let tmp = self.tmp_name();
+            let tmp = self.sh.place.tmp_name();
             match make(&tmp) {
                 Ok(()) => {
-                    dir.deferred
-                        .lock()
-                        .expect("deferred lock")
-                        .push((tmp, dst_name.to_owned()));
+                    self.sh.place.defer(&dir.dest(), tmp, dst_name);
                     linked(self, old);
                 }
                 Err(e) => self.dst_error(dir, dst_name, Op::Link, &e),
@@ -261,7 +258,7 @@ impl<'scope, 'env, 'a> Worker<'scope, 'env, 'a> {
                     Existing::Absent => None,
                     Existing::Replace(d) => Some(d),
                 };
-                let tmp = self.tmp_name();
+                let tmp = self.sh.place.tmp_name();
                 Some(
                     make(&tmp)
                         .and_then(|()| {

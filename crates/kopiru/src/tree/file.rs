@@ -1,17 +1,15 @@
 //! One regular file: its data through the method ladder, its metadata, and
-//! its placement under its final name (through [`crate::durable`]).
+//! its placement under its final name (through [`crate::place`]).
 
-use super::node::*;
+use super::join;
+use super::node::{DirNode, Existing, SourceFile};
 use super::worker::Worker;
-use super::*;
-use crate::data::{self};
+use crate::data;
 use crate::error::Op;
 use crate::events::{EntryKind, FileDone, Method};
 use crate::meta::{self, Target};
-use crate::options::{BasisKind, SyncMode};
-use crate::sys::AsFd;
-use crate::sys::{self, Fd, FileKind};
-use crate::sys::{Name, NameBuf};
+use crate::options::BasisKind;
+use crate::sys::{self, AsFd, Fd, FileKind, Name, NameBuf};
 use crate::verify::SourceHash;
 use std::io;
 use std::sync::atomic::Ordering;
@@ -58,40 +56,44 @@ impl<'scope, 'env, 'a> Worker<'scope, 'env, 'a> {
             None if !dir.fresh => dir.take_partial(f.dst_name),
             _ => None,
         };
+        let (place, dest) = (&self.sh.place, dir.dest());
         let (tmp, start) = match partial.and_then(|p| self.open_partial(f, p)) {
             Some((p, fd, len)) => (p, Start::Continue(fd, len)),
             None => match basis {
-                Some(Basis::Clone(b)) => (self.write_name(dir, f.dst_name), Start::CloneOf(b)),
-                _ if created.is_none() && old.is_none() && self.may_write_anonymous(dir) => {
-                    (self.write_name(dir, f.dst_name), Start::Anonymous)
+                Some(Basis::Clone(b)) => (place.write_name(&dest, f.dst_name), Start::CloneOf(b)),
+                _ if created.is_none() && old.is_none() && place.writes_anonymous(&dest) => {
+                    (place.write_name(&dest, f.dst_name), Start::Anonymous)
                 }
-                _ => (self.write_name(dir, f.dst_name), Start::New(created)),
+                _ => (place.write_name(&dest, f.dst_name), Start::New(created)),
             },
         };
         let cloned = match &start {
             Start::New(None) => self.clone_new(dir, f.src, &tmp),
             _ => None,
         };
-        let (moved, hashed, named) = match cloned {
-            Some(Ok(())) => {
-                let moved = data::Moved {
+        let written = match cloned {
+            Some(Ok(())) => Written {
+                moved: data::Moved {
                     method: Method::Clone,
                     bytes: f.st.size,
                     why_not: None,
                     source_hash: None,
-                };
-                (moved, None, false)
-            }
+                },
+                hash: None,
+                named: false,
+            },
             Some(Err(e)) => {
                 self.dst_error(dir, f.dst_name, Op::Clone, &e);
                 return None;
             }
             None => self.write_new(f, &tmp, start)?,
         };
-        let placed = match named {
-            true => self.placed_anonymous(dir, f.dst_name)?,
-            false => self.place(dir, tmp, f.dst_name)?,
+        let (place, dest, sh) = (&self.sh.place, dir.dest(), self.sh);
+        let placed = match written.named {
+            true => place.placed(&dest, f.dst_name, sh)?,
+            false => place.place(&dest, tmp, f.dst_name, sh)?,
         };
+        let (moved, hashed) = (written.moved, written.hash);
         if let Some(h) = hashed {
             self.sh.source_hashes.lock().expect("hashes lock").push(h);
         }
@@ -146,9 +148,10 @@ impl<'scope, 'env, 'a> Worker<'scope, 'env, 'a> {
     fn link_basis(&mut self, f: &SourceFile, old: Option<sys::Stat>) -> Option<Option<NameBuf>> {
         let dir = f.dir;
         let (bdir, bname) = dir.basis_of(f.dst_name)?;
-        let tmp = self.write_name(dir, f.dst_name);
+        let (place, dest) = (&self.sh.place, dir.dest());
+        let tmp = place.write_name(&dest, f.dst_name);
         sys::link_at(bdir.as_fd(), bname, dir.dst.as_fd(), &tmp).ok()?;
-        let Some(placed) = self.place(dir, tmp, f.dst_name) else {
+        let Some(placed) = place.place(&dest, tmp, f.dst_name, self.sh) else {
             return Some(None);
         };
         self.sh.reporter.bytes(f.st.size);
@@ -186,102 +189,106 @@ impl<'scope, 'env, 'a> Worker<'scope, 'env, 'a> {
 
     /// Creates `tmp` (a new name) and fills it with the source's data and
     /// metadata, times last (which `--resume` relies on), flushed as
-    /// `--sync` asks ([`Worker::sync_written`]). Also returns the source's
-    /// hash, when it was hashed, keyed by the new file's device and inode.
-    /// `None`: failed (reported) or cancelled, and `tmp` removed (under
-    /// `--partial`, the data written so far is kept: [`Worker::keep_partial`]).
-    /// `start`: how the data begins (see [`Start`]). The last value is
-    /// true when the file was made without a name ([`Start::Anonymous`])
-    /// and has its final name already; else it is under `tmp`.
+    /// `--sync` asks. `None`: failed (reported) or cancelled, and `tmp`
+    /// removed (under `--partial`, the data written so far is kept).
+    /// `start`: how the data begins (see [`Start`]).
     pub(crate) fn write_new(
         &mut self,
         f: &SourceFile,
         tmp: &Name,
         start: Start,
-    ) -> Option<(data::Moved, Option<SourceHash>, bool)> {
-        let (dir, st) = (f.dir, f.st);
-        let opts = self.sh.opts;
-        let pair = self.pair_caps(st.dev, dir.dst_dev);
-        let perm = st.perm() & 0o777;
-        let created_perm = perm & !self.sh.umask;
-        // Windows' CopyFile2 creates the file and copies its data at once.
-        let mut why = None;
-        let copied = match &start {
-            Start::New(None) if sys::COPY_CREATES_FILE => data::copy_creating(
-                f.src.as_fd(),
-                dir.dst.as_fd(),
-                tmp,
-                perm,
-                &pair,
-                opts,
-                self.sh.reporter,
-                &mut why,
-            ),
-            _ => None,
-        };
-        let mut anonymous = matches!(start, Start::Anonymous);
-        let (created, from, basis) = match start {
-            Start::New(c) => (c, 0, None),
-            Start::Anonymous => match sys::create_anonymous(dir.dst.as_fd(), perm) {
-                Ok(fd) => (Some(Ok(fd)), 0, None),
-                Err(e) => {
-                    // No O_TMPFILE on this filesystem (EOPNOTSUPP; EISDIR
-                    // before Linux 3.11): temporary names from now on. Any
-                    // other error is the directory's, met again (and
-                    // reported) when the file is made under one.
-                    if matches!(
-                        e.kind(),
-                        io::ErrorKind::Unsupported | io::ErrorKind::IsADirectory
-                    ) {
-                        self.sh.anonymous.store(false, Ordering::Relaxed);
-                    }
-                    anonymous = false;
-                    (None, 0, None)
-                }
-            },
-            Start::Continue(fd, len) => (Some(Ok(fd)), len, None),
-            Start::CloneOf(b) => (None, 0, Some(b)),
-        };
-        let (created, copied) = match copied {
-            Some(Ok((fd, moved))) => (Ok(fd), Some(Ok(moved))),
-            // CopyFile2 failed or was cancelled, leaving nothing under the
-            // temporary name.
-            Some(Err(e)) => (Err(e), None),
-            None => (
-                created
-                    .unwrap_or_else(|| sys::create_new(dir.dst.as_fd(), tmp, perm))
-                    .map_err(|e| (Op::Create, e)),
-                None,
-            ),
-        };
-        let dst = match created {
-            Ok(fd) => fd,
+    ) -> Option<Written> {
+        let mut new = self.create_new(f, tmp, start)?;
+        let moved = match self.fill(f, &mut new) {
+            Ok(m) => m,
             Err((op, e)) => {
-                // A cancelled CopyFile2 stopped; it did not fail.
-                if op == Op::Create || !opts.cancel.is_cancelled() {
-                    self.dst_error(dir, f.dst_name, op, &e);
-                }
+                drop(new);
+                self.abandon(f, tmp, (op, &e), true);
                 return None;
             }
         };
-        let fail = |w: &Self, op: Op, e: &io::Error, data_written: bool| {
-            let kept = data_written && opts.partial && w.keep_partial(dir, tmp, f.dst_name);
-            if !kept {
-                let _ = sys::unlink_at(dir.dst.as_fd(), tmp, false);
-            }
-            if opts.cancel.is_cancelled() {
-                // Stopped, not failed: nothing to report.
-            } else if matches!(op, Op::Read | Op::Seek) {
-                w.src_error(dir, f.name, op, e);
-            } else {
-                w.dst_error(dir, f.dst_name, op, e);
-            }
+        self.finish_new(f, tmp, new, moved)
+    }
+
+    /// Creates the new file: without a name ([`Start::Anonymous`]) where
+    /// placement allows, else under `tmp` (on Windows, by `CopyFile2` with
+    /// its data). `None`: failed, reported.
+    fn create_new(&mut self, f: &SourceFile, tmp: &Name, start: Start) -> Option<NewFile> {
+        let (dir, st) = (f.dir, f.st);
+        let opts = self.sh.opts;
+        let perm = st.perm() & 0o777;
+        let mut new = NewFile {
+            fd: None,
+            copied: None,
+            from: 0,
+            basis: None,
+            anonymous: false,
+            why: None,
+            pair: self.pair_caps(st.dev, dir.dst_dev),
         };
-        let cloned = basis.and_then(|b| sys::clone_fd(b.as_fd(), dst.as_fd()).ok());
-        let moved = match (copied, cloned, from) {
-            (Some(moved), _, _) => moved,
+        match start {
+            Start::New(Some(created)) => match created {
+                Ok(fd) => new.fd = Some(fd),
+                Err(e) => {
+                    self.dst_error(dir, f.dst_name, Op::Create, &e);
+                    return None;
+                }
+            },
+            Start::New(None) if sys::COPY_CREATES_FILE => {
+                let (src, reporter) = (f.src.as_fd(), self.sh.reporter);
+                let (pair, why) = (&new.pair, &mut new.why);
+                let dst = dir.dst.as_fd();
+                match data::copy_creating(src, dst, tmp, perm, pair, opts, reporter, why) {
+                    Some(Ok((fd, moved))) => {
+                        new.fd = Some(fd);
+                        new.copied = Some(moved);
+                    }
+                    // CopyFile2 failed or was cancelled (which is no
+                    // failure), leaving nothing under the temporary name.
+                    Some(Err((op, e))) => {
+                        if op == Op::Create || !opts.cancel.is_cancelled() {
+                            self.dst_error(dir, f.dst_name, op, &e);
+                        }
+                        return None;
+                    }
+                    None => {}
+                }
+            }
+            Start::New(None) => {}
+            Start::Anonymous => {
+                new.fd = self.sh.place.create_anonymous(&dir.dest(), perm);
+                new.anonymous = new.fd.is_some();
+            }
+            Start::Continue(fd, len) => (new.fd, new.from) = (Some(fd), len),
+            Start::CloneOf(b) => new.basis = Some(b),
+        }
+        if new.fd.is_none() {
+            match sys::create_new(dir.dst.as_fd(), tmp, perm) {
+                Ok(fd) => new.fd = Some(fd),
+                Err(e) => {
+                    self.dst_error(dir, f.dst_name, Op::Create, &e);
+                    return None;
+                }
+            }
+        }
+        Some(new)
+    }
+
+    /// The new file's data: already copied (`CopyFile2`), cloned from a
+    /// basis file, or through the method ladder (from where a partial copy
+    /// ends).
+    fn fill(&mut self, f: &SourceFile, new: &mut NewFile) -> Result<data::Moved, (Op, io::Error)> {
+        let (st, opts) = (f.st, self.sh.opts);
+        let dst = new.fd.as_ref().expect("created").as_fd();
+        let cloned = new
+            .basis
+            .as_ref()
+            .and_then(|b| sys::clone_fd(b.as_fd(), dst).ok());
+        let reporter = self.sh.reporter;
+        let mut moved = match (new.copied.take(), cloned, new.from) {
+            (Some(moved), _, _) => Ok(moved),
             (None, Some(()), _) => {
-                self.sh.reporter.bytes(st.size);
+                reporter.bytes(st.size);
                 Ok(data::Moved {
                     method: Method::Clone,
                     bytes: st.size,
@@ -289,44 +296,40 @@ impl<'scope, 'env, 'a> Worker<'scope, 'env, 'a> {
                     source_hash: None,
                 })
             }
-            (None, None, 0) => data::copy_data(
-                f.src.as_fd(),
-                st,
-                dst.as_fd(),
-                &pair,
-                opts,
-                &mut self.buf,
-                self.sh.reporter,
-            ),
-            (None, None, from) => data::continue_data(
-                f.src.as_fd(),
-                st,
-                dst.as_fd(),
-                from,
-                &pair,
-                opts,
-                &mut self.buf,
-                self.sh.reporter,
-            ),
-        };
-        let moved = match moved {
-            Ok(mut m) => {
-                if let Some(w) = why {
-                    // Why CopyFile2 was not used, before the ladder's own.
-                    m.why_not = Some(data::join_why(Some(w), m.why_not.as_deref().unwrap_or("")));
-                }
-                m
+            (None, None, 0) => {
+                let src = f.src.as_fd();
+                data::copy_data(src, st, dst, &new.pair, opts, &mut self.buf, reporter)
             }
-            Err((op, e)) => {
-                drop(dst);
-                fail(self, op, &e, true);
-                return None;
+            (None, None, from) => {
+                let (src, buf) = (f.src.as_fd(), &mut self.buf);
+                data::continue_data(src, st, dst, from, &new.pair, opts, buf, reporter)
             }
-        };
+        }?;
+        if let Some(w) = new.why.take() {
+            // Why CopyFile2 was not used, before the ladder's own.
+            moved.why_not = Some(data::join_why(
+                Some(w),
+                moved.why_not.as_deref().unwrap_or(""),
+            ));
+        }
+        Ok(moved)
+    }
+
+    /// The new file's metadata, its flush as `--sync` asks, its name (a
+    /// nameless file's final one at once), and its close.
+    fn finish_new(
+        &mut self,
+        f: &SourceFile,
+        tmp: &Name,
+        new: NewFile,
+        moved: data::Moved,
+    ) -> Option<Written> {
+        let (dir, st) = (f.dir, f.st);
+        let dst = new.fd.expect("created");
         // One fstat of the new file serves both the hash's key and, with
         // -a, the owner new entries here get.
         let dst_stat = moved.source_hash.map(|_| sys::fstat(dst.as_fd()));
-        let hashed = match (moved.source_hash, &dst_stat) {
+        let hash = match (moved.source_hash, &dst_stat) {
             (Some(hash), Some(Ok(d))) => Some(SourceHash {
                 dev: d.dev,
                 ino: d.ino,
@@ -335,88 +338,62 @@ impl<'scope, 'env, 'a> Worker<'scope, 'env, 'a> {
             _ => None,
         };
         let owner_now = self.new_owner(dir, || dst_stat.unwrap_or_else(|| sys::fstat(dst.as_fd())));
+        let created_perm = st.perm() & 0o777 & !self.sh.umask;
         let warnings = meta::apply(
             Target::Fd(dst.as_fd()),
             Some(f.src.as_fd()),
             st,
             created_perm,
             owner_now,
-            &opts.preserve,
+            &self.sh.opts.preserve,
             self.sh.umask,
         );
-        if let Err(e) = self.sync_written(dst.as_fd(), moved.method) {
+        let place = &self.sh.place;
+        if let Err(e) = place.sync_written(dst.as_fd(), moved.method) {
             drop(dst);
-            fail(self, Op::Sync, &e, false);
+            self.abandon(f, tmp, (Op::Sync, &e), false);
             return None;
         }
-        let mut named = false;
-        if anonymous {
-            // Whole now: named at once. The name taken meanwhile (another
-            // process made it): under the temporary name instead, which
-            // `place` then renames over it as for any file.
-            let (d, fd) = (dir.dst.as_fd(), dst.as_fd());
-            let linked = match sys::link_anonymous(fd, d, f.dst_name) {
-                Err(e) if e.kind() == io::ErrorKind::AlreadyExists => {
-                    sys::link_anonymous(fd, d, tmp)
+        // Whole now: a nameless file is named.
+        let named = match new.anonymous {
+            false => false,
+            true => match place.name_anonymous(&dir.dest(), dst.as_fd(), (tmp, f.dst_name)) {
+                Ok(named) => named,
+                Err(e) => {
+                    drop(dst);
+                    self.abandon(f, tmp, (Op::Link, &e), false);
+                    return None;
                 }
-                r => r.map(|()| named = true),
-            };
-            if let Err(e) = linked {
-                // Naming nameless files does not work here: temporary
-                // names for the files after this one.
-                self.sh.anonymous.store(false, Ordering::Relaxed);
-                drop(dst);
-                fail(self, Op::Link, &e, false);
-                return None;
-            }
-        }
+            },
+        };
         if let Err(e) = self.sh.closer.close(dst) {
             let name = if named { f.dst_name } else { tmp };
             let _ = sys::unlink_at(dir.dst.as_fd(), name, false);
-            fail(self, Op::Close, &e, false);
+            self.abandon(f, tmp, (Op::Close, &e), false);
             return None;
         }
         if !warnings.is_empty() {
             self.warnings(&join(&dir.dst_path, sys::os_str(f.dst_name)), warnings);
         }
-        Some((moved, hashed, named))
+        Some(Written { moved, hash, named })
     }
 
-    /// Whether a new file in `dir` is made without a name and named once
-    /// whole ([`Start::Anonymous`]): where the system can, in a visible
-    /// directory whose names are placed as files finish (not deferred to
-    /// the end, not a staged tree's, where files are written under their
-    /// final names), and without `--partial` (which keeps a failed file's
-    /// data under a name). One name made instead of a temporary one made
-    /// and renamed: less work for the filesystem, and nothing left behind
-    /// by a process that dies. Not under `--sync file`: Btrfs does not log
-    /// an inode fsynced while it had no name, so the directory's fsync
-    /// recorded the new name with size 0 (a dm-log-writes replay found such
-    /// files empty after exit 0; issue 27). A named temporary, fsynced and
-    /// renamed, holds there; an fsync after `linkat` held too but cost
-    /// Btrfs 41 % (4,270 files: 32.1 s against 22.7 s), where named
-    /// temporaries cost nothing measurable (21.5 s; ext4 4.7 s against
-    /// 4.9 s).
-    fn may_write_anonymous(&self, dir: &DirNode) -> bool {
-        let named_as_written = dir.staged && dir.fresh;
-        self.sh.anonymous.load(Ordering::Relaxed)
-            && self.sh.opts.sync != SyncMode::File
-            && !named_as_written
-            && !self.defers(dir)
-            && !self.sh.opts.partial
-    }
-
-    /// [`Worker::place`] for a file named as it was finished
-    /// ([`Start::Anonymous`]): under `--sync file` its name is made
-    /// durable with its directory.
-    fn placed_anonymous(&self, dir: &DirNode, dst_name: &Name) -> Option<NameBuf> {
-        if self.sh.opts.sync == SyncMode::File {
-            if let Err(e) = sys::sync_file(dir.dst.as_fd()) {
-                self.dst_error(dir, dst_name, Op::Sync, &e);
-                return None;
-            }
+    /// A new file failed (or was cancelled): what `tmp` holds is removed,
+    /// or kept as a partial copy when data was written (`--partial`), and
+    /// the failure is reported on its side, unless cancelled.
+    fn abandon(&self, f: &SourceFile, tmp: &Name, (op, e): (Op, &io::Error), data_written: bool) {
+        let dir = f.dir;
+        let kept = data_written && self.sh.place.keep_partial(&dir.dest(), tmp, f.dst_name);
+        if !kept {
+            let _ = sys::unlink_at(dir.dst.as_fd(), tmp, false);
         }
-        Some(dst_name.to_owned())
+        if self.sh.opts.cancel.is_cancelled() {
+            // Stopped, not failed: nothing to report.
+        } else if matches!(op, Op::Read | Op::Seek) {
+            self.src_error(dir, f.name, op, e);
+        } else {
+            self.dst_error(dir, f.dst_name, op, e);
+        }
     }
 
     pub(crate) fn file_done(
@@ -452,17 +429,8 @@ impl<'scope, 'env, 'a> Worker<'scope, 'env, 'a> {
         {
             return None;
         }
-        let made = sys::clone_new(src.as_fd(), dir.dst.as_fd(), tmp).and_then(|()| {
-            if opts.sync != SyncMode::File {
-                return Ok(());
-            }
-            let synced = sys::open_source(dir.dst.as_fd(), tmp, false, false, false)
-                .and_then(|fd| sys::sync_file(fd.as_fd()));
-            if synced.is_err() {
-                let _ = sys::unlink_at(dir.dst.as_fd(), tmp, false);
-            }
-            synced
-        });
+        let made = sys::clone_new(src.as_fd(), dir.dst.as_fd(), tmp)
+            .and_then(|()| self.sh.place.sync_made(dir.dst.as_fd(), tmp));
         match made {
             Ok(()) => Some(Ok(())),
             Err(e) if opts.method == MethodChoice::Clone => Some(Err(e)),
@@ -482,6 +450,34 @@ pub(crate) enum Start {
     Continue(Fd, u64),
     /// Cloned from this unchanged basis file (`--clone-dest`), else copied.
     CloneOf(Fd),
+}
+
+/// A new file, created and open, before its data ([`Worker::create_new`]).
+struct NewFile {
+    /// `None` only until it is created.
+    fd: Option<Fd>,
+    /// Its data, where creating it copied that too (Windows' `CopyFile2`).
+    copied: Option<data::Moved>,
+    /// A partial copy continued: its data matches the source's up to here.
+    from: u64,
+    /// To be cloned from this unchanged basis file (`--clone-dest`).
+    basis: Option<Fd>,
+    /// Made without a name, named once whole.
+    anonymous: bool,
+    /// Why `CopyFile2` was not used.
+    why: Option<std::sync::Arc<str>>,
+    pair: std::sync::Arc<data::PairCaps>,
+}
+
+/// A new file written whole ([`Worker::write_new`]).
+pub(crate) struct Written {
+    pub(crate) moved: data::Moved,
+    /// The source's hash as it was read (`--verify`), keyed by the new
+    /// file's device and inode.
+    pub(crate) hash: Option<SourceHash>,
+    /// It has its final name already (made without a name, then named);
+    /// else it is under its temporary name.
+    pub(crate) named: bool,
 }
 
 /// An unchanged file of `--link-dest` or `--clone-dest` ([`Worker::unchanged_basis`]).

@@ -12,17 +12,16 @@ mod backup;
 mod dir;
 mod entry;
 mod file;
-pub(crate) mod node;
-pub(crate) mod worker;
+mod node;
+mod worker;
 
 use crate::data::Caps;
-use crate::durable::*;
 use crate::error::{Error, Op};
-use crate::events::{Reporter, Summary};
-use crate::options::{CopyOptions, SyncMode};
+use crate::events::{Phase, Reporter, Summary};
+use crate::options::CopyOptions;
+use crate::place::{self, Placement, StagedTree};
 use crate::plan::Job;
-use crate::sys::AsFd;
-use crate::sys::{self, Fd};
+use crate::sys::{self, AsFd, Name};
 use crate::verify::{SourceHash, SourceHashes};
 use std::collections::{HashMap, VecDeque};
 use std::path::{Path, PathBuf};
@@ -30,7 +29,8 @@ use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Condvar, Mutex};
 
 pub(crate) use entry::keeps;
-use node::*;
+use node::{DirNode, LinkCell, Task};
+pub(crate) use node::{GroupDir, Item};
 use worker::Worker;
 
 /// A directory with more entries than this is shared: its lister works
@@ -79,24 +79,11 @@ pub(crate) struct Shared<'a> {
     pub(crate) counters: Counters,
     pub(crate) errors: Mutex<Vec<Error>>,
     pub(crate) warnings: Mutex<Vec<Error>>,
-    pub(crate) tmp_counter: AtomicU64,
-    /// This process's id, for temporary names (`getpid` is a system call).
-    pub(crate) pid: u32,
-    /// New files in visible directories are made without a name and named
-    /// once whole (`O_TMPFILE`), instead of under a temporary name renamed
-    /// at the end; cleared once a filesystem refuses it.
-    pub(crate) anonymous: AtomicBool,
-    /// Visible directories with deferred renames, kept open for the end.
-    pub(crate) finish: Mutex<Vec<Arc<DirNode>>>,
-    /// Trees to rename into place at the end.
-    pub(crate) staged: Mutex<Vec<StagedTree>>,
+    /// Where finished entries go, and when they are durable.
+    pub(crate) place: Placement<'a>,
     /// `--verify`: the hash of each file's source as it was read, for the
     /// files whose data kopiru read itself.
     pub(crate) source_hashes: Mutex<Vec<SourceHash>>,
-    /// One descriptor per destination filesystem, opened before anything is
-    /// written there: the flush at the end goes through it, and `syncfs`
-    /// reports write-back errors that happened after it was opened.
-    pub(crate) filesystems: Mutex<Vec<(u64, Fd, PathBuf)>>,
     /// Every entry was walked before any cancel (set when the workers end).
     pub(crate) walked: AtomicBool,
     /// Directories made as entries of their own (`Item::shallow`), by
@@ -120,7 +107,7 @@ pub(crate) fn run(
     refused: Vec<Error>,
 ) -> (Summary, SourceHashes) {
     sys::raise_fd_limit();
-    let sh = Shared::new(opts, reporter);
+    let sh = Shared::new(opts, reporter, Vec::new());
     for e in refused {
         sh.error(e);
     }
@@ -136,12 +123,12 @@ pub(crate) fn run(
                     None => {
                         // What an interrupted run left beside its destination
                         // (a command-line file's temporary, say).
-                        let partials = clean_temps(&sh, &job.dst_dir, &job.dst_parent);
+                        let partials = sh.place.clean_temps(&job.dst_dir, &job.dst_parent, &sh);
                         cleaned.push((id, partials));
                         cleaned.len() - 1
                     }
                 };
-                let mine = partial_name(&job.dst_name);
+                let mine = place::partial_name(&job.dst_name);
                 let partials = cleaned[i].1.iter().filter(|p| **p == mine).cloned();
                 (st.dev, partials.collect())
             }
@@ -150,7 +137,8 @@ pub(crate) fn run(
                 continue;
             }
         };
-        sh.add_filesystem(dst_dev, &job.dst_dir, &job.dst_parent);
+        sh.place
+            .add_filesystem(dst_dev, &job.dst_dir, &job.dst_parent, &sh);
         let mut node = DirNode::new(
             job.src_dir,
             job.dst_dir,
@@ -197,7 +185,7 @@ pub(crate) struct Ran {
 /// by listing it (`--files-from`, a shard): the directory pair (made and
 /// opened by the caller; no metadata of its own is applied) and the items.
 pub(crate) struct Group {
-    pub(crate) node: DirNode,
+    pub(crate) dir: GroupDir,
     pub(crate) items: Vec<Item>,
 }
 
@@ -223,22 +211,23 @@ pub(crate) fn run_groups(
     how: GroupsIn,
 ) -> Ran {
     sys::raise_fd_limit();
-    let mut sh = Shared::new(opts, reporter);
+    let mut sh = Shared::new(opts, reporter, staged);
     if how.defer_links {
         sh.deferred_links = Some(Mutex::new(Vec::new()));
     }
-    *sh.staged.lock().expect("staged lock") = staged;
     for e in refused {
         sh.error(e);
     }
-    for mut g in groups.into_iter().rev() {
-        sh.add_filesystem(g.node.dst_dev, &g.node.dst, &g.node.dst_path);
-        if !how.shared && !g.node.fresh {
+    for g in groups.into_iter().rev() {
+        let mut node = DirNode::from(g.dir);
+        sh.place
+            .add_filesystem(node.dst_dev, &node.dst, &node.dst_path, &sh);
+        if !how.shared && !node.fresh {
             // Leftovers of an interrupted run, as a listing would find them.
-            let partials = clean_temps(&sh, &g.node.dst, &g.node.dst_path);
-            g.node.partials = Mutex::new(partials);
+            let partials = sh.place.clean_temps(&node.dst, &node.dst_path, &sh);
+            node.partials = Mutex::new(partials);
         }
-        sh.push(Task::Items(Arc::new(g.node), g.items));
+        sh.push(Task::Items(Arc::new(node), g.items));
     }
     execute(sh)
 }
@@ -249,8 +238,8 @@ fn execute(sh: Shared) -> Ran {
     let opts = sh.opts;
     let copying = (Mutex::new(true), Condvar::new());
     std::thread::scope(|s| {
-        if opts.sync == SyncMode::End && sys::FS_SYNC_WRITES_FILES {
-            s.spawn(|| sh.flush_while_copying(&copying));
+        if sh.place.flushes_while_copying() {
+            s.spawn(|| sh.place.flush_while_copying(&copying));
         }
         std::thread::scope(|w| {
             // Several command-line sources are work for several workers at
@@ -276,7 +265,13 @@ fn execute(sh: Shared) -> Ran {
     // whose walk was complete.
     let walked = !opts.cancel.is_cancelled();
     sh.walked.store(walked, Ordering::SeqCst);
-    sh.publish(walked);
+    if sh.place.flushes() {
+        sh.reporter.phase(Phase::Flushing);
+    }
+    let withdrawn = sh.place.publish(walked, &sh);
+    sh.counters
+        .withdrawn
+        .fetch_add(withdrawn, Ordering::Relaxed);
     let hashes = std::mem::take(&mut *sh.source_hashes.lock().expect("hashes lock"));
     let dirs = std::mem::take(&mut *sh.shallow_dirs.lock().expect("dirs lock"));
     let deferred_links = match &sh.deferred_links {
@@ -294,7 +289,11 @@ fn execute(sh: Shared) -> Ran {
 pub(crate) use crate::paths::join;
 
 impl<'a> Shared<'a> {
-    fn new(opts: &'a CopyOptions, reporter: &'a dyn Reporter) -> Shared<'a> {
+    fn new(
+        opts: &'a CopyOptions,
+        reporter: &'a dyn Reporter,
+        staged: Vec<StagedTree>,
+    ) -> Shared<'a> {
         Shared {
             opts,
             reporter,
@@ -311,15 +310,8 @@ impl<'a> Shared<'a> {
             counters: Counters::default(),
             errors: Mutex::new(Vec::new()),
             warnings: Mutex::new(Vec::new()),
-            tmp_counter: AtomicU64::new(0),
-            pid: std::process::id(),
-            anonymous: AtomicBool::new(
-                sys::HAS_ANONYMOUS && std::path::Path::new("/proc/self/fd").is_dir(),
-            ),
-            finish: Mutex::new(Vec::new()),
-            staged: Mutex::new(Vec::new()),
+            place: Placement::new(opts, staged),
             source_hashes: Mutex::new(Vec::new()),
-            filesystems: Mutex::new(Vec::new()),
             walked: AtomicBool::new(false),
             shallow_dirs: Mutex::new(Vec::new()),
             deferred_links: None,
@@ -349,7 +341,7 @@ impl<'a> Shared<'a> {
     }
 
     /// An existing destination entry left as it was (counted as skipped).
-    pub(crate) fn kept(&self, dir: &Path, name: &sys::Name) {
+    pub(crate) fn kept(&self, dir: &Path, name: &Name) {
         self.counters.skipped.fetch_add(1, Ordering::Relaxed);
         self.reporter.kept(&join(dir, sys::os_str(name)));
     }
@@ -359,7 +351,7 @@ impl<'a> Shared<'a> {
         self.warnings.lock().expect("warnings lock").push(e);
     }
 
-    pub(crate) fn into_summary(self) -> Summary {
+    fn into_summary(self) -> Summary {
         let c = &self.counters;
         let get = |a: &AtomicU64| a.load(Ordering::Relaxed);
         Summary {
@@ -381,5 +373,19 @@ impl<'a> Shared<'a> {
             elapsed: Default::default(),
             cancelled: !self.walked.load(Ordering::SeqCst),
         }
+    }
+}
+
+impl place::Sink for Shared<'_> {
+    fn error(&self, e: Error) {
+        Shared::error(self, e)
+    }
+
+    fn warn(&self, e: Error) {
+        Shared::warn(self, e)
+    }
+
+    fn kept(&self, dir: &Path, name: &Name) {
+        Shared::kept(self, dir, name)
     }
 }

@@ -2,8 +2,8 @@
 //! entries they carry.
 
 use super::ahead::Ahead;
-use crate::sys::{Fd, FileKind, Stat};
-use crate::sys::{Name, NameBuf};
+use crate::place::{self, Deferred, Dest, DestDir};
+use crate::sys::{AsFd, Fd, FileKind, Name, NameBuf, Stat, Timespec};
 use std::path::PathBuf;
 use std::sync::atomic::AtomicUsize;
 use std::sync::{Arc, Mutex, OnceLock};
@@ -34,9 +34,9 @@ pub(crate) struct DirNode {
     pub(crate) staged: bool,
     /// Made by this run, so it holds only what this run put there.
     pub(crate) fresh: bool,
-    /// Renames (temporary → final name) of files in a visible directory that
-    /// wait until their data is durable (`--sync end`).
-    pub(crate) deferred: Mutex<Vec<(NameBuf, NameBuf)>>,
+    /// Renames of files in a visible directory that wait until their data
+    /// is durable (`--sync end`).
+    pub(crate) deferred: Deferred,
     /// With `-a`: the owner every entry this run creates here gets (our
     /// fsuid; our group, or the directory's if it is setgid or mounted
     /// `grpid`), learned from the first one, so a chown to that same owner
@@ -52,7 +52,7 @@ pub(crate) struct DirNode {
     /// top-level tree, built under a staged name and renamed at the end.
     pub(crate) stages: bool,
     /// The partial copies (`--partial`) found here when the directory was
-    /// cleaned of leftovers ([`crate::durable::partial_name`]s).
+    /// cleaned of leftovers ([`place::partial_name`]s).
     pub(crate) partials: Mutex<Vec<NameBuf>>,
 }
 
@@ -79,7 +79,7 @@ impl DirNode {
             parent,
             staged: false,
             fresh: false,
-            deferred: Mutex::new(Vec::new()),
+            deferred: Deferred::default(),
             new_owner: OnceLock::new(),
             basis: None,
             basis_top: None,
@@ -102,9 +102,65 @@ impl DirNode {
         if partials.is_empty() {
             return None;
         }
-        let name = crate::durable::partial_name(dst_name);
+        let name = place::partial_name(dst_name);
         let i = partials.iter().position(|p| *p == name)?;
         Some(partials.swap_remove(i))
+    }
+}
+
+impl DirNode {
+    /// This directory as placement sees it.
+    pub(crate) fn dest(&self) -> Dest<'_> {
+        Dest {
+            fd: self.dst.as_fd(),
+            path: &self.dst_path,
+            dev: self.dst_dev,
+            staged: self.staged,
+            fresh: self.fresh,
+            deferred: &self.deferred,
+        }
+    }
+}
+
+impl DestDir for DirNode {
+    fn dest(&self) -> Dest<'_> {
+        DirNode::dest(self)
+    }
+
+    fn times(&self) -> Option<(Timespec, Timespec)> {
+        self.stat.map(|st| (st.atime, st.mtime))
+    }
+}
+
+/// A directory whose entries the caller lists ([`super::run_groups`]):
+/// made and opened by the caller, no metadata of its own applied.
+pub(crate) struct GroupDir {
+    pub(crate) src: Fd,
+    pub(crate) dst: Fd,
+    pub(crate) src_path: PathBuf,
+    pub(crate) dst_path: PathBuf,
+    pub(crate) dst_dev: u64,
+    /// Its path inside the copied source directory.
+    pub(crate) rel: PathBuf,
+    /// The device of the copied source directory (`-x`).
+    pub(crate) root_dev: u64,
+    /// Inside (or is) a staged directory, invisible until published.
+    pub(crate) staged: bool,
+    /// Made by this run (holds only what this run put there).
+    pub(crate) fresh: bool,
+    /// `--link-dest`/`--clone-dest`: the basis directory that mirrors it.
+    pub(crate) basis: Option<Fd>,
+}
+
+impl From<GroupDir> for DirNode {
+    fn from(g: GroupDir) -> DirNode {
+        let mut node = DirNode::new(g.src, g.dst, g.src_path, g.dst_path, g.dst_dev, None);
+        node.rel = g.rel;
+        node.root_dev = g.root_dev;
+        node.staged = g.staged;
+        node.fresh = g.fresh;
+        node.basis = g.basis;
+        node
     }
 }
 

@@ -2,17 +2,14 @@
 //! directories, sharing large ones, and applying a directory's metadata when
 //! its last entry is done.
 
-use super::ahead::*;
-use super::node::*;
-use super::*;
+use super::ahead::Ahead;
+use super::node::{DirNode, Item, Shard, Task};
+use super::{join, Shared, SHARE_ABOVE, SLICE};
 use crate::data::PairCaps;
-use crate::durable::*;
 use crate::error::{Error, Op, Refusal, Side};
 use crate::meta::{self, Target};
-use crate::options::{Follow, SyncMode};
-use crate::sys::AsFd;
-use crate::sys::Name;
-use crate::sys::{self, FileKind, Stat};
+use crate::options::Follow;
+use crate::sys::{self, AsFd, FileKind, Name, Stat};
 use std::io;
 use std::path::Path;
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -101,7 +98,7 @@ impl<'scope, 'env, 'a> Worker<'scope, 'env, 'a> {
         }
         if !dir.fresh {
             *dir.partials.lock().expect("partials lock") =
-                clean_temps(self.sh, &dir.dst, &dir.dst_path);
+                self.sh.place.clean_temps(&dir.dst, &dir.dst_path, self.sh);
         }
         match sys::read_dir(dir.src.as_fd()) {
             Err(e) => self
@@ -237,7 +234,8 @@ impl<'scope, 'env, 'a> Worker<'scope, 'env, 'a> {
             // mode and times come when that run completes it.
             let cancelled = self.sh.opts.cancel.is_cancelled();
             if !cancelled {
-                self.drop_partials(&cur);
+                let left = std::mem::take(&mut *cur.partials.lock().expect("partials lock"));
+                self.sh.place.drop_partials(&cur.dest(), left, self.sh);
             }
             if let (Some(st), false) = (&cur.stat, cancelled) {
                 let opts = self.sh.opts;
@@ -255,19 +253,9 @@ impl<'scope, 'env, 'a> Worker<'scope, 'env, 'a> {
                     self.sh.umask,
                 );
                 self.warnings(&cur.dst_path, w);
-                if self.sh.opts.sync == SyncMode::File {
-                    if let Err(e) = sys::sync_file(cur.dst.as_fd()) {
-                        self.sh.error(Error::dst(&cur.dst_path, Op::Sync, &e));
-                    }
-                }
             }
-            if !cur.deferred.lock().expect("deferred lock").is_empty() {
-                self.sh
-                    .finish
-                    .lock()
-                    .expect("finish lock")
-                    .push(cur.clone());
-            }
+            let complete = cur.stat.is_some() && !cancelled;
+            self.sh.place.dir_done(cur.clone(), complete, self.sh);
             match cur.parent.clone() {
                 Some(p) => cur = p,
                 None => return,
