@@ -10,10 +10,10 @@ use super::pieces::Layout;
 use super::readback::Written;
 use super::source::{read_image, Piece, Sink};
 use super::{FlashEvents, FlashOptions, HEAD};
+use crate::sys::AsFd;
 use crate::sys::{self, Aligned};
 use crate::{Error, Op, Side};
 use std::io;
-use std::os::fd::AsFd;
 use std::sync::mpsc;
 
 /// The buffers' size for a decoded (or raw but unmapped) image, at most:
