@@ -178,11 +178,34 @@ pub fn run(args: CopyArgs) -> u8 {
         },
         None => None,
     };
+    let mut reporter = new_reporter(&args, sources, report);
+    // The one-line summary at the end goes where the bar would be: on a
+    // terminal (or with --progress), never into a pipe unasked.
+    let summary_wanted = args.bar.wanted(true);
+    let result = kopiru::copy(sources, dest, &opts, &reporter);
+    if let Some(p) = &mut reporter.progress {
+        p.finish();
+    }
+    match result {
+        Err(e) => {
+            errln!("kopiru: {e}");
+            exit::USAGE
+        }
+        Ok(summary) => finished(&summary, &reporter, &args, &opts, summary_wanted),
+    }
+}
+
+/// The reporter for these arguments: how changes are shown, and the bar.
+fn new_reporter(
+    args: &CopyArgs,
+    sources: &[std::path::PathBuf],
+    report: Option<crate::scale::Report>,
+) -> CliReporter {
     // A listed or sharded copy has no total to show (the sources' walk
     // would count the whole tree).
     let listed = args.scale.files_from.is_some() || args.scale.shard.is_some();
     // --explain prints a line per file: no bar on top of that unless asked.
-    let mut reporter = CliReporter {
+    CliReporter {
         explain: args.explain,
         verbose: args.verbose,
         changes: match (args.select.itemize_changes, args.select.dry_run) {
@@ -200,52 +223,48 @@ pub fn run(args: CopyArgs) -> u8 {
         asking: std::sync::Mutex::new(()),
         report,
         written: Default::default(),
-    };
-    // The one-line summary at the end goes where the bar would be: on a
-    // terminal (or with --progress), never into a pipe unasked.
-    let summary_wanted = args.bar.wanted(true);
-    let result = kopiru::copy(sources, dest, &opts, &reporter);
-    if let Some(p) = &mut reporter.progress {
-        p.finish();
     }
-    match result {
-        Err(e) => {
-            errln!("kopiru: {e}");
-            exit::USAGE
-        }
-        Ok(summary) => {
-            let mut code = summary.outcome().code();
-            if let Some(Err(e)) = reporter.report.as_ref().map(|r| r.finish()) {
-                // The copy is there, but its record is not whole.
-                errln!("kopiru: {e}");
-                code = code.max(exit::PARTIAL);
-            }
-            if summary.cancelled {
-                errln!("{}", signals::stopped_line(STOPPED));
-            }
-            if summary_wanted {
-                // A bar forced into a file or pipe leaves its last frame
-                // without a newline.
-                let forced = reporter.progress.is_some() && !std::io::stderr().is_terminal();
-                errln!(
-                    "{}{}",
-                    if forced { "\n" } else { "" },
-                    summary_line(
-                        &summary,
-                        args.select.dry_run,
-                        Unfinished {
-                            written: reporter.written.load(std::sync::atomic::Ordering::Relaxed),
-                            kept: opts.partial,
-                        }
-                    )
-                );
-            }
-            if args.json {
-                outln!("{}", json_summary(&summary, code, args.select.dry_run));
-            }
-            code
-        }
+}
+
+/// After a copy that ran: the record's end, the stop line, the one-line
+/// summary and `--json`; returns the exit code.
+fn finished(
+    summary: &Summary,
+    reporter: &CliReporter,
+    args: &CopyArgs,
+    opts: &kopiru::CopyOptions,
+    summary_wanted: bool,
+) -> u8 {
+    let mut code = summary.outcome().code();
+    if let Some(Err(e)) = reporter.report.as_ref().map(|r| r.finish()) {
+        // The copy is there, but its record is not whole.
+        errln!("kopiru: {e}");
+        code = code.max(exit::PARTIAL);
     }
+    if summary.cancelled {
+        errln!("{}", signals::stopped_line(STOPPED));
+    }
+    if summary_wanted {
+        // A bar forced into a file or pipe leaves its last frame
+        // without a newline.
+        let forced = reporter.progress.is_some() && !std::io::stderr().is_terminal();
+        errln!(
+            "{}{}",
+            if forced { "\n" } else { "" },
+            summary_line(
+                summary,
+                args.select.dry_run,
+                Unfinished {
+                    written: reporter.written.load(std::sync::atomic::Ordering::Relaxed),
+                    kept: opts.partial,
+                }
+            )
+        );
+    }
+    if args.json {
+        outln!("{}", json_summary(summary, code, args.select.dry_run));
+    }
+    code
 }
 
 /// A path as cp -v shows it (GNU's shell-escape quoting): in single

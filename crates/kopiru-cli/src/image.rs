@@ -20,22 +20,8 @@ pub fn run(args: ImageArgs) -> u8 {
         return exit::USAGE;
     }
     let format = Format::from_path(&args.output);
-    if let Some(l) = args.level {
-        match format.levels() {
-            None => {
-                errln!("kopiru: --level: a raw image is not compressed (OUTPUT's extension: .zst, .xz, .gz)");
-                return exit::USAGE;
-            }
-            Some((lo, hi)) if !(lo..=hi).contains(&l) => {
-                errln!("kopiru: --level {l}: {} takes {lo} to {hi}", format.name());
-                return exit::USAGE;
-            }
-            Some(_) => {}
-        }
-    }
-    if args.jobs == Some(0) {
-        errln!("kopiru: -j 0: at least one thread");
-        return exit::USAGE;
+    if let Err(code) = check_numbers(&args, format) {
+        return code;
     }
     let mut opts = ImageOptions {
         allow_file: args.file,
@@ -73,6 +59,50 @@ pub fn run(args: ImageArgs) -> u8 {
         b.finish_and_clear();
     }
     let code = s.outcome().code();
+    report_failure(&s, &args);
+    if args.json {
+        let j = kopiru::json::Json::COMMAND_LINE.image(
+            &s,
+            &src,
+            &args.device,
+            &args.output,
+            args.bmap.as_deref(),
+        );
+        outln!("{j}");
+    }
+    // As flash: where a bar was shown, one line says what it came to (in a
+    // pipe, --json has the same).
+    if bar.0.is_some() && s.ok() {
+        errln!("kopiru: {}", summary_line(&s, &args));
+    }
+    code
+}
+
+/// Refuses a `--level` that OUTPUT's format does not take, and `-j 0`.
+fn check_numbers(args: &ImageArgs, format: Format) -> Result<(), u8> {
+    if let Some(l) = args.level {
+        match format.levels() {
+            None => {
+                errln!("kopiru: --level: a raw image is not compressed (OUTPUT's extension: .zst, .xz, .gz)");
+                return Err(exit::USAGE);
+            }
+            Some((lo, hi)) if !(lo..=hi).contains(&l) => {
+                errln!("kopiru: --level {l}: {} takes {lo} to {hi}", format.name());
+                return Err(exit::USAGE);
+            }
+            Some(_) => {}
+        }
+    }
+    if args.jobs == Some(0) {
+        errln!("kopiru: -j 0: at least one thread");
+        return Err(exit::USAGE);
+    }
+    Ok(())
+}
+
+/// What went wrong, on standard error: the failed operation, a cancel, a
+/// read-back that differs.
+fn report_failure(s: &ImageSummary, args: &ImageArgs) {
     if let Some(e) = &s.error {
         let at = match (e.side, s.error_at) {
             (kopiru::Side::Source, Some(off)) => format!(" at offset {off}"),
@@ -96,22 +126,6 @@ pub fn run(args: ImageArgs) -> u8 {
             render::path(&args.device)
         );
     }
-    if args.json {
-        let j = kopiru::json::Json::COMMAND_LINE.image(
-            &s,
-            &src,
-            &args.device,
-            &args.output,
-            args.bmap.as_deref(),
-        );
-        outln!("{j}");
-    }
-    // As flash: where a bar was shown, one line says what it came to (in a
-    // pipe, --json has the same).
-    if bar.0.is_some() && s.ok() {
-        errln!("kopiru: {}", summary_line(&s, &args));
-    }
-    code
 }
 
 /// "64.0 MiB read from /dev/sdb in 1.2 s (53.3 MiB/s) into sd.img.zst

@@ -29,7 +29,7 @@ impl Cancel {
     /// An `io::Error` meaning "stopped because cancelled" (ECANCELED), for
     /// loops that report through `io::Result`.
     pub fn error() -> std::io::Error {
-        std::io::Error::from_raw_os_error(libc::ECANCELED)
+        crate::sys::cancelled()
     }
 
     /// `Err(ECANCELED)` once cancelled.

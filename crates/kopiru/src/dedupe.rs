@@ -10,11 +10,11 @@
 use crate::error::{Error, Op};
 use crate::events::Reporter;
 use crate::par::par_map;
+use crate::sys::AsFd;
 use crate::sys::{self, Fd, FileKind};
 use std::collections::HashMap;
 use std::ffi::CString;
 use std::io;
-use std::os::fd::AsFd;
 use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -451,8 +451,8 @@ fn share_one(src: &Fd, dst: &File) -> io::Result<sys::Shared> {
     match share(&d) {
         // Without privilege the kernel wants the destination open for
         // writing (which changes nothing in it).
-        Err(e) if e.raw_os_error() == Some(libc::EPERM) => {
-            let flags = libc::O_WRONLY | libc::O_NOFOLLOW;
+        Err(e) if sys::not_permitted(&e) => {
+            let flags = sys::O_WRONLY | sys::O_NOFOLLOW;
             share(&sys::open_raw(dst.dir.as_fd(), &dst.name, flags, 0)?)
         }
         r => r,
@@ -494,7 +494,7 @@ fn share_all(
         let s = match open(src) {
             Ok(fd) => fd,
             Err(e) => {
-                let errno = e.raw_os_error().unwrap_or(libc::EIO);
+                let errno = e.raw_os_error().unwrap_or(sys::EIO);
                 return dsts
                     .iter()
                     .map(|&d| (d, Err(io::Error::from_raw_os_error(errno))))

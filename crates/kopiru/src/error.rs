@@ -361,16 +361,7 @@ impl fmt::Display for Refusal {
             Refusal::Busy => f.write_str(
                 "another kopiru is copying to this destination now (wait for it, or stop it)",
             ),
-            Refusal::ShardFailed { rank } => {
-                match rank {
-                    Some(r) => write!(f, "rank {r} failed, stopped or never started")?,
-                    None => f.write_str("another rank failed, stopped or never started")?,
-                }
-                f.write_str(
-                    ": the copy was not put in place; run the same command with --resume \
-                     to finish it",
-                )
-            }
+            Refusal::ShardFailed { rank } => shard_failed(f, *rank),
             Refusal::ShardListDiffers => f.write_str(
                 "this rank listed the source differently from another (did it change?); \
                  nothing copied by this rank, and the copy is not put in place",
@@ -389,17 +380,9 @@ impl fmt::Display for Refusal {
                 f,
                 "cannot clone here ({why}); nothing was copied (--method auto falls back)"
             ),
-            Refusal::NoSuchDevice { under_dev: false } => {
-                f.write_str("no such device (give --file to write the image to a new file)")
-            }
-            Refusal::NoSuchDevice { under_dev: true } => {
-                f.write_str("no such device (kopiru never creates files under /dev)")
-            }
-            Refusal::NotABlockDevice {
-                regular_file: false,
-            } => f.write_str("not a block device"),
-            Refusal::NotABlockDevice { regular_file: true } => {
-                f.write_str("not a block device (give --file to write a regular file)")
+            Refusal::NoSuchDevice { under_dev } => f.write_str(no_such_device(*under_dev)),
+            Refusal::NotABlockDevice { regular_file } => {
+                f.write_str(not_a_block_device(*regular_file))
             }
             Refusal::IsTheImage => f.write_str("is the image itself"),
             Refusal::Partition => {
@@ -416,25 +399,9 @@ impl fmt::Display for Refusal {
             }
             Refusal::TooSmall {
                 image,
-                at_least: false,
+                at_least,
                 device,
-            } => write!(
-                f,
-                "too small: the image is {image} bytes, the device {device} bytes; \
-                 nothing written"
-            ),
-            // A gzip trailer is only the size modulo 4 GiB, and a truncated
-            // file's last bytes are not a trailer at all.
-            Refusal::TooSmall {
-                image,
-                at_least: true,
-                device,
-            } => write!(
-                f,
-                "too small: the gzip trailer says the image is at least {image} bytes, the \
-                 device is {device} bytes; nothing written (a truncated or damaged file has \
-                 no true trailer: `gzip -t` checks it)"
-            ),
+            } => too_small(f, *image, *at_least, *device),
             #[cfg(unix)]
             Refusal::Bmap(e) => e.fmt(f),
             #[cfg(unix)]
@@ -442,6 +409,53 @@ impl fmt::Display for Refusal {
             #[cfg(target_os = "linux")]
             Refusal::Image(e) => e.fmt(f),
         }
+    }
+}
+
+/// `Refusal::ShardFailed`'s text.
+fn shard_failed(f: &mut fmt::Formatter<'_>, rank: Option<usize>) -> fmt::Result {
+    match rank {
+        Some(r) => write!(f, "rank {r} failed, stopped or never started")?,
+        None => f.write_str("another rank failed, stopped or never started")?,
+    }
+    f.write_str(
+        ": the copy was not put in place; run the same command with --resume \
+         to finish it",
+    )
+}
+
+/// `Refusal::NoSuchDevice`'s text.
+fn no_such_device(under_dev: bool) -> &'static str {
+    match under_dev {
+        false => "no such device (give --file to write the image to a new file)",
+        true => "no such device (kopiru never creates files under /dev)",
+    }
+}
+
+/// `Refusal::NotABlockDevice`'s text.
+fn not_a_block_device(regular_file: bool) -> &'static str {
+    match regular_file {
+        false => "not a block device",
+        true => "not a block device (give --file to write a regular file)",
+    }
+}
+
+/// `Refusal::TooSmall`'s text.
+fn too_small(f: &mut fmt::Formatter<'_>, image: u64, at_least: bool, device: u64) -> fmt::Result {
+    match at_least {
+        false => write!(
+            f,
+            "too small: the image is {image} bytes, the device {device} bytes; \
+             nothing written"
+        ),
+        // A gzip trailer is only the size modulo 4 GiB, and a truncated
+        // file's last bytes are not a trailer at all.
+        true => write!(
+            f,
+            "too small: the gzip trailer says the image is at least {image} bytes, the \
+             device is {device} bytes; nothing written (a truncated or damaged file has \
+             no true trailer: `gzip -t` checks it)"
+        ),
     }
 }
 

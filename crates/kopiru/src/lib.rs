@@ -63,7 +63,7 @@ pub use copy::copy;
 /// # Errors
 /// The flush's error.
 #[cfg(unix)]
-pub fn sync_filesystem(fd: std::os::fd::BorrowedFd) -> std::io::Result<()> {
+pub fn sync_filesystem(fd: sys::FdRef) -> std::io::Result<()> {
     sys::sync_fs(fd)
 }
 
@@ -72,6 +72,6 @@ pub fn sync_filesystem(fd: std::os::fd::BorrowedFd) -> std::io::Result<()> {
 /// # Errors
 /// `fstatfs`'s error.
 #[cfg(unix)]
-pub fn free_space(fd: std::os::fd::BorrowedFd) -> std::io::Result<u64> {
+pub fn free_space(fd: sys::FdRef) -> std::io::Result<u64> {
     sys::fs_space(fd).map(|(free, _)| free)
 }

@@ -121,7 +121,7 @@ fn copy_xattrs(src: FdRef, dst: FdRef) -> io::Result<()> {
     let names = match sys::xattr_list(src) {
         Ok(n) => n,
         // The source filesystem has no xattrs: nothing to keep.
-        Err(e) if e.raw_os_error() == Some(libc::EOPNOTSUPP) => return Ok(()),
+        Err(e) if sys::xattrs_unsupported(&e) => return Ok(()),
         Err(e) => return Err(e),
     };
     let mut first_err = None;

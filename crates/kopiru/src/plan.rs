@@ -3,7 +3,7 @@
 
 use crate::error::{Error, Op, Refusal, Side};
 use crate::options::{CopyOptions, Follow};
-use crate::sys::{self, AsFd, Fd, FileKind};
+use crate::sys::{self, AsFd, Fd, FileKind, Stat};
 use std::ffi::{CString, OsStr};
 use std::fmt;
 use std::path::{Component, Path, PathBuf};
@@ -306,43 +306,7 @@ fn plan_one(
         ));
     }
 
-    let dst_lst = sys::stat_path(&dst_path, false).ok();
-    if let Some(dst_lst) = &dst_lst {
-        if same_file(src, &src_st, &dst_path, dst_lst) {
-            return Err(Error::refused(
-                Side::Source,
-                src,
-                Op::Copy,
-                Refusal::SameFile {
-                    source: src.to_path_buf(),
-                    dest: dst_path.clone(),
-                },
-            ));
-        }
-    }
-    if let Some(dst_st) = dst_lst {
-        let dst_is_dir = dst_st.kind() == FileKind::Dir;
-        if src_is_dir && !dst_is_dir {
-            return Err(Error::refused(
-                Side::Destination,
-                &dst_path,
-                Op::Copy,
-                Refusal::DirOverNonDir {
-                    source: Some(src.to_path_buf()),
-                },
-            ));
-        }
-        if !src_is_dir && dst_is_dir {
-            return Err(Error::refused(
-                Side::Destination,
-                &dst_path,
-                Op::Copy,
-                Refusal::NonDirOverDir {
-                    source: Some(src.to_path_buf()),
-                },
-            ));
-        }
-    }
+    check_existing(src, &src_st, &dst_path)?;
 
     let (src_parent, src_name) = split(src).map_err(|e| Error::src(src, Op::Resolve, &e))?;
     let (dst_parent, dst_name) =
@@ -387,6 +351,50 @@ fn plan_one(
         dst_parent,
         follow,
     })
+}
+
+/// Refuses a destination that already exists and is the source itself, or
+/// is a directory where the source is not (or the other way round).
+fn check_existing(src: &Path, src_st: &Stat, dst_path: &Path) -> Result<(), Error> {
+    let src_is_dir = src_st.kind() == FileKind::Dir;
+    let dst_lst = sys::stat_path(dst_path, false).ok();
+    if let Some(dst_lst) = &dst_lst {
+        if same_file(src, src_st, dst_path, dst_lst) {
+            return Err(Error::refused(
+                Side::Source,
+                src,
+                Op::Copy,
+                Refusal::SameFile {
+                    source: src.to_path_buf(),
+                    dest: dst_path.to_path_buf(),
+                },
+            ));
+        }
+    }
+    if let Some(dst_st) = dst_lst {
+        let dst_is_dir = dst_st.kind() == FileKind::Dir;
+        if src_is_dir && !dst_is_dir {
+            return Err(Error::refused(
+                Side::Destination,
+                dst_path,
+                Op::Copy,
+                Refusal::DirOverNonDir {
+                    source: Some(src.to_path_buf()),
+                },
+            ));
+        }
+        if !src_is_dir && dst_is_dir {
+            return Err(Error::refused(
+                Side::Destination,
+                dst_path,
+                Op::Copy,
+                Refusal::NonDirOverDir {
+                    source: Some(src.to_path_buf()),
+                },
+            ));
+        }
+    }
+    Ok(())
 }
 
 /// Whether copying `src` (whose followed or not followed stat, as the copy
@@ -550,9 +558,11 @@ mod tests {
             refusal(w.join("d"), w.join("d/sub")),
             Some(Refusal::IntoItself { .. })
         ));
-        #[cfg(unix)]
-        {
-            std::os::unix::fs::symlink("f", w.join("link")).unwrap();
+        // Windows makes symlinks only with a privilege.
+        if cfg!(unix) {
+            use crate::sys::{self, AsFd};
+            let (dir, name) = sys::open_parent(&w.join("link")).unwrap();
+            sys::symlink_at(c"f", dir.as_fd(), &name).unwrap();
             assert!(matches!(
                 refusal(w.join("link"), w.join("f")),
                 Some(Refusal::SameFile { .. })

@@ -136,13 +136,7 @@ pub(crate) fn clone_refused(src: FdRef, dst_dir: FdRef) -> Option<io::Error> {
             let _ = sys::unlink_at(dst_dir, &name, false);
             None
         }
-        Err(e) => {
-            let refused = matches!(
-                e.raw_os_error(),
-                Some(libc::EXDEV | libc::EOPNOTSUPP | libc::ENOTTY | libc::ENOSYS | libc::EINVAL)
-            ) || e.raw_os_error() == Some(libc::ENOTSUP);
-            refused.then_some(e)
-        }
+        Err(e) => sys::clone_refused(&e).then_some(e),
     }
 }
 

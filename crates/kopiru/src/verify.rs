@@ -214,7 +214,7 @@ impl Walk<'_> {
         };
         let d = match sys::stat_at(dd.as_fd(), dn, false) {
             Ok(d) => d,
-            Err(e) if e.raw_os_error() == Some(libc::ENOENT) => {
+            Err(e) if sys::is_not_found(&e) => {
                 return self.differ(rel, Mismatch::MissingInDestination)
             }
             Err(e) => return self.fail(false, rel, Op::Stat, &e),

@@ -38,11 +38,7 @@ impl Capability {
     /// Remembers that the method does not work here, when the error says so
     /// for the whole filesystem (not for this one file).
     fn note_failure(&self, err: &io::Error, why: &Arc<str>) {
-        let filesystem_wide = matches!(
-            err.raw_os_error(),
-            Some(libc::EXDEV | libc::ENOSYS | libc::EOPNOTSUPP | libc::ENOTTY)
-        ) || err.raw_os_error() == Some(libc::ENOTSUP);
-        if filesystem_wide {
+        if sys::is_filesystem_wide(err) {
             let _ = self.why.set(why.clone());
             self.broken.store(1, Ordering::Relaxed);
         }

@@ -4,7 +4,7 @@ use super::{Rung, Watch};
 use crate::error::Op;
 use crate::sys::{self, FdRef};
 
-/// Largest request per call. (glibc 2.41/2.42 corrupted ranges over 2 GiB
+/// Largest request per call. (GNU C library 2.41/2.42 corrupted ranges over 2 GiB
 /// on some filesystems, and CIFS rejects them.) 64 MiB keeps a small file
 /// at one call and lets a cancel stop a large one within one call.
 pub(super) const MAX_CHUNK: u64 = 64 << 20;
@@ -24,7 +24,7 @@ pub(super) fn copy(src: FdRef, from: u64, size: u64, dst: FdRef, watch: &Watch) 
             Ok(0) if off == 0 => {
                 // procfs/sysfs and some FUSE filesystems report success with no
                 // data: only read() sees their content.
-                let e = std::io::Error::from_raw_os_error(libc::EINVAL);
+                let e = sys::invalid_argument();
                 return Rung::NotSupported(e, "offload: 0 bytes at offset 0 (pseudo-file)".into());
             }
             Ok(0) => break,

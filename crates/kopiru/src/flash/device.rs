@@ -4,10 +4,10 @@
 //! `--skip-identical`.
 
 use super::{FlashEvents, FlashOptions, Target, DIRTY_WINDOW, HEAD};
+use crate::sys::AsFd;
 use crate::sys::{self, Aligned, Fd};
 use crate::{Error, Op, Side};
 use std::io;
-use std::os::fd::AsFd;
 use std::path::PathBuf;
 
 /// One device being written.
@@ -47,14 +47,14 @@ impl Dev {
         let c = sys::cstring(t.device.as_os_str()).map_err(failed(Op::Name))?;
         let open = |flags| sys::open_raw(sys::cwd(), &c, flags, 0o644).map_err(failed(Op::Open));
         let (base, excl) = if t.is_block {
-            (libc::O_WRONLY, sys::O_EXCLUSIVE_DEVICE)
+            (sys::O_WRONLY, sys::O_EXCLUSIVE_DEVICE)
         } else {
-            (libc::O_WRONLY | libc::O_CREAT, 0)
+            (sys::O_WRONLY | sys::O_CREAT, 0)
         };
         let (fd, direct) = match open(base | excl | sys::O_DIRECT) {
             Ok(fd) if sys::O_DIRECT != 0 => (fd, true),
             Ok(fd) => (fd, false),
-            Err(e) if e.errno() == Some(libc::EINVAL) => (open(base | excl)?, false),
+            Err(e) if e.io_error().is_some_and(sys::direct_refused) => (open(base | excl)?, false),
             Err(e) => return Err(e),
         };
         // The name was resolved when it was checked; whatever it names
@@ -65,7 +65,7 @@ impl Dev {
                 io::Error::other("another device is under this name now than when it was checked");
             return Err(failed(Op::Open)(e));
         }
-        let plain = open(libc::O_WRONLY)?;
+        let plain = open(sys::O_WRONLY)?;
         if opts.zero_first {
             if t.is_block {
                 sys::zero_out(fd.as_fd(), t.size).map_err(failed(Op::ZeroOut))?;
@@ -135,7 +135,7 @@ impl Dev {
         if body > 0 {
             match sys::pwrite_all(self.fd.as_fd(), &data[..body], off) {
                 // O_DIRECT refused on this target: buffered from now on.
-                Err(e) if e.raw_os_error() == Some(libc::EINVAL) && self.direct => {
+                Err(e) if sys::direct_refused(&e) && self.direct => {
                     self.direct = false;
                     return self.write(data, off, events);
                 }

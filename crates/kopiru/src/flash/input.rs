@@ -7,10 +7,10 @@
 
 use super::size;
 use super::sniff::{recognise, Format, SNIFF};
+use crate::sys::FileExt;
 use crate::sys::{self, Stat};
 use crate::{Error, Op, Refusal, Side};
 use std::io::{self, Read};
-use std::os::unix::fs::FileExt;
 use std::path::{Path, PathBuf};
 
 /// An image, recognised.
@@ -66,7 +66,7 @@ impl Image {
         // The status of the file opened, not of the path looked up again:
         // what is checked (its device, against the targets) is what is read.
         let f = std::fs::File::open(path).map_err(failed(Op::Open))?;
-        let stat = sys::fstat(std::os::fd::AsFd::as_fd(&f)).map_err(failed(Op::Stat))?;
+        let stat = sys::fstat(sys::AsFd::as_fd(&f)).map_err(failed(Op::Stat))?;
         let mut head = vec![0u8; SNIFF];
         let mut n = 0;
         while n < head.len() {

@@ -27,7 +27,7 @@ mod readback;
 mod size;
 mod sniff;
 mod source;
-mod targets;
+pub(crate) mod targets;
 #[cfg(test)]
 mod tests;
 mod write;
@@ -36,10 +36,9 @@ pub use bmap::{Bmap, BmapError};
 pub use decode::DEFAULT_MEMORY;
 pub use input::Image;
 pub use sniff::{Format, Found, NotAnImage};
-#[cfg(target_os = "linux")]
-pub(crate) use targets::chunk_size;
 pub use targets::{check_targets, Target};
 
+use crate::sys;
 use crate::{Cancel, DeviceProgress, Error, Op, Refusal, Side};
 use device::Dev;
 use pieces::Layout;
@@ -156,11 +155,13 @@ impl DeviceResult {
     pub fn error_text(&self) -> Option<String> {
         let e = self.error.as_ref()?;
         Some(match (e.op, self.error_at) {
-            (Op::Write, Some(off)) => match e.errno() {
-                Some(libc::ENODEV) | Some(libc::ENXIO) => {
+            (Op::Write, Some(off)) => match e.io_error() {
+                Some(io) if sys::device_gone(io) => {
                     format!("the device disappeared (write at offset {off})")
                 }
-                Some(libc::ENOSPC) => format!("too small: the image goes on past offset {off}"),
+                Some(io) if sys::no_space(io) => {
+                    format!("too small: the image goes on past offset {off}")
+                }
                 _ => format!("write at offset {off}: {}", e.reason()),
             },
             _ => format!("{}: {}", e.op, e.reason()),
@@ -347,9 +348,9 @@ fn source_error(
 ) -> Option<Error> {
     match read {
         Err(e) if cancelled => {
-            let stopped = e.errno() == Some(libc::ECANCELED)
-                || e.io_error()
-                    .is_some_and(|e| e.kind() == std::io::ErrorKind::BrokenPipe);
+            let stopped = e.io_error().is_some_and(|e| {
+                crate::sys::is_cancelled(e) || e.kind() == std::io::ErrorKind::BrokenPipe
+            });
             (!stopped).then_some(e)
         }
         Err(e) => Some(e),

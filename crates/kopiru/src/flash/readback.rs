@@ -4,11 +4,11 @@
 
 use super::device::Dev;
 use super::{DeviceResult, FlashEvents, VERIFY_BLOCK};
+use crate::sys::AsFd;
 use crate::sys::{self, Aligned};
 use crate::{Cancel, Error, Op, Side};
 use std::ffi::CString;
 use std::io;
-use std::os::fd::AsFd;
 use std::path::Path;
 use std::sync::atomic::{AtomicBool, Ordering};
 
@@ -82,7 +82,7 @@ pub(super) fn verify_all(
                             r.verified = Some(false);
                             r.mismatch_at = Some(off);
                         }
-                        Err(e) if e.raw_os_error() == Some(libc::ECANCELED) => {
+                        Err(e) if sys::is_cancelled(&e) => {
                             cancelled.store(true, Ordering::Relaxed);
                         }
                         Err(e) => {

@@ -6,8 +6,8 @@
 //! which is still a size the image has at least; bzip2 keeps none.
 
 use super::sniff::Format;
+use crate::sys::FileExt;
 use std::fs::File;
-use std::os::unix::fs::FileExt;
 
 /// The decoded size of the image file `f` of `len` bytes in `format`, when
 /// its format records it, else a size it has at least, when known. The

@@ -8,10 +8,10 @@ use super::input::Image;
 use super::pieces::Layout;
 use super::readback::Written;
 use super::sniff::Format;
+use crate::sys::AsFd;
 use crate::sys::{self, Aligned};
 use crate::{Cancel, Error, Op, Refusal, Side};
 use std::io::{self, Read, Write};
-use std::os::fd::AsFd;
 use std::sync::mpsc;
 
 /// A part of the image for the writer: a filled buffer, or a range of the

@@ -5,9 +5,9 @@
 
 use super::input::Image;
 use super::{FlashOptions, HEAD, VERIFY_BLOCK};
+use crate::sys::AsFd;
 use crate::sys::{self, FileKind, Stat};
 use crate::{Error, Op, Refusal, Side};
-use std::os::fd::AsFd;
 use std::path::{Path, PathBuf};
 
 /// A target, checked and described, ready to be written.
@@ -99,13 +99,13 @@ fn check_one(dev: &Path, cx: &Context, opts: &FlashOptions) -> Result<Target, Er
     };
     let st = match sys::stat_path(dev, true) {
         Ok(st) => st,
-        Err(e) if e.raw_os_error() == Some(libc::ENOENT) && opts.allow_file => {
+        Err(e) if sys::is_not_found(&e) && opts.allow_file => {
             if dev.starts_with("/dev") {
                 return Err(refuse(dev, Refusal::NoSuchDevice { under_dev: true }));
             }
             return Ok(file(0, "new file"));
         }
-        Err(e) if e.raw_os_error() == Some(libc::ENOENT) => {
+        Err(e) if sys::is_not_found(&e) => {
             let under_dev = dev.starts_with("/dev");
             return Err(refuse(dev, Refusal::NoSuchDevice { under_dev }));
         }
@@ -135,7 +135,7 @@ fn check_one(dev: &Path, cx: &Context, opts: &FlashOptions) -> Result<Target, Er
     // The name, resolved once: every later open uses the device it named
     // now, and is checked to be that device.
     let device = std::fs::canonicalize(dev).map_err(|e| failed(dev, Op::Stat, e))?;
-    let fd = sys::open_path(&device, libc::O_RDONLY).map_err(|e| failed(dev, Op::Open, e))?;
+    let fd = sys::open_path(&device, sys::O_RDONLY).map_err(|e| failed(dev, Op::Open, e))?;
     let now = sys::fstat(fd.as_fd()).map_err(|e| failed(dev, Op::Stat, e))?;
     if now.kind() != FileKind::BlockDevice || now.rdev != st.rdev {
         let e = std::io::Error::other("the device changed while it was being checked");

@@ -10,10 +10,10 @@ use super::pieces::Layout;
 use super::readback::Written;
 use super::source::{read_image, Piece, Sink};
 use super::{FlashEvents, FlashOptions, HEAD};
+use crate::sys::AsFd;
 use crate::sys::{self, Aligned};
 use crate::{Error, Op, Side};
 use std::io;
-use std::os::fd::AsFd;
 use std::sync::mpsc;
 
 /// The buffers' size for a decoded (or raw but unmapped) image, at most:
@@ -69,19 +69,7 @@ pub(super) fn stream(
     let mut total = 0u64;
     let read = std::thread::scope(|sc| {
         let reader = sc.spawn(|| {
-            let mut sink = Sink {
-                full: full_tx,
-                empty: empty_rx,
-                cur: None,
-                len: 0,
-                total: 0,
-                written: opts.verify.then_some(&mut written),
-                sums: opts.bmap.as_ref().map(|m| RangeSums::new(&m.ranges)),
-                bmap_error: None,
-                layout,
-                cancel: &opts.cancel,
-                sha256: opts.verify.then(<sha2::Sha256 as sha2::Digest>::new),
-            };
+            let mut sink = new_sink(full_tx, empty_rx, layout, opts, &mut written);
             // The budget counts kopiru's own buffers (the two above, the
             // held-back head); the decoder's threads get the rest.
             let own = (2 * buf + HEAD) as u64;
@@ -95,13 +83,8 @@ pub(super) fn stream(
             if opts.cancel.is_cancelled() {
                 break;
             }
-            let (data, len) = match &piece {
-                Piece::Owned(b, len) => (&b.get()[..*len], *len),
-                Piece::Mapped(off, len) => {
-                    let m = mapping.expect("mapped");
-                    (&m.bytes()[*off..*off + *len], *len)
-                }
-            };
+            let data = piece_data(&piece, mapping);
+            let len = data.len();
             // The first MiB waits; the rest goes out now.
             let held = (HEAD.saturating_sub(total as usize)).min(len);
             if held > 0 {
@@ -112,17 +95,7 @@ pub(super) fn stream(
             write_to_all(devs, &layout.pieces(from, &data[held..]), events);
             total += len as u64;
             events.done(len as u64);
-            match piece {
-                // The reader may be done already; what it queued is still read.
-                Piece::Owned(b, _) => {
-                    let _ = empty_tx.send(b);
-                }
-                Piece::Mapped(off, len) => {
-                    if let Some(m) = mapping {
-                        m.release(off, len);
-                    }
-                }
-            }
+            give_back(piece, mapping, &empty_tx);
         }
         // Cancelled: the reader, waiting for a free buffer or for room in
         // the queue, or finishing its chunk, stops now.
@@ -144,6 +117,56 @@ pub(super) fn stream(
         head_len,
         written,
         read_error,
+    }
+}
+
+/// The reader's end of the queue, with the sums it takes on the way.
+fn new_sink<'a>(
+    full: mpsc::SyncSender<Piece>,
+    empty: mpsc::Receiver<Aligned>,
+    layout: &'a Layout,
+    opts: &'a FlashOptions,
+    written: &'a mut Written,
+) -> Sink<'a> {
+    Sink {
+        full,
+        empty,
+        cur: None,
+        len: 0,
+        total: 0,
+        written: opts.verify.then_some(written),
+        sums: opts.bmap.as_ref().map(|m| RangeSums::new(&m.ranges)),
+        bmap_error: None,
+        layout,
+        cancel: &opts.cancel,
+        sha256: opts.verify.then(<sha2::Sha256 as sha2::Digest>::new),
+    }
+}
+
+/// The image bytes a piece holds: its buffer's, or its range of the mapping.
+fn piece_data<'a>(piece: &'a Piece, mapping: Option<&'a sys::Mapping>) -> &'a [u8] {
+    match piece {
+        Piece::Owned(b, len) => &b.get()[..*len],
+        Piece::Mapped(off, len) => {
+            let m = mapping.expect("mapped");
+            &m.bytes()[*off..*off + *len]
+        }
+    }
+}
+
+/// A written piece back: its buffer to the reader, or its range of the
+/// mapping to the kernel.
+fn give_back(piece: Piece, mapping: Option<&sys::Mapping>, empty: &mpsc::Sender<Aligned>) {
+    match piece {
+        // The reader may be done already; what it queued is still read.
+        Piece::Owned(b, _) => {
+            let _ = empty.send(b);
+        }
+        Piece::Mapped(off, len) => {
+            if let Some(m) = mapping {
+                m.release(off, len);
+            }
+        }
     }
 }
 

@@ -3,10 +3,10 @@
 
 use super::parts::last_partition;
 use super::{ImageOptions, ImageRefusal};
+use crate::sys::AsFd;
+use crate::sys::FileExt;
 use crate::sys::{self, FileKind, Stat};
 use crate::{Error, Op, Refusal, Side};
-use std::os::fd::AsFd;
-use std::os::unix::fs::FileExt;
 use std::path::{Path, PathBuf};
 
 /// The device (or file) to read, checked and described.
@@ -56,7 +56,7 @@ fn refuse_output(path: &Path, why: ImageRefusal) -> Error {
 pub fn check_source(device: &Path, output: &Path, opts: &ImageOptions) -> Result<Source, Error> {
     let st = match sys::stat_path(device, true) {
         Ok(st) => st,
-        Err(e) if e.raw_os_error() == Some(libc::ENOENT) => {
+        Err(e) if sys::is_not_found(&e) => {
             return Err(Error::refused(
                 Side::Source,
                 device,
@@ -97,12 +97,12 @@ pub fn check_source(device: &Path, output: &Path, opts: &ImageOptions) -> Result
         check_output(map, &st, &ours, opts)?;
     }
     let failed = |op: Op| move |e| Error::io(Side::Source, device, op, e);
-    let fd = sys::open_path(device, libc::O_RDONLY | libc::O_CLOEXEC).map_err(failed(Op::Open))?;
+    let fd = sys::open_path(device, sys::O_RDONLY).map_err(failed(Op::Open))?;
     let (device_size, sector, chunk, model) = match is_block {
         true => {
             let info = sys::block_info(fd.as_fd(), st.rdev).map_err(failed(Op::Stat))?;
             let align = (info.logical.max(512) as usize).max(sys::DIRECT_ALIGN);
-            let chunk = crate::flash::chunk_size(&info, align);
+            let chunk = crate::flash::targets::chunk_size(&info, align);
             (info.size, info.logical.max(512), chunk, info.model)
         }
         false => (st.size, 512, 4 << 20, "regular file".to_string()),
@@ -164,7 +164,7 @@ fn check_output(out: &Path, src: &Stat, ours: &[u64], opts: &ImageOptions) -> Re
         }
         Ok(_) if !opts.force => return Err(refuse_output(out, ImageRefusal::OutputExists)),
         Ok(_) => {}
-        Err(e) if e.raw_os_error() == Some(libc::ENOENT) => {}
+        Err(e) if sys::is_not_found(&e) => {}
         Err(e) => return Err(Error::io(Side::Destination, out, Op::Stat, e)),
     }
     let parent = match out.parent() {

@@ -7,9 +7,9 @@
 //! threads (xz at level 6 on two threads: 48 MiB), and a bar that counted
 //! input stood still at "ETA 1s" for 12 s, then jumped (issue 26).
 
+use crate::sys::FileExt;
 use std::fs::File;
 use std::io::{self, BufWriter, Write};
-use std::os::unix::fs::FileExt;
 use std::path::Path;
 
 use super::gz_pool::GzPool;

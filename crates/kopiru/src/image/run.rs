@@ -5,6 +5,7 @@
 use super::encode::Out;
 use super::map::{data_runs, MapBuilder};
 use super::{verify, ImageOptions, ImageSummary, Source};
+use crate::sys::AsFd;
 use crate::sys::{self, Aligned, Fd};
 use crate::DeviceProgress;
 use crate::{Cancel, Error, Op, Side};
@@ -12,7 +13,6 @@ use sha2::Digest;
 use std::ffi::CString;
 use std::fs::File;
 use std::io::{self, Write};
-use std::os::fd::AsFd;
 use std::path::{Path, PathBuf};
 use std::sync::mpsc;
 use std::time::Instant;
@@ -138,7 +138,7 @@ pub fn image(
     s.cancelled = opts.cancel.is_cancelled()
         && s.error
             .as_ref()
-            .is_none_or(|e| e.errno() == Some(libc::ECANCELED));
+            .is_none_or(|e| e.io_error().is_some_and(sys::is_cancelled));
     if s.cancelled {
         s.error = None;
     }
@@ -294,12 +294,10 @@ fn open_source(path: &Path) -> Result<(Fd, bool), Error> {
     let failed = |e| Error::io(Side::Source, path, Op::Open, e);
     let c: CString = sys::cstring(path.as_os_str()).map_err(failed)?;
     let open = |flags| sys::open_raw(sys::cwd(), c.as_c_str(), flags, 0);
-    let flags = libc::O_RDONLY | libc::O_CLOEXEC;
+    let flags = sys::O_RDONLY;
     match open(flags | sys::O_DIRECT) {
         Ok(fd) => Ok((fd, true)),
-        Err(e) if e.raw_os_error() == Some(libc::EINVAL) => {
-            open(flags).map(|fd| (fd, false)).map_err(failed)
-        }
+        Err(e) if sys::direct_refused(&e) => open(flags).map(|fd| (fd, false)).map_err(failed),
         Err(e) => Err(failed(e)),
     }
 }

@@ -3,6 +3,7 @@
 //! the device.
 
 use super::Format;
+use crate::sys::AsFd;
 use crate::sys::{self, Aligned, FdRef};
 use crate::Cancel;
 use crate::DeviceProgress;
@@ -10,7 +11,6 @@ use sha2::Digest;
 use std::ffi::CStr;
 use std::fs::File;
 use std::io::{self, Read};
-use std::os::fd::AsFd;
 
 /// Bytes per uncached read, and per decoded piece.
 const PIECE: usize = 1 << 20;

@@ -9,7 +9,6 @@ use crate::options::CopyOptions;
 use crate::place::{remove_tree, TMP_PREFIX};
 use crate::sys::{self, AsFd, Fd, Name, NameBuf};
 use std::io::{self, Write};
-use std::os::unix::ffi::OsStrExt;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
@@ -200,7 +199,7 @@ impl Coordination {
                 Err(e) => return Err(e),
             };
             let paths = list.split(|&b| b == 0).filter(|p| !p.is_empty());
-            all.extend(paths.map(|p| PathBuf::from(std::ffi::OsStr::from_bytes(p))));
+            all.extend(paths.map(|p| PathBuf::from(sys::bytes_os_str(p))));
         }
         all.sort();
         Ok(all)
@@ -310,7 +309,7 @@ pub(super) fn open_lock_file(dir: sys::FdRef, name: &Name) -> io::Result<Fd> {
     sys::open_raw(
         dir,
         name,
-        libc::O_RDWR | libc::O_CREAT | libc::O_NOFOLLOW,
+        sys::O_RDWR | sys::O_CREAT | sys::O_NOFOLLOW,
         0o600,
     )
 }

@@ -42,6 +42,12 @@ pub use self::windows::*;
 mod portable;
 pub use portable::*;
 
+mod os_str;
+pub use os_str::*;
+
+mod errors;
+pub use errors::*;
+
 #[cfg(not(any(target_os = "linux", target_os = "macos", windows)))]
 compile_error!("kopiru supports Linux, macOS and Windows for now");
 
@@ -147,6 +153,41 @@ pub const EIO: i32 = libc::EIO;
 #[cfg(unix)]
 pub fn noatime_refused(e: &io::Error) -> bool {
     e.raw_os_error() == Some(libc::EPERM)
+}
+
+/// `open` flags for the Unix-only commands (`flash`, `image`, `dedupe`,
+/// `--shard`), which pass them to [`open_raw`] and [`open_path`] (these add
+/// `O_CLOEXEC` themselves).
+#[cfg(unix)]
+pub use libc::{O_CREAT, O_NOFOLLOW, O_RDONLY, O_RDWR, O_WRONLY};
+
+/// Positioned reads and writes on a `File` (`read_exact_at`, `write_all_at`).
+#[cfg(unix)]
+pub use std::os::unix::fs::FileExt;
+
+/// Whether an open or a write with `O_DIRECT` was refused (EINVAL): the
+/// caller goes on buffered.
+#[cfg(unix)]
+pub fn direct_refused(e: &io::Error) -> bool {
+    e.raw_os_error() == Some(libc::EINVAL)
+}
+
+/// Whether an operation was not permitted (EPERM).
+#[cfg(unix)]
+pub fn not_permitted(e: &io::Error) -> bool {
+    e.raw_os_error() == Some(libc::EPERM)
+}
+
+/// Whether a write failed because its device went away (ENODEV, ENXIO).
+#[cfg(unix)]
+pub fn device_gone(e: &io::Error) -> bool {
+    matches!(e.raw_os_error(), Some(libc::ENODEV) | Some(libc::ENXIO))
+}
+
+/// Whether a write failed for want of space (ENOSPC).
+#[cfg(unix)]
+pub fn no_space(e: &io::Error) -> bool {
+    e.raw_os_error() == Some(libc::ENOSPC)
 }
 
 /// Nothing beyond the Unix metadata to keep on Unix (see `windows/meta.rs`).
