@@ -12,7 +12,6 @@ use crate::place::{self, remove_tree, staged_name, StagedTree};
 use crate::plan::PlanError;
 use crate::sys::{self, AsFd, Fd, FileKind, Name, NameBuf};
 use std::io;
-use std::os::unix::ffi::OsStrExt;
 use std::path::{Path, PathBuf};
 
 /// One entry found by the walk.
@@ -26,7 +25,7 @@ struct Walked {
 fn fingerprint(walked: &[Walked]) -> Vec<u8> {
     let mut h = blake3::Hasher::new();
     for w in walked {
-        h.update(w.rel.as_os_str().as_bytes());
+        h.update(sys::os_str_bytes(w.rel.as_os_str()));
         h.update(&[0]);
     }
     format!("{} {}", walked.len(), h.finalize().to_hex()).into_bytes()
@@ -235,7 +234,7 @@ impl Rank<'_> {
         if !later.is_empty() && !summary.cancelled {
             let mut list = Vec::new();
             for rel in &later {
-                list.extend_from_slice(rel.as_os_str().as_bytes());
+                list.extend_from_slice(sys::os_str_bytes(rel.as_os_str()));
                 list.push(0);
             }
             if let Err(e) = self.coord.mark(&format!("links.{}", shard.index), &list) {

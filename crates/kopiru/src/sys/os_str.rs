@@ -32,6 +32,14 @@ pub fn bytes_os_str(b: &[u8]) -> &OsStr {
     OsStr::from_bytes(b)
 }
 
+/// A path's bytes as Unix holds them (`OsStr::as_bytes`), to be written
+/// to a file and read back by [`bytes_os_str`].
+#[cfg(unix)]
+pub fn os_str_bytes(s: &OsStr) -> &[u8] {
+    use std::os::unix::ffi::OsStrExt;
+    s.as_bytes()
+}
+
 /// Always `None` on Windows: `Path::join` joins.
 #[cfg(windows)]
 pub fn append_name(_dir: &Path, _name: &OsStr) -> Option<PathBuf> {
