@@ -30,7 +30,7 @@
 # (chroot). Environment: KOPIRU_CACHE (default ~/.cache/kopiru-test),
 # KOPIRU_WINEPREFIX (default /tmp/kopiru-wineprefix).
 set -u
-cd "$(dirname "$0")/.."
+cd "$(dirname "$0")/.." || exit 1
 ROOT=$PWD
 DIST=$ROOT/dist
 START=$SECONDS
@@ -184,7 +184,7 @@ else
 fi
 
 # --- .deb into a clean Debian chroot -----------------------------------------
-DEB=$(ls "$DIST"/kopiru_*_amd64.deb 2>/dev/null | head -1)
+DEB=$(find "$DIST" -maxdepth 1 -name "kopiru_*_amd64.deb" 2>/dev/null | head -1)
 # The host's Debian mirror and release, from its apt sources.
 mirror() {
     {
@@ -291,7 +291,7 @@ else
     mkdir -p "$W"
     unzip -q "$ZIP" -d "$W"
     EXE=$W/kopiru-$VERSION-x86_64-pc-windows-gnu/kopiru.exe
-    dlls=$(x86_64-w64-mingw32-objdump -p "$EXE" | sed -n 's/.*DLL Name: //p' | tr 'A-Z' 'a-z' | sort -u | tr '\n' ' ')
+    dlls=$(x86_64-w64-mingw32-objdump -p "$EXE" | sed -n 's/.*DLL Name: //p' | tr '[:upper:]' '[:lower:]' | sort -u | tr '\n' ' ')
     foreign=$(echo "$dlls" | tr ' ' '\n' | grep -E '^(libgcc|libwinpthread|libstdc|msvcp|vcruntime)' || true)
     if [ -z "$foreign" ]; then
         pass "windows: kopiru.exe imports only system DLLs ($dlls)"
