@@ -1,12 +1,14 @@
-//! End-to-end tests of `kopiru` on real filesystems (ext4, XFS with reflink,
-//! Btrfs) made on loop devices. Tests whose needs (root, loop devices, mkfs
-//! tools, strace) are missing are reported as ignored, with the reason printed
-//! loudly, never passed silently.
-//!
-//! Every module registers its own tests in its own `pub fn trials(add: Add)`;
-//! `main()` only calls each module's `trials`. Adding a test costs one
-//! function and one `add` line in the same file. This file keeps the helpers
-//! the modules share and the runner.
+// End-to-end tests of `kopiru` on real filesystems (ext4, XFS with reflink,
+// Btrfs) made on loop devices. Tests whose needs (root, loop devices, mkfs
+// tools, strace) are missing are reported as ignored, with the reason printed
+// loudly, never passed silently.
+//
+// Every module registers its own tests in its own `pub fn trials(add: Add)`;
+// `main()` only calls each module's `trials`. Adding a test costs one
+// function and one `add` line in the same file. This file keeps the helpers
+// the modules share and the runner.
+//
+// Included by entry.rs on Linux only (hence `//`, not `//!`).
 
 /// `return Err(...)` with a message unless `cond` holds (before the
 /// modules, so that every one of them can use it).

@@ -49,7 +49,10 @@ pub struct Timespec {
 impl Timespec {
     fn to_libc(self) -> libc::timespec {
         libc::timespec {
-            tv_sec: self.sec as libc::time_t,
+            // `as _`: naming libc::time_t warns on musl (deprecated there
+            // until the libc crate settles its width; 64-bit on 64-bit
+            // targets either way).
+            tv_sec: self.sec as _,
             tv_nsec: self.nsec as _,
         }
     }
