@@ -270,8 +270,9 @@ scenario() {
     n=$(wc -l <$T/all)
     # Sample at most MAXP of them, evenly, always keeping the last. For
     # every fourth one sampled, also the entry halfway between it and the
-    # flush before it: the writes since that flush, half of them applied
-    # (in the order they completed).
+    # flush before it (the writes since that flush, half of them applied,
+    # in the order they completed) and the entry just before it (all of
+    # them, but not the flush).
     awk -v n="$n" -v m="$MAXP" -v s="$s" '
         { a[NR] = $1 }
         END {
@@ -280,7 +281,10 @@ scenario() {
             for (i = 1; i <= n; i++) {
                 if (n > m && (i - 1) % step != 0 && i != n) continue
                 prev = (i > 1) ? a[i - 1] : s
-                if (k % 4 == 0 && a[i] - prev > 2) print int((prev + a[i]) / 2), "mid"
+                if (k % 4 == 0 && a[i] - prev > 2) {
+                    print int((prev + a[i]) / 2), "mid"
+                    if (a[i] - 1 > int((prev + a[i]) / 2)) print a[i] - 1, "before"
+                }
                 print a[i], "flush"
                 k++
             }
@@ -291,7 +295,7 @@ scenario() {
     # The recovery check (rerun from the crash state): at the middle point.
     local rec=$(((total + 1) / 2))
     [[ $RERUN == *" $kind "* ]] || rec=-1
-    local checked=0 mids=0 reruns=0 bad=0 last=-1 p tag first_bad="" out done_bad="" idx=0
+    local checked=0 mids=0 befores=0 reruns=0 bad=0 last=-1 p tag first_bad="" out done_bad="" idx=0
     fresh $RP $D_RP || { echo "FAIL $name: cannot create replay device"; return; }
     while read -r p tag; do
         idx=$((idx + 1))
@@ -302,8 +306,10 @@ scenario() {
             { echo "FAIL $name: cannot snapshot the replay"; bad=1; break; }
         checked=$((checked + 1))
         [ $tag = mid ] && mids=$((mids + 1))
+        [ $tag = before ] && befores=$((befores + 1))
         local at="entry $p"
         [ $tag = mid ] && at="entry $p (between flushes)"
+        [ $tag = before ] && at="entry $p (just before a flush)"
         [ $tag = done ] && at="entry $p (done mark, after exit 0)"
         local isdone=0 root=$C mounted=0
         [ $tag = done ] && isdone=1
@@ -350,7 +356,7 @@ scenario() {
     elif [ $bad -gt 0 ]; then
         echo "FAIL $name: violated at $bad of $checked crash points; first at $first_bad${done_bad} [$n flush points, ${secs}s]"
     else
-        echo "PASS $name: $checked crash points checked ($mids between flushes, + the done mark; of $n flush points between the marks), $reruns reruns converged$extra [${secs}s]"
+        echo "PASS $name: $checked crash points checked ($mids halfway between flushes, $befores just before one, + the done mark; of $n flush points between the marks), $reruns reruns converged$extra [${secs}s]"
     fi
 }
 

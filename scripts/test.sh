@@ -4,15 +4,17 @@
 # (built, packed, installed into a scratch project, `node --test`), and the
 # Windows builds of the command and of the binding under Wine, and the crash
 # lab (scripts/lab.sh: dm-log-writes replay under Debian's kernel in QEMU,
-# docs/LAB.md). As root on Debian/Ubuntu it first installs what
+# docs/LAB.md), and the release artifacts (scripts/release.sh builds them
+# into dist/, scripts/test-release.sh installs and runs each without Rust). As root on Debian/Ubuntu it first installs what
 # the tests need with apt-get; what cannot run is reported as skipped, with
 # the reason, never as passed. Ends with one line: N passed, N failed, N
 # skipped (all parts added up).
 #
-# KOPIRU_TEST_PARTS=rust,node,windows,lab chooses parts (default: all).
+# KOPIRU_TEST_PARTS=rust,node,windows,lab,release chooses parts (default:
+# all).
 set -euo pipefail
 cd "$(dirname "$0")/.."
-parts=${KOPIRU_TEST_PARTS:-rust,node,windows,lab}
+parts=${KOPIRU_TEST_PARTS:-rust,node,windows,lab,release}
 has() { [[ ",$parts," == *",$1,"* ]]; }
 need=()
 command -v mkfs.ext4 >/dev/null || need+=(e2fsprogs)
@@ -70,6 +72,15 @@ fi
 if has lab; then
   echo "== crash lab (Debian's kernel under QEMU, dm-log-writes): scripts/lab.sh"
   bash scripts/lab.sh 2>&1 | tee -a "$log" || status=$?
+fi
+if has release; then
+  echo "== release artifacts: scripts/release.sh, then scripts/test-release.sh"
+  if bash scripts/release.sh 2>&1 | tee -a "$log"; then
+    bash scripts/test-release.sh 2>&1 | tee -a "$log" || status=$?
+  else
+    status=1
+    echo "0 passed, 1 failed, 0 skipped" | tee -a "$log"
+  fi
 fi
 # One closing line for the whole run. cargo: "test result: ... N passed; N
 # failed; N ignored" (ignored = skipped); node --test: "# pass N", "# fail
