@@ -8,6 +8,12 @@
 #       binary, the man pages (kopiru.1, kopiru-copy.1, ...), completions
 #       for bash, zsh and fish
 #   kopiru-VERSION-x86_64-pc-windows-gnu.zip            kopiru.exe (mingw)
+#   npm/kopiru-VERSION.tgz                              the Node.js package,
+#       with no native code: it loads the prebuilt package of its platform
+#   npm/kopiru-PLATFORM-VERSION.tgz                     one per platform
+#       (linux-x64-gnu, linux-x64-musl, linux-arm64-gnu, win32-x64-msvc),
+#       napi-rs's layout (bindings/node/npm/PLATFORM), named as
+#       bindings/node/package.json's optionalDependencies
 #
 # Each tarball holds the binary, README.md, CHANGELOG.md, the license
 # texts, man/*.1 and complete/ (bash, zsh, fish, elvish, PowerShell); the
@@ -18,10 +24,11 @@
 # As root on Debian it installs what it needs with apt-get (musl-tools,
 # gcc-aarch64-linux-gnu and musl-dev:arm64 after `dpkg --add-architecture
 # arm64`, gcc-mingw-w64-x86-64, zip), the rustup targets, and cargo-deb
-# 3.8.0 with `cargo install`. Not built here: macOS (no Apple linker or SDK from
-# the registries this project can reach), the npm packages (docs/STATUS.md).
+# 3.8.0 with `cargo install`. Not built here: macOS binaries and npm
+# packages (no Apple linker or SDK from the registries this project can
+# reach).
 #
-# KOPIRU_RELEASE_PARTS=linux-x64,linux-arm64,deb,windows chooses (default:
+# KOPIRU_RELEASE_PARTS=linux-x64,linux-arm64,deb,windows,npm chooses (default:
 # all; every part but windows builds the x86_64 binary, for the man pages).
 # CARGO_TARGET_DIR as cargo. Exits non-zero if any chosen part fails.
 # On 2 cores: about 13 min from nothing (x86_64 5, aarch64 4, Windows 3,
@@ -30,7 +37,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 ROOT=$PWD
 START=$SECONDS
-parts=${KOPIRU_RELEASE_PARTS:-linux-x64,linux-arm64,deb,windows}
+parts=${KOPIRU_RELEASE_PARTS:-linux-x64,linux-arm64,deb,windows,npm}
 has() { [[ ",$parts," == *",$1,"* ]]; }
 VERSION=$(sed -n 's/^version = "\(.*\)"/\1/p' Cargo.toml | head -1)
 TARGET_DIR=${CARGO_TARGET_DIR:-$ROOT/target}
@@ -50,9 +57,14 @@ if has linux-arm64; then
     command -v aarch64-linux-gnu-gcc >/dev/null || need+=(gcc-aarch64-linux-gnu)
     [ -f /usr/lib/aarch64-linux-musl/musl-gcc.specs ] || need+=(musl-dev:arm64)
 fi
-if has windows; then
+if has windows || has npm; then
     command -v x86_64-w64-mingw32-gcc >/dev/null || need+=(gcc-mingw-w64-x86-64)
     command -v zip >/dev/null || need+=(zip)
+fi
+if has npm; then
+    command -v musl-gcc >/dev/null || need+=(musl-tools)
+    command -v aarch64-linux-gnu-gcc >/dev/null || need+=(gcc-aarch64-linux-gnu)
+    command -v npm >/dev/null || need+=(npm)
 fi
 if ((${#need[@]})); then
     if [[ $(id -u) == 0 ]] && command -v apt-get >/dev/null; then
@@ -72,6 +84,7 @@ has linux-x64 && targets+=("$X64")
 has deb && targets+=("$X64")
 has linux-arm64 && targets+=("$X64" "$A64")
 has windows && targets+=("$WIN")
+has npm && targets+=(x86_64-unknown-linux-gnu x86_64-unknown-linux-musl aarch64-unknown-linux-gnu "$WIN")
 if command -v rustup >/dev/null; then
     for t in "${targets[@]}"; do
         rustup target list --installed | grep -qx "$t" || rustup target add "$t"
@@ -86,7 +99,9 @@ mkdir -p "$DIST" "$TOOLS"
 made=()
 # NAME: writes NAME.sha256 beside dist/NAME.
 checksum() {
-    (cd "$DIST" && sha256sum "$1" >"$1.sha256")
+    local dir name=${1##*/}
+    dir=$DIST/$(dirname "$1")
+    (cd "$dir" && sha256sum "$name" >"$name.sha256")
     made+=("$1")
 }
 # DIR BINARY...: the files every archive holds beside its binary.
@@ -178,6 +193,79 @@ if has windows; then
     rm -f "$DIST/$name.zip"
     (cd "${stage%/*}" && zip -qr "$DIST/$name.zip" "$name")
     checksum "$name.zip"
+fi
+
+# --- npm: the main package and one prebuilt package per platform ----------
+# PLATFORM TARGET: the binding built for TARGET with cargo (as `napi build`
+# does), stripped, as npm/PLATFORM/kopiru.PLATFORM.node in a staging copy,
+# packed into dist/npm/. The musl build links musl's libc dynamically (a
+# Node addon is loaded by a dynamically linked node); the Windows one is
+# built with mingw, and links N-API from the node.exe that loads it
+# (bindings/node/scripts/test-windows.sh says how, and why libnode is
+# empty).
+node_platform() {
+    local plat=$1 t=$2 lib strip=strip
+    local out=$STAGE/$plat
+    say "the Node.js binding for $t ($plat)"
+    case $t in
+    x86_64-unknown-linux-gnu) ;; # the host's: built by napi build below
+    x86_64-unknown-linux-musl)
+        # Rust's unwinder links libgcc_s, which gcc's linker script names
+        # as libgcc_s.so.1; musl-gcc does not search the directory that
+        # holds it (Alpine's Node has it: package libgcc).
+        mkdir -p "$TOOLS/musl-gcc_s"
+        ln -sf "$(gcc -print-file-name=libgcc_s.so.1)" "$TOOLS/musl-gcc_s/libgcc_s.so.1"
+        CARGO_TARGET_X86_64_UNKNOWN_LINUX_MUSL_RUSTFLAGS="-C target-feature=-crt-static -L $TOOLS/musl-gcc_s" \
+            CARGO_TARGET_X86_64_UNKNOWN_LINUX_MUSL_LINKER=musl-gcc \
+            cargo build --release --locked -p kopiru-node --target "$t" ;;
+    aarch64-unknown-linux-gnu)
+        strip=aarch64-linux-gnu-strip
+        CC_aarch64_unknown_linux_gnu=aarch64-linux-gnu-gcc AR_aarch64_unknown_linux_gnu=aarch64-linux-gnu-ar \
+            CARGO_TARGET_AARCH64_UNKNOWN_LINUX_GNU_LINKER=aarch64-linux-gnu-gcc \
+            cargo build --release --locked -p kopiru-node --target "$t" ;;
+    *windows*)
+        strip=x86_64-w64-mingw32-strip
+        mkdir -p "$STAGE/libnode"
+        : >"$STAGE/libnode/libnode.dll"
+        x86_64-w64-mingw32-ar rc "$STAGE/libnode/libnode.dll.a"
+        LIBNODE_PATH=$STAGE/libnode cargo build --release --locked -p kopiru-node --target "$t" ;;
+    esac
+    case $t in
+    x86_64-unknown-linux-gnu) lib=$STAGE/gen/kopiru.$plat.node ;;
+    *windows*) lib=$TARGET_DIR/$t/release/kopiru_node.dll ;;
+    *) lib=$TARGET_DIR/$t/release/libkopiru_node.so ;;
+    esac
+    cp -r "$ROOT/bindings/node/npm/$plat" "$out"
+    cp LICENSE-MIT LICENSE-APACHE "$out/"
+    cp "$lib" "$out/kopiru.$plat.node"
+    "$strip" "$out/kopiru.$plat.node"
+    (cd "$out" && npm pack --silent --pack-destination "$DIST/npm" >/dev/null)
+    checksum "npm/kopiru-$plat-$VERSION.tgz"
+}
+if has npm; then
+    STAGE=$TARGET_DIR/npm-stage
+    rm -rf "$STAGE" "$DIST/npm"
+    mkdir -p "$STAGE" "$DIST/npm"
+    say "the Node.js binding for the host (napi build: also binding.js and binding.d.ts)"
+    (cd bindings/node && { [ -x node_modules/.bin/napi ] || npm ci --no-audit --no-fund --silent; })
+    # binding.js is the loader that picks the platform's package.
+    (cd bindings/node && node_modules/.bin/napi build --platform --release --strip \
+        --js binding.js --dts binding.d.ts --output-dir "$STAGE/gen" >/dev/null)
+    node_platform linux-x64-gnu x86_64-unknown-linux-gnu
+    node_platform linux-x64-musl x86_64-unknown-linux-musl
+    node_platform linux-arm64-gnu aarch64-unknown-linux-gnu
+    node_platform win32-x64-msvc "$WIN"
+    main=$STAGE/main
+    mkdir -p "$main"
+    cp bindings/node/{package.json,index.js,index.d.ts,README.md} LICENSE-MIT LICENSE-APACHE "$main/"
+    # The loader and its types; no .node: the main package holds no native code.
+    cp "$STAGE/gen/binding.js" "$STAGE/gen/binding.d.ts" "$main/"
+    (cd "$main" && npm pack --silent --pack-destination "$DIST/npm" >/dev/null)
+    if tar -tzf "$DIST/npm/kopiru-$VERSION.tgz" | grep -q '\.node$'; then
+        echo "release.sh: the main npm package holds a .node" >&2
+        exit 1
+    fi
+    checksum "npm/kopiru-$VERSION.tgz"
 fi
 
 say "dist/ ($((SECONDS - START)) s)"

