@@ -444,6 +444,7 @@ pub struct FlashArgs {
 
 /// A SHA-256 given in hex.
 #[derive(Clone, Copy, Debug)]
+#[cfg_attr(not(unix), allow(dead_code))] // flash is Unix-only
 pub struct Sha256Hex(pub [u8; 32]);
 
 fn parse_sha256(s: &str) -> Result<Sha256Hex, String> {
