@@ -320,7 +320,11 @@ pub fn flash<'e>(
                 return json!({ "kind": "refused", "message": why, "errors": [] });
             }
         };
-        let bmap = match o.bmap.as_deref().map(|p| Bmap::load_with(Path::new(p), &image, &http)) {
+        let bmap = match o
+            .bmap
+            .as_deref()
+            .map(|p| Bmap::load_with(Path::new(p), &image, &http))
+        {
             None | Some(Ok(None)) => None,
             Some(Ok(Some(m))) => Some(m),
             Some(Err(e)) => return refused(&e),
