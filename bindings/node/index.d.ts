@@ -164,7 +164,8 @@ export interface FlashOptions {
   /** Write even to a partition, a mounted device, or the one holding the root filesystem or
    * the image. */
   force?: boolean
-  /** A block map (bmaptool's XML): write only the ranges it lists, and check them. */
+  /** A block map (bmaptool's XML): write only the ranges it lists, and check them. A path,
+   * an http(s) URL, or 'auto': the image's URL with '.bmap' added, if the server has one. */
   bmap?: string | URL
   /** The devices already read as zeros: all-zero blocks are not written. */
   zeroed?: boolean
@@ -176,6 +177,12 @@ export interface FlashOptions {
    * format its bytes are not, text or a web page is refused), 'raw' (the bytes as they are),
    * 'xz', 'gzip', 'zstd' or 'bzip2' (that format required). */
   format?: 'auto' | 'raw' | 'xz' | 'gzip' | 'zstd' | 'bzip2'
+  /** The SHA-256 (hex) of the image file as published (compressed, as a SHA256SUMS lists
+   * it): on a mismatch the flash fails and the first MiB is not written. */
+  sha256?: string
+  /** For an http(s) image: seconds without a byte before the connection is dropped and
+   * resumed (default 30). */
+  stallTimeout?: number
   /** Stops within a chunk; the first MiB (written last) is then not written. */
   signal?: AbortSignal
   onProgress?: (p: FlashProgress) => void
@@ -217,7 +224,9 @@ export interface FlashReport {
 }
 
 /**
- * Writes a disk image (raw, or xz/gzip/zstd/bzip2, decoded as a stream) to whole block devices
+ * Writes a disk image (raw, or xz/gzip/zstd/bzip2, decoded as a stream; a file, or an http: or
+ * https: URL, downloaded as a stream and resumed with Range where the connection drops) to
+ * whole block devices
  * and reads each back to compare. There is no prompt: the targets get the command's checks and
  * refusals (not a block device, a partition, mounted, holding the root filesystem or the image,
  * too small) as a 'KOPIRU_REFUSED' rejection. Some devices failed: 'KOPIRU_PARTIAL'; all:

@@ -88,6 +88,8 @@ function checkOptions(options, spec, fn) {
       if (!Number.isInteger(v) || Math.abs(v) > 0x7fffffff) throw bad()
     } else if (kind === 'string') {
       if (typeof v !== 'string' && !(v instanceof URL)) throw bad()
+    } else if (kind === 'seconds') {
+      if (typeof v !== 'number' || !(v > 0)) throw bad()
     } else if (kind === 'string[]') {
       if (!Array.isArray(v) || !v.every((s) => typeof s === 'string')) throw bad()
     } else if (kind === 'AbortSignal') {
@@ -281,21 +283,31 @@ const FLASH = {
   zeroFirst: 'boolean',
   skipIdentical: 'boolean',
   format: ['auto', 'raw', 'xz', 'gzip', 'zstd', 'bzip2'],
+  sha256: 'string',
+  stallTimeout: 'seconds',
+}
+
+/** An http: or https: URL as it is (the engine downloads it), else a path. */
+function toSource(p, what) {
+  if (p instanceof URL && (p.protocol === 'http:' || p.protocol === 'https:')) return p.href
+  return toPath(p, what)
 }
 
 async function flash(image, devices, options) {
-  const img = toPath(image, 'image')
+  const img = toSource(image, 'image')
   const devs = toPaths(devices, 'devices')
   const o = checkOptions(options, FLASH, 'flash')
   const nativeOptions = {
     verify: o.verify,
     allowFile: o.allowFile,
     force: o.force,
-    bmap: o.bmap === undefined ? undefined : toPath(o.bmap, 'bmap'),
+    bmap: o.bmap === undefined ? undefined : toSource(o.bmap, 'bmap'),
     zeroed: o.zeroed,
     zeroFirst: o.zeroFirst,
     skipIdentical: o.skipIdentical,
     format: o.format,
+    sha256: o.sha256,
+    stallTimeout: o.stallTimeout,
   }
   const { result: r, state, progress } = await run('flash', o, (token, p) =>
     native.flash(img, devs, nativeOptions, token, p))

@@ -247,6 +247,24 @@ pub struct NativeFlashOptions {
     pub skip_identical: Option<bool>,
     /// `auto` (absent) or a format's name.
     pub format: Option<String>,
+    /// The SHA-256 (hex) of the image file as published.
+    pub sha256: Option<String>,
+    /// For a URL: seconds without a byte before resuming.
+    pub stall_timeout: Option<f64>,
+}
+
+/// 64 hex digits as 32 bytes.
+#[cfg(unix)]
+fn parse_sha256(s: &str) -> Option<[u8; 32]> {
+    let s = s.trim();
+    if s.len() != 64 || !s.is_ascii() {
+        return None;
+    }
+    let mut out = [0u8; 32];
+    for (i, o) in out.iter_mut().enumerate() {
+        *o = u8::from_str_radix(&s[2 * i..2 * i + 2], 16).ok()?;
+    }
+    Some(out)
 }
 
 /// A device operation's counts: bytes written (flash) or read (image),
@@ -290,9 +308,25 @@ pub fn flash<'e>(
     let devices: Vec<PathBuf> = devices.into_iter().map(PathBuf::from).collect();
     off_thread(env, "flash", move || {
         let refused = |e: &KError| json!({ "kind": "refused", "message": e.to_string(), "errors": [json::error(e)] });
-        let bmap = match o.bmap.as_deref().map(|p| Bmap::load(Path::new(p))) {
+        let mut http = flash::HttpOptions::default();
+        if let Some(t) = o.stall_timeout.filter(|t| *t > 0.0) {
+            http.stall_timeout = std::time::Duration::from_secs_f64(t);
+        }
+        let sha256 = match o.sha256.as_deref().map(parse_sha256) {
             None => None,
-            Some(Ok(m)) => Some(m),
+            Some(Some(h)) => Some(h),
+            Some(None) => {
+                let why = "sha256: a SHA-256 is 64 hexadecimal digits";
+                return json!({ "kind": "refused", "message": why, "errors": [] });
+            }
+        };
+        let bmap = match o
+            .bmap
+            .as_deref()
+            .map(|p| Bmap::load_with(Path::new(p), &image, &http))
+        {
+            None | Some(Ok(None)) => None,
+            Some(Ok(Some(m))) => Some(m),
             Some(Err(e)) => return refused(&e),
         };
         let opts = FlashOptions {
@@ -303,6 +337,7 @@ pub fn flash<'e>(
             zeroed: o.zeroed.unwrap_or(false),
             zero_first: o.zero_first.unwrap_or(false),
             skip_identical: o.skip_identical.unwrap_or(false),
+            sha256,
             cancel,
             ..FlashOptions::default()
         };
@@ -314,7 +349,7 @@ pub fn flash<'e>(
                 Err(why) => return json!({ "kind": "refused", "message": why, "errors": [] }),
             },
         };
-        let image = match flash::Image::open(&image, format) {
+        let image = match flash::Image::open_with(&image, format, &http) {
             Ok(i) => i,
             Err(e) => return refused(&e),
         };

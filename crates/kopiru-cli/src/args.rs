@@ -353,7 +353,9 @@ be done; 2 usage error; 20 stopped by SIGINT, SIGTERM or SIGHUP.";
 
 #[derive(Args)]
 pub struct FlashArgs {
-    /// The image (- for standard input).
+    /// The image: a file, - for standard input, or an http:// or https://
+    /// URL (streamed: decoded as it arrives, never stored; a dropped or
+    /// stalled connection is resumed with Range and If-Range).
     pub image: PathBuf,
 
     /// Whole block devices to write (several: one read of the image). A
@@ -379,8 +381,21 @@ pub struct FlashArgs {
 
     /// Write only the ranges this block map lists (bmaptool's format,
     /// version 2, SHA-256): its own checksum and each range's are checked.
-    #[arg(long, value_name = "FILE")]
+    /// A file or a URL; auto: the image's URL with .bmap added, if the
+    /// server has it (else every byte is written).
+    #[arg(long, value_name = "FILE|URL|auto")]
     pub bmap: Option<PathBuf>,
+
+    /// The SHA-256 of the image file as published (compressed, as a
+    /// SHA256SUMS lists it), checked as it is read: on a mismatch the
+    /// flash fails and the devices' first MiB is not written.
+    #[arg(long, value_name = "HEX", value_parser = parse_sha256)]
+    pub sha256: Option<Sha256Hex>,
+
+    /// For a URL: a connection that brings nothing for this many seconds
+    /// is dropped and resumed (up to 8 tries in a row).
+    #[arg(long, value_name = "SECS", default_value = "30")]
+    pub stall_timeout: f64,
 
     /// The devices already read as zeros: do not write the image's all-zero
     /// 64 KiB blocks.
@@ -425,6 +440,23 @@ pub struct FlashArgs {
 
     #[command(flatten)]
     pub bar: ProgressArgs,
+}
+
+/// A SHA-256 given in hex.
+#[derive(Clone, Copy, Debug)]
+#[cfg_attr(not(unix), allow(dead_code))] // flash is Unix-only
+pub struct Sha256Hex(pub [u8; 32]);
+
+fn parse_sha256(s: &str) -> Result<Sha256Hex, String> {
+    let s = s.trim();
+    if s.len() != 64 || !s.bytes().all(|b| b.is_ascii_hexdigit()) {
+        return Err("a SHA-256 is 64 hexadecimal digits".into());
+    }
+    let mut out = [0u8; 32];
+    for (i, o) in out.iter_mut().enumerate() {
+        *o = u8::from_str_radix(&s[2 * i..2 * i + 2], 16).map_err(|e| e.to_string())?;
+    }
+    Ok(Sha256Hex(out))
 }
 
 const IMAGE_AFTER_HELP: &str = "\

@@ -7,16 +7,36 @@ use crate::exit;
 use crate::progress;
 use crate::render;
 use kopiru::flash::{
-    check_targets, flash, Bmap, DeviceResult, FlashOptions, FlashSummary, Image, Target, HELD_BACK,
+    check_targets, flash, Bmap, DeviceResult, FlashOptions, FlashSummary, HttpOptions, Image,
+    Target, HELD_BACK,
 };
 use std::io::{BufRead, BufReader, Write};
 use std::path::Path;
 
 pub fn run(args: FlashArgs) -> u8 {
+    let http = HttpOptions {
+        stall_timeout: std::time::Duration::from_secs_f64(args.stall_timeout.max(0.05)),
+        // For the tests: how long to wait before resuming, at first.
+        backoff: std::env::var("KOPIRU_HTTP_BACKOFF_MS")
+            .ok()
+            .and_then(|v| v.parse().ok())
+            .map_or(
+                HttpOptions::default().backoff,
+                std::time::Duration::from_millis,
+            ),
+        ..HttpOptions::default()
+    };
     let bmap = match &args.bmap {
         None => None,
-        Some(p) => match Bmap::load(p) {
-            Ok(m) => Some(m),
+        Some(p) => match Bmap::load_with(p, &args.image, &http) {
+            Ok(Some(m)) => Some(m),
+            Ok(None) => {
+                errln!(
+                    "kopiru: no block map at {}.bmap: every byte is written",
+                    render::path(&args.image)
+                );
+                None
+            }
             Err(e) => {
                 errln!("kopiru: {}", text(&e));
                 return exit::USAGE;
@@ -35,10 +55,11 @@ pub fn run(args: FlashArgs) -> u8 {
         zero_first: args.zero_first,
         skip_identical: args.skip_identical,
         memory: args.memory,
+        sha256: args.sha256.map(|h| h.0),
         cancel: kopiru::Cancel::new(),
     };
     // The image is known by its bytes before any device is looked at.
-    let image = match Image::open(&args.image, args.format.0) {
+    let image = match Image::open_with(&args.image, args.format.0, &http) {
         Ok(i) => i,
         Err(e) => {
             errln!("kopiru: {}", text(&e));

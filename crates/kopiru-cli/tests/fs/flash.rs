@@ -488,10 +488,13 @@ pub fn xz_single_block_memory() -> R {
 
     let lo = Loop::new("xz-memory", MIB + 4, 512, true)?;
     let peak = flash_peak(&xz, &lo, &[], MIB << 20)?;
-    let bound = DICT + (16 << 20);
+    // Plus 4 MiB for the program itself (code, libc, stacks), as below: the
+    // debug binary with the HTTP/TLS client (issue 30) peaks 2.7 MiB higher
+    // here (26.8 MiB; main's 24.0), the release one 0.4 MiB (19.2 MiB).
+    let bound = DICT + (16 << 20) + (4 << 20);
     ensure!(
         peak <= bound,
-        "peak RSS {} KiB, over the bound {} KiB (dictionary + 16 MiB)",
+        "peak RSS {} KiB, over the bound {} KiB (dictionary + 16 MiB + 4 MiB of program)",
         peak >> 10,
         bound >> 10
     );
@@ -510,8 +513,10 @@ pub fn xz_single_block_memory() -> R {
     ensure!(st.success(), "xz -3 -T2 failed");
     let cpus = std::thread::available_parallelism().map_or(1, |n| n.get());
     let bound = match cpus {
-        // One decoder thread: the dictionary (4 MiB) and 16 MiB.
-        ..=2 => (4 << 20) + (16 << 20),
+        // One decoder thread: the dictionary (4 MiB) and 16 MiB, and 4 MiB
+        // for the program as on more CPUs (22.9 MiB measured with the
+        // HTTP/TLS client linked in, issue 30).
+        ..=2 => (4 << 20) + (16 << 20) + (4 << 20),
         _ => (32 << 20) + (4 << 20),
     };
     let peak = flash_peak(&multi, &lo, &["--memory", "32M"], MIB << 20)?;

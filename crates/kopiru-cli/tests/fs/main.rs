@@ -31,6 +31,7 @@ mod fixture;
 mod flash;
 mod flash_input;
 mod flash_refusals;
+mod flash_url;
 mod help;
 mod image;
 mod manifest;
@@ -179,6 +180,7 @@ fn main() {
     flash::trials(&mut add);
     flash_input::trials(&mut add);
     flash_refusals::trials(&mut add);
+    flash_url::trials(&mut add);
     image::trials(&mut add);
     reruns::trials(&mut add);
     signals::trials(&mut add);

@@ -94,6 +94,35 @@ impl Bmap {
             .map_err(|e| Error::refused(Side::Source, path, Op::Read, Refusal::Bmap(e)))
     }
 
+    /// [`Bmap::load`] for `--bmap`: `what` is a file, an `http://` or
+    /// `https://` URL, or `auto`: `image`'s URL with `.bmap` added,
+    /// `Ok(None)` where the server has none (404, 410), or where the image
+    /// is not a URL.
+    ///
+    /// # Errors
+    /// As [`Bmap::load`]; a URL that cannot be fetched.
+    pub fn load_with(
+        what: &Path,
+        image: &Path,
+        http: &super::HttpOptions,
+    ) -> Result<Option<Bmap>, Error> {
+        let url = match what == Path::new("auto") {
+            true if super::is_url(image) => format!("{}.bmap", image.to_string_lossy()),
+            true => return Ok(None),
+            false if super::is_url(what) => what.to_string_lossy().into_owned(),
+            false => return Bmap::load(what).map(Some),
+        };
+        let failed = |e| Error::io(Side::Source, Path::new(&url), Op::Read, e);
+        let text = match super::http::get_text(&url, http).map_err(failed)? {
+            Some(t) => t,
+            None if what == Path::new("auto") => return Ok(None),
+            None => return Err(failed(std::io::Error::other("HTTP 404 Not Found"))),
+        };
+        Bmap::parse(&text)
+            .map(Some)
+            .map_err(|e| Error::refused(Side::Source, Path::new(&url), Op::Read, Refusal::Bmap(e)))
+    }
+
     /// Parses a bmap file and checks its own checksum.
     pub fn parse(text: &str) -> Result<Bmap, BmapError> {
         let tag = |name: &str| tag(text, name);

@@ -21,6 +21,7 @@
 mod bmap;
 mod decode;
 mod device;
+mod http;
 mod input;
 mod pieces;
 mod readback;
@@ -34,6 +35,7 @@ mod write;
 
 pub use bmap::{Bmap, BmapError};
 pub use decode::DEFAULT_MEMORY;
+pub use http::{is_url, DownloadStats, HttpOptions};
 pub use input::Image;
 pub use sniff::{Format, Found, NotAnImage};
 pub use targets::{check_targets, Target};
@@ -77,6 +79,11 @@ pub struct FlashOptions {
     /// do not fit, is decoded on one thread, in its dictionary's memory,
     /// whatever this says. Default [`DEFAULT_MEMORY`].
     pub memory: u64,
+    /// The SHA-256 of the image file as published (compressed, as a
+    /// `SHA256SUMS` lists it), checked as it is read: a mismatch fails
+    /// the image, and the first MiB is not written. A raw image file is
+    /// then read, not mapped.
+    pub sha256: Option<[u8; 32]>,
     /// Checked before each device is opened, for each chunk read, decoded
     /// and written, and for each chunk read back: once set, the flash stops
     /// within a chunk and the held-back first MiB is not written.
@@ -94,6 +101,7 @@ impl Default for FlashOptions {
             zero_first: false,
             skip_identical: false,
             memory: DEFAULT_MEMORY,
+            sha256: None,
             cancel: Cancel::new(),
         }
     }
@@ -239,7 +247,10 @@ pub fn flash(
     let mut devs = open_all(targets, opts, chunk, &mut s.devices);
     // A raw image file is mapped and written from the page cache directly:
     // no copy into buffers (that copy was most of kopiru's CPU time).
-    let mapping = source::map_raw(image);
+    let mapping = match opts.sha256 {
+        None => source::map_raw(image),
+        Some(_) => None,
+    };
     let layout = Layout {
         ranges: opts
             .bmap

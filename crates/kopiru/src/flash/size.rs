@@ -13,16 +13,29 @@ use std::fs::File;
 /// its format records it, else a size it has at least, when known. The
 /// decoder still checks the image: a damaged index only loses the size.
 pub(super) fn decoded(f: &File, len: u64, format: Format) -> (Option<u64>, Option<u64>) {
+    decoded_by(&|off, n| read_at(f, off, n), len, format, true)
+}
+
+/// The same from a file of `len` bytes read by `at(offset, n)`; `walk`:
+/// whether a zstd file may be walked frame by frame and block by block
+/// (one read each: not over HTTP, where each is a request).
+pub(super) fn decoded_by(
+    at: &dyn Fn(u64, usize) -> Option<Vec<u8>>,
+    len: u64,
+    format: Format,
+    walk: bool,
+) -> (Option<u64>, Option<u64>) {
     match format {
         Format::Raw => (Some(len), None),
-        Format::Xz => (xz_size(f, len), None),
-        Format::Zstd => (zstd_size(f, len), None),
+        Format::Xz => (xz_size(at, len), None),
+        Format::Zstd if walk => (zstd_size(at, len), None),
+        Format::Zstd => (None, None),
         // ISIZE: the last member's size modulo 2^32, so the whole image
         // has at least that many bytes.
         Format::Gzip => {
             let at_least = len
                 .checked_sub(4)
-                .and_then(|at| read_at(f, at, 4))
+                .and_then(|off| at(off, 4))
                 .map(|b| u64::from(u32::from_le_bytes([b[0], b[1], b[2], b[3]])));
             (None, at_least)
         }
@@ -55,24 +68,24 @@ fn varint(b: &[u8], i: &mut usize) -> Option<u64> {
 /// xz file of `len` bytes, read from the end: stream padding, the footer
 /// (which gives the index's size), the index (each block's unpadded and
 /// uncompressed size), and so back to the stream's header.
-fn xz_size(f: &File, len: u64) -> Option<u64> {
+fn xz_size(at: &dyn Fn(u64, usize) -> Option<Vec<u8>>, len: u64) -> Option<u64> {
     const HEADER_MAGIC: [u8; 6] = [0xFD, b'7', b'z', b'X', b'Z', 0];
     let mut pos = len;
     let mut total = 0u64;
     while pos > 0 {
         // Stream padding: null bytes, in fours.
-        if pos >= 4 && read_at(f, pos - 4, 4)? == [0; 4] {
+        if pos >= 4 && at(pos - 4, 4)? == [0; 4] {
             pos -= 4;
             continue;
         }
-        let footer = read_at(f, pos.checked_sub(12)?, 12)?;
+        let footer = at(pos.checked_sub(12)?, 12)?;
         if footer[10..] != *b"YZ" {
             return None;
         }
         let backward = u32::from_le_bytes(footer[4..8].try_into().ok()?);
         let index_size = (u64::from(backward) + 1) * 4;
         let index_at = pos.checked_sub(12 + index_size)?;
-        let index = read_at(f, index_at, usize::try_from(index_size).ok()?)?;
+        let index = at(index_at, usize::try_from(index_size).ok()?)?;
         if index[0] != 0 {
             return None;
         }
@@ -86,7 +99,7 @@ fn xz_size(f: &File, len: u64) -> Option<u64> {
             total = total.checked_add(uncompressed)?;
         }
         let start = index_at.checked_sub(blocks)?.checked_sub(12)?;
-        if read_at(f, start, 6)? != HEADER_MAGIC {
+        if at(start, 6)? != HEADER_MAGIC {
             return None;
         }
         pos = start;
@@ -97,27 +110,26 @@ fn xz_size(f: &File, len: u64) -> Option<u64> {
 /// The sum of the Frame_Content_Size of every frame of a zstd file of
 /// `len` bytes (skippable frames skipped), walking the frames by their
 /// block headers; `None` if a frame does not record its size.
-fn zstd_size(f: &File, len: u64) -> Option<u64> {
+fn zstd_size(at: &dyn Fn(u64, usize) -> Option<Vec<u8>>, len: u64) -> Option<u64> {
     let mut pos = 0u64;
     let mut total = 0u64;
     while pos < len {
-        let magic = u32::from_le_bytes(read_at(f, pos, 4)?.try_into().ok()?);
+        let magic = u32::from_le_bytes(at(pos, 4)?.try_into().ok()?);
         if magic & 0xFFFF_FFF0 == 0x184D_2A50 {
-            let size = u32::from_le_bytes(read_at(f, pos + 4, 4)?.try_into().ok()?);
+            let size = u32::from_le_bytes(at(pos + 4, 4)?.try_into().ok()?);
             pos += 8 + u64::from(size);
             continue;
         }
         if magic != 0xFD2F_B528 {
             return None;
         }
-        let (content, header) =
-            zstd_frame_header(&read_at(f, pos + 4, 14.min(len - pos - 4) as usize)?)?;
+        let (content, header) = zstd_frame_header(&at(pos + 4, 14.min(len - pos - 4) as usize)?)?;
         total = total.checked_add(content?)?;
-        let checksum = read_at(f, pos + 4, 1)?[0] & 0x04 != 0;
+        let checksum = at(pos + 4, 1)?[0] & 0x04 != 0;
         pos += 4 + header;
         // The blocks: a 3-byte header each, then its bytes (one for RLE).
         loop {
-            let h = read_at(f, pos, 3)?;
+            let h = at(pos, 3)?;
             let h = u32::from(h[0]) | u32::from(h[1]) << 8 | u32::from(h[2]) << 16;
             let (last, kind, size) = (h & 1 == 1, (h >> 1) & 3, u64::from(h >> 3));
             pos += 3 + match kind {

@@ -4,6 +4,7 @@
 
 use super::bmap::{BmapError, RangeSums};
 use super::decode;
+use super::http;
 use super::input::Image;
 use super::pieces::Layout;
 use super::readback::Written;
@@ -174,11 +175,12 @@ pub(super) fn read_image(
     mapping: Option<&sys::Mapping>,
     chunk: usize,
     memory: u64,
+    sha256: Option<[u8; 32]>,
     sink: &mut Sink,
 ) -> Result<(), Error> {
     let r = match mapping {
         Some(m) => sink.send_mapped(m, chunk),
-        None => decode(image, sink, memory),
+        None => decode(image, sink, memory, sha256),
     };
     let path = &image.path;
     match (sink.bmap_error.take(), r) {
@@ -202,7 +204,9 @@ pub(super) fn read_image(
 /// it means to the user: the compressed data stops or is broken at a known
 /// point of the image. OS errors, cancellation and raw images keep theirs.
 fn damaged(image: &Image, sink: &Sink, e: io::Error) -> io::Error {
-    let decoder_error = e.raw_os_error().is_none() && e.kind() != io::ErrorKind::BrokenPipe;
+    let decoder_error = e.raw_os_error().is_none()
+        && e.kind() != io::ErrorKind::BrokenPipe
+        && !http::is_failure(&e);
     if image.format == Format::Raw || !decoder_error {
         return e;
     }
@@ -220,20 +224,74 @@ fn damaged(image: &Image, sink: &Sink, e: io::Error) -> io::Error {
 
 /// Decodes the whole image into `sink`, streaming: the memory it takes is
 /// the format's (a dictionary or window), never the image's size.
-fn decode(image: &Image, sink: &mut Sink, memory: u64) -> io::Result<()> {
-    let file: Box<dyn Read + Send> = match &image.file {
-        Some(f) => Box::new(f.try_clone()?),
-        // What was read to recognise it, then the rest.
-        None => Box::new(io::Cursor::new(image.stdin_head.clone()).chain(io::stdin())),
+/// With `sha256`, the file as read (compressed, as published) must have
+/// that SHA-256: it is read to its end, and a mismatch is an error before
+/// the last buffer goes out (the first MiB is not written then).
+fn decode(image: &Image, sink: &mut Sink, memory: u64, sha256: Option<[u8; 32]>) -> io::Result<()> {
+    // What was read to recognise it (standard input, a URL), then the rest.
+    let head = || io::Cursor::new(image.stdin_head.clone());
+    let download = image.download.lock().map(|mut d| d.take()).unwrap_or(None);
+    let file: Box<dyn Read + Send> = match (&image.file, download) {
+        (Some(f), _) => Box::new(f.try_clone()?),
+        (None, Some(mut d)) => {
+            // A stalled or dropped connection's pauses end on Ctrl-C.
+            d.cancel = Some(sink.cancel.clone());
+            Box::new(head().chain(d))
+        }
+        (None, None) => Box::new(head().chain(io::stdin())),
     };
-    let mut r = io::BufReader::with_capacity(256 << 10, file);
+    let mut hashed = Hashed {
+        inner: file,
+        hash: sha256.map(|_| <sha2::Sha256 as sha2::Digest>::new()),
+    };
+    let mut r = io::BufReader::with_capacity(256 << 10, &mut hashed);
     match image.format {
-        Format::Xz => decode::xz(r, sink, memory)?,
-        Format::Gzip => sink.fill_from(&mut flate2::read::MultiGzDecoder::new(r))?,
-        Format::Zstd => decode::zstd(r, sink)?,
-        Format::Bzip2 => sink.fill_from(&mut bzip2::read::MultiBzDecoder::new(r))?,
+        Format::Xz => decode::xz(&mut r, sink, memory)?,
+        Format::Gzip => sink.fill_from(&mut flate2::read::MultiGzDecoder::new(&mut r))?,
+        Format::Zstd => decode::zstd(&mut r, sink)?,
+        Format::Bzip2 => sink.fill_from(&mut bzip2::read::MultiBzDecoder::new(&mut r))?,
         // Raw: read straight into the aligned buffers, no copy.
         Format::Raw => sink.fill_from(&mut r)?,
     }
+    if let Some(want) = sha256 {
+        // The sum is of the whole file: whatever follows the image is read.
+        io::copy(&mut r, &mut io::sink())?;
+        drop(r);
+        let got: [u8; 32] = hashed
+            .hash
+            .take()
+            .map(sha2::Digest::finalize)
+            .unwrap_or_default()
+            .into();
+        if got != want {
+            return Err(io::Error::other(http::Failed(format!(
+                "its SHA-256 is {}, not {} as given (--sha256): this is not the file \
+                 published, so the devices' first MiB was not written",
+                hex(&got),
+                hex(&want)
+            ))));
+        }
+    }
     sink.flush()
+}
+
+/// Lower-case hex.
+fn hex(b: &[u8]) -> String {
+    b.iter().map(|b| format!("{b:02x}")).collect()
+}
+
+/// A reader that hashes what it reads (the file as published).
+struct Hashed<R> {
+    inner: R,
+    hash: Option<sha2::Sha256>,
+}
+
+impl<R: Read> Read for Hashed<R> {
+    fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
+        let n = self.inner.read(buf)?;
+        if let Some(h) = &mut self.hash {
+            sha2::Digest::update(h, &buf[..n]);
+        }
+        Ok(n)
+    }
 }
