@@ -147,8 +147,11 @@ fn with_fd<T>(fh: u64, f: impl FnOnce(&fs::File) -> T) -> T {
 
 fn open_fd(path: &Path, flags: i32, mode: u32) -> Result<u64, i32> {
     let c = cpath(path)?;
+    // O_DIRECT is the kernel's business here (its reads come through FUSE
+    // in any case); on the backing file it would want aligned buffers.
+    let flags = (flags & !libc::O_DIRECT) | libc::O_CLOEXEC;
     // SAFETY: `c` is a NUL-terminated path that outlives the call.
-    let fd = unsafe { libc::open(c.as_ptr(), flags | libc::O_CLOEXEC, mode) };
+    let fd = unsafe { libc::open(c.as_ptr(), flags, mode) };
     match fd < 0 {
         true => Err(last_errno()),
         false => Ok(fd as u64),
