@@ -32,6 +32,7 @@ command -v script >/dev/null || need+=(bsdutils)
 command -v mpirun >/dev/null || need+=(openmpi-bin)
 command -v fpart >/dev/null || need+=(fpart)
 command -v setpriv >/dev/null || need+=(util-linux)
+command -v fusermount3 >/dev/null || need+=(fuse3)
 if has node; then
   command -v node >/dev/null || need+=(nodejs)
   command -v npm >/dev/null || need+=(npm)
@@ -49,6 +50,8 @@ trap 'rm -f "$log"' EXIT
 status=0
 if has rust; then
   echo "== Rust: cargo test --workspace"
+  # The simulated share (tests/fs/shares.rs) runs beside kopiru's binary.
+  cargo build -p kopiru-slowfs 2>&1 | tee -a "$log" || status=$?
   cargo test --workspace "$@" 2>&1 | tee -a "$log" || status=$?
 fi
 if has node; then

@@ -244,6 +244,12 @@ fn finished(
     if summary.cancelled {
         errln!("{}", signals::stopped_line(STOPPED));
     }
+    if let (true, Some(fs)) = (args.explain, &summary.round_trips) {
+        outln!(
+            "workers {} ran: on {fs}, where each operation is a round trip, the default is more workers than CPUs",
+            summary.workers
+        );
+    }
     if summary_wanted {
         // A bar forced into a file or pipe leaves its last frame
         // without a newline.

@@ -209,6 +209,13 @@ pub struct Summary {
     pub elapsed: Duration,
     /// The copy was stopped by its cancel handle before it finished.
     pub cancelled: bool,
+    /// Worker threads that ran (the most at once, for a sharded copy's
+    /// parts).
+    pub workers: u64,
+    /// The filesystem, source's or destination's, whose operations are round
+    /// trips to a server ("nfs", "smb", "fuse", ...), for which the default
+    /// worker count was raised (not with `-j`).
+    pub round_trips: Option<String>,
 }
 
 impl Summary {
@@ -235,6 +242,8 @@ impl Summary {
             warnings,
             elapsed,
             cancelled,
+            workers,
+            round_trips,
         } = other;
         self.files += files;
         self.bytes += bytes;
@@ -255,6 +264,10 @@ impl Summary {
         self.warnings.extend(warnings);
         self.elapsed += elapsed;
         self.cancelled |= cancelled;
+        self.workers = self.workers.max(workers);
+        if self.round_trips.is_none() {
+            self.round_trips = round_trips;
+        }
     }
 
     /// Count of files copied with `m`.

@@ -78,6 +78,8 @@ impl Json {
             "refused": s.refused,
             "verified_files": s.verified_files,
             "methods": methods,
+            "workers": s.workers,
+            "round_trip_filesystem": s.round_trips,
             "errors": self.errors(&s.errors),
             "warnings": self.errors(&s.warnings),
             "elapsed_seconds": s.elapsed.as_secs_f64(),

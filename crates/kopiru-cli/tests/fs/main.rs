@@ -38,6 +38,7 @@ mod manifest;
 mod options;
 mod reruns;
 mod scale;
+mod shares;
 mod signals;
 mod snapshots;
 mod trees;
@@ -186,6 +187,7 @@ fn main() {
     signals::trials(&mut add);
     help::trials(&mut add);
     benches::trials(&mut add);
+    shares::trials(&mut add);
 
     if !skipped.is_empty() {
         eprintln!(

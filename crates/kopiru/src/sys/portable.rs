@@ -1,9 +1,28 @@
 //! Helpers written once for every platform, on top of its own calls.
 
-use super::{cstring, open_path, Fd, OPEN_DIR_FLAGS};
+use super::{cstring, fs_type, open_path, Fd, FdRef, OPEN_DIR_FLAGS};
 use std::ffi::CString;
 use std::io;
 use std::path::Path;
+
+/// The type of the filesystem `fd` is on when its operations are round
+/// trips to a server or a daemon (NFS, SMB, FUSE, Ceph, Lustre, GPFS, AFS,
+/// 9p...), as [`fs_type`] names it on Linux and macOS; `None` for a local
+/// one, or where it cannot be told (Windows names the remote volume's own
+/// filesystem, "ntfs", so a share there is not told apart yet).
+pub fn round_trip_fs(fd: FdRef) -> Option<String> {
+    let t = fs_type(fd).ok()?;
+    let remote = matches!(
+        t.as_str(),
+        // Linux (statfs f_type, named in linux.rs)
+        "nfs" | "smb" | "fuse" | "ceph" | "lustre" | "gpfs" | "afs" | "beegfs" | "orangefs"
+            | "9p"
+            // macOS (statfs f_fstypename)
+            | "smbfs" | "afpfs" | "webdav" | "macfuse" | "osxfuse" | "fuse-t" | "cifs"
+    ) || t.starts_with("fuse.")
+        || t.starts_with("nfs");
+    remote.then_some(t)
+}
 
 /// Alignment of buffers, offsets and lengths for uncached reads: 4096 covers
 /// every logical block size in use.

@@ -40,6 +40,21 @@ pub(crate) const SHARE_ABOVE: usize = 128;
 /// Entries claimed at a time from a shared directory.
 pub(crate) const SLICE: usize = 32;
 
+/// Workers at most, by default, where the source's or destination's
+/// operations are round trips to a server ([`sys::round_trip_fs`]): each
+/// waits on the network, not on a CPU, so more of them in flight pays. On
+/// the simulated share (kopiru-slowfs, docs/BENCHMARKS.md) the copy ran
+/// fastest at -j 32 to 64.
+pub(crate) const ROUND_TRIP_WORKERS: usize = 64;
+
+/// With round trips: a directory with more entries than this is shared,
+/// in slices of this many, so that its files are copied by many workers.
+const ROUND_TRIP_SHARE_ABOVE: usize = 8;
+const ROUND_TRIP_SLICE: usize = 4;
+
+/// With round trips: workers sent to help with one shared directory.
+pub(crate) const ROUND_TRIP_HELPERS: usize = 3;
+
 #[derive(Default)]
 pub(crate) struct Counters {
     pub(crate) files: AtomicU64,
@@ -72,6 +87,12 @@ pub(crate) struct Shared<'a> {
     /// Worker threads started, and how many may be.
     pub(crate) started: AtomicUsize,
     pub(crate) max_workers: usize,
+    /// A directory with more entries than this is shared, claimed this many
+    /// at a time ([`SHARE_ABOVE`] and [`SLICE`], less with round trips).
+    pub(crate) share_above: usize,
+    pub(crate) slice: usize,
+    /// The filesystem whose round trips raised `max_workers`.
+    pub(crate) round_trips: Option<String>,
     /// (device, inode) of each top-level destination directory: meeting one
     /// in a source means copying into itself through a path the planner
     /// could not see (a bind mount), so it is refused there.
@@ -107,7 +128,7 @@ pub(crate) fn run(
     refused: Vec<Error>,
 ) -> (Summary, SourceHashes) {
     sys::raise_fd_limit();
-    let sh = Shared::new(opts, reporter, Vec::new());
+    let mut sh = Shared::new(opts, reporter, Vec::new());
     for e in refused {
         sh.error(e);
     }
@@ -137,6 +158,7 @@ pub(crate) fn run(
                 continue;
             }
         };
+        sh.follow_latency(&[job.src_dir.as_fd(), job.dst_dir.as_fd()]);
         sh.place
             .add_filesystem(dst_dev, &job.dst_dir, &job.dst_parent, &sh);
         let mut node = DirNode::new(
@@ -220,6 +242,7 @@ pub(crate) fn run_groups(
     }
     for g in groups.into_iter().rev() {
         let mut node = DirNode::from(g.dir);
+        sh.follow_latency(&[node.src.as_fd(), node.dst.as_fd()]);
         sh.place
             .add_filesystem(node.dst_dev, &node.dst, &node.dst_path, &sh);
         if !how.shared && !node.fresh {
@@ -306,6 +329,9 @@ impl<'a> Shared<'a> {
             outstanding: AtomicUsize::new(0),
             started: AtomicUsize::new(1),
             max_workers: opts.worker_count(),
+            share_above: SHARE_ABOVE,
+            slice: SLICE,
+            round_trips: None,
             dst_roots: Mutex::new(Vec::new()),
             counters: Counters::default(),
             errors: Mutex::new(Vec::new()),
@@ -316,6 +342,27 @@ impl<'a> Shared<'a> {
             shallow_dirs: Mutex::new(Vec::new()),
             deferred_links: None,
             closer: sys::Closer::new(),
+        }
+    }
+
+    /// Where `fds` (a source and its destination directory) are on a
+    /// filesystem whose every operation is a round trip (NFS, SMB, FUSE...):
+    /// directories are shared in small slices among as many workers as
+    /// there are, and the default count is raised (not `-j N`'s). Not with
+    /// `-i` or `--shard` (whose ranks divide the CPUs); on local
+    /// filesystems nothing changes.
+    fn follow_latency(&mut self, fds: &[sys::FdRef]) {
+        let o = self.opts;
+        if self.round_trips.is_some() || o.interactive || o.shard.is_some() {
+            return;
+        }
+        if let Some(t) = fds.iter().find_map(|fd| sys::round_trip_fs(*fd)) {
+            self.round_trips = Some(t);
+            if o.jobs == 0 {
+                self.max_workers = self.max_workers.max(ROUND_TRIP_WORKERS);
+            }
+            self.share_above = ROUND_TRIP_SHARE_ABOVE;
+            self.slice = ROUND_TRIP_SLICE;
         }
     }
 
@@ -372,6 +419,8 @@ impl<'a> Shared<'a> {
             warnings: self.warnings.into_inner().expect("warnings lock"),
             elapsed: Default::default(),
             cancelled: !self.walked.load(Ordering::SeqCst),
+            workers: self.started.load(Ordering::SeqCst) as u64,
+            round_trips: self.round_trips,
         }
     }
 }

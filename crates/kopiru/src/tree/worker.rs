@@ -4,7 +4,7 @@
 
 use super::ahead::Ahead;
 use super::node::{DirNode, Item, Shard, Task};
-use super::{join, Shared, SHARE_ABOVE, SLICE};
+use super::{join, Shared, SHARE_ABOVE};
 use crate::data::PairCaps;
 use crate::error::{Error, Op, Refusal, Side};
 use crate::meta::{self, Target};
@@ -131,7 +131,7 @@ impl<'scope, 'env, 'a> Worker<'scope, 'env, 'a> {
                         shallow: false,
                     })
                     .collect();
-                if items.len() > SHARE_ABOVE {
+                if items.len() > self.sh.share_above {
                     dir.pending.fetch_add(1, Ordering::SeqCst);
                     let left = AtomicUsize::new(items.len());
                     let is_file = |i: &Item| i.kind == Some(FileKind::File);
@@ -161,7 +161,19 @@ impl<'scope, 'env, 'a> Worker<'scope, 'env, 'a> {
                         next: AtomicUsize::new(0),
                         ahead,
                     });
-                    self.push(Task::Share(shard.clone()));
+                    // One helper; with round trips, a few more: creating a
+                    // name takes the directory's lock on the client (the
+                    // VFS's), so more than a few workers in one directory
+                    // only queue there; the others serve other directories.
+                    let helpers = match (&shard.ahead, self.sh.round_trips.is_some()) {
+                        (None, true) => {
+                            (shard.items.len() / self.sh.slice).clamp(1, super::ROUND_TRIP_HELPERS)
+                        }
+                        _ => 1,
+                    };
+                    for _ in 0..helpers {
+                        self.push(Task::Share(shard.clone()));
+                    }
                     self.work_shard(&shard, true);
                 } else {
                     for item in &items {
@@ -198,11 +210,12 @@ impl<'scope, 'env, 'a> Worker<'scope, 'env, 'a> {
     pub(crate) fn work_shard(&mut self, shard: &Shard, lister: bool) {
         let len = shard.items.len();
         loop {
-            let start = shard.next.fetch_add(SLICE, Ordering::Relaxed);
+            let slice = self.sh.slice;
+            let start = shard.next.fetch_add(slice, Ordering::Relaxed);
             if start >= len {
                 break;
             }
-            let end = (start + SLICE).min(len);
+            let end = (start + slice).min(len);
             for item in &shard.items[start..end] {
                 self.item(&shard.dir, item);
             }
