@@ -12,13 +12,13 @@
 
 mod leftovers;
 pub(crate) mod names;
-mod publish;
+pub(crate) mod publish;
 mod staged;
 
 pub(crate) use leftovers::{remove_leftovers, remove_tree};
 pub use names::TMP_PREFIX;
 pub(crate) use names::{partial_name, staged_name};
-pub(crate) use publish::{flush_written, publish_alone};
+pub(crate) use publish::flush_written;
 pub(crate) use staged::{still_named, try_lock_at, StagedTree};
 
 use crate::error::{Error, Op};

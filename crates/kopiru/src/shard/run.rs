@@ -430,7 +430,7 @@ impl End<'_> {
             let placed = self
                 .staged_tree(opts)
                 .map_err(|e| Error::dst(&self.root.path, Op::Open, &e))
-                .and_then(|t| place::publish_alone(opts, &t));
+                .and_then(|t| place::publish::publish_alone(opts, &t));
             if let Err(e) = placed {
                 // Only a failed flush of the name leaves the tree in place.
                 let in_place = e.op == Op::Sync;
