@@ -448,7 +448,6 @@ pub fn summary_line() -> R {
 /// cp's spellings of copy's options, on a real filesystem: -t DIR, -p, -v
 /// and --reflink[=auto|always|never].
 pub fn cp_spellings(fs: Fs) -> R {
-    use std::os::unix::fs::{MetadataExt, PermissionsExt};
     let w = fixture::workdir(fs, "cp-spellings")?;
     let src = w.join("src");
     std::fs::create_dir_all(src.join("sub"))?;
@@ -458,18 +457,26 @@ pub fn cp_spellings(fs: Fs) -> R {
     let quote = w.join("it's");
     std::fs::write(&quote, b"q")?;
 
-    // -t DIR: every path is a source.
+    spelling_t(&w, &a, &src)?;
+    spelling_p(&w, &b)?;
+    spelling_v(&w, &quote)?;
+    spelling_reflink(fs, &w, &a)?;
+    Ok(())
+}
+
+/// `-t DIR`: every path is a source.
+fn spelling_t(w: &Path, a: &Path, src: &Path) -> R {
     let t = w.join("t");
     std::fs::create_dir(&t)?;
     let o = kopiru_cmd()
         .args(["copy", "-t"])
         .arg(&t)
-        .arg(&a)
+        .arg(a)
         .arg(src.join("sub"))
         .output()?;
     ensure!(code(&o) == 0, "-t: {}", show(&o));
     ensure!(
-        std::fs::read(t.join("a"))? == std::fs::read(&a)?
+        std::fs::read(t.join("a"))? == std::fs::read(a)?
             && std::fs::read(t.join("sub/b"))? == b"bee",
         "-t did not copy into DIR"
     );
@@ -477,7 +484,7 @@ pub fn cp_spellings(fs: Fs) -> R {
     let o = kopiru_cmd()
         .args(["copy", "-t"])
         .arg(&missing)
-        .arg(&a)
+        .arg(a)
         .output()?;
     ensure!(
         code(&o) == 2 && !missing.exists(),
@@ -485,22 +492,27 @@ pub fn cp_spellings(fs: Fs) -> R {
         show(&o)
     );
 
-    // -p: mode, times and owner, as cp -p; without it the owner is ours.
-    std::os::unix::fs::chown(&b, Some(4242), Some(4343))?;
-    std::fs::set_permissions(&b, std::fs::Permissions::from_mode(0o640))?;
+    Ok(())
+}
+
+/// `-p`: mode, times and owner, as cp -p; without it the owner is ours.
+fn spelling_p(w: &Path, b: &Path) -> R {
+    use std::os::unix::fs::{MetadataExt, PermissionsExt};
+    std::os::unix::fs::chown(b, Some(4242), Some(4343))?;
+    std::fs::set_permissions(b, std::fs::Permissions::from_mode(0o640))?;
     let old = std::fs::FileTimes::new()
         .set_modified(std::time::UNIX_EPOCH + Duration::from_secs(1_000_000_000));
     std::fs::File::options()
         .write(true)
-        .open(&b)?
+        .open(b)?
         .set_times(old)?;
     let o = kopiru_cmd()
         .args(["copy", "-p"])
-        .arg(&b)
+        .arg(b)
         .arg(w.join("p"))
         .output()?;
     ensure!(code(&o) == 0, "-p: {}", show(&o));
-    let (m, n) = (std::fs::metadata(&b)?, std::fs::metadata(w.join("p"))?);
+    let (m, n) = (std::fs::metadata(b)?, std::fs::metadata(w.join("p"))?);
     ensure!(
         (n.uid(), n.gid(), n.mode() & 0o7777, n.mtime()) == (m.uid(), m.gid(), 0o640, m.mtime()),
         "-p kept uid {} gid {} mode {:o} mtime {}",
@@ -511,7 +523,7 @@ pub fn cp_spellings(fs: Fs) -> R {
     );
     let o = kopiru_cmd()
         .arg("copy")
-        .arg(&b)
+        .arg(b)
         .arg(w.join("no-p"))
         .output()?;
     ensure!(code(&o) == 0, "{}", show(&o));
@@ -520,16 +532,20 @@ pub fn cp_spellings(fs: Fs) -> R {
         "the owner was kept without -p"
     );
 
-    // -v: 'SOURCE' -> 'DEST' per entry on stdout (directories, symlinks
-    // and hard links too), quoted as cp quotes, newline and control
-    // characters included: the very lines GNU cp -rv prints for the same
-    // tree (in another order: kopiru copies in parallel).
+    Ok(())
+}
+
+/// -v: 'SOURCE' -> 'DEST' per entry on stdout (directories, symlinks
+/// and hard links too), quoted as cp quotes, newline and control
+/// characters included: the very lines GNU cp -rv prints for the same
+/// tree (in another order: kopiru copies in parallel).
+fn spelling_v(w: &Path, quote: &Path) -> R {
     let vsrc = w.join("vsrc");
     std::fs::create_dir_all(vsrc.join("sub"))?;
     std::fs::write(vsrc.join("sub/b"), b"b")?;
     std::fs::write(vsrc.join("new\nline"), b"n")?;
     std::fs::write(vsrc.join("bell\x07and\ttab"), b"t")?;
-    std::fs::copy(&quote, vsrc.join("it's"))?;
+    std::fs::copy(quote, vsrc.join("it's"))?;
     std::os::unix::fs::symlink("sub/b", vsrc.join("link"))?;
     let o = kopiru_cmd()
         .args(["copy", "-v"])
@@ -560,8 +576,12 @@ pub fn cp_spellings(fs: Fs) -> R {
     ensure!(want.len() == 7, "cp -rv printed {want:#?}");
     ensure!(got == want, "-v printed {got:#?}, cp -rv {want:#?}");
 
-    // --reflink: always (also with no value) clones or fails; never
-    // streams; auto climbs the ladder.
+    Ok(())
+}
+
+/// `--reflink`: always (also with no value) clones or fails; never
+/// streams; auto climbs the ladder.
+fn spelling_reflink(fs: Fs, w: &Path, a: &Path) -> R {
     for (flag, name) in [
         ("--reflink", "r-bare"),
         ("--reflink=always", "r-always"),
@@ -571,7 +591,7 @@ pub fn cp_spellings(fs: Fs) -> R {
         let dst = w.join(name);
         let o = kopiru_cmd()
             .args(["copy", "--json", flag])
-            .arg(&a)
+            .arg(a)
             .arg(&dst)
             .output()?;
         let clones = flag != "--reflink=never" && fs.can_clone();
@@ -593,7 +613,7 @@ pub fn cp_spellings(fs: Fs) -> R {
     }
     let o = kopiru_cmd()
         .args(["copy", "--reflink=always", "--method", "stream"])
-        .arg(&a)
+        .arg(a)
         .arg(w.join("both"))
         .output()?;
     ensure!(code(&o) == 2, "--reflink with --method: {}", show(&o));

@@ -108,9 +108,30 @@ pub fn trusts_bytes() -> R {
     fails_with(&flash_stdin(&[], &html, &lo.dev)?, 2, "HTML")?;
     fails_with(&flash_stdin(&[], &random, &lo.dev)?, 2, "--format raw")?;
     untouched("standard input")?;
-    // Bigger than the device (24 MiB of compressible data, 16 MiB device),
-    // known from the xz index (also of multi-threaded xz, in blocks), the
-    // zstd frame header and the gzip trailer.
+    bigger_than_device(&dir, &lo, &before)?;
+    // What --format raw is for: bytes with no signature, written as they are.
+    let o = flash_stdin(&["--format", "raw"], &random, &lo.dev)?;
+    ensure!(code(&o) == 0, "--format raw: {}", show(&o));
+    let now = whole_device(&lo)?;
+    ensure!(
+        now[..random.len()] == random[..],
+        "--format raw: not written"
+    );
+    Ok(())
+}
+
+/// [`trusts_bytes`]: an image bigger than the device (24 MiB of
+/// compressible data, 16 MiB device) is refused before writing, known
+/// from the xz index (also of multi-threaded xz, in blocks), the zstd
+/// frame header and the gzip trailer.
+fn bigger_than_device(dir: &Path, lo: &Loop, before: &[u8]) -> R {
+    let untouched = |what: &str| -> R {
+        ensure!(
+            whole_device(lo)? == before,
+            "{what}: the device was written"
+        );
+        Ok(())
+    };
     let big = dir.join("big.raw");
     {
         let mut data = crate::trees::bytes(24 << 20, 31);
@@ -149,14 +170,6 @@ pub fn trusts_bytes() -> R {
         fails_with(&o, 2, why).map_err(|e| format!("{name}: {e:?}"))?;
         untouched(name)?;
     }
-    // What --format raw is for: bytes with no signature, written as they are.
-    let o = flash_stdin(&["--format", "raw"], &random, &lo.dev)?;
-    ensure!(code(&o) == 0, "--format raw: {}", show(&o));
-    let now = whole_device(&lo)?;
-    ensure!(
-        now[..random.len()] == random[..],
-        "--format raw: not written"
-    );
     Ok(())
 }
 

@@ -352,8 +352,13 @@ pub fn refusals() -> R {
         plain.display()
     )))?;
     ensure!(back.trim() == "same", "--file: {back}");
-    // OUTPUT that is not a regular file (here the device itself), even
-    // with --force; the map on OUTPUT; levels.
+    bad_outputs(&d, &lo)?;
+    Ok(())
+}
+
+/// [`refusals`]: an OUTPUT that is not a regular file (here the device
+/// itself), even with --force; the map on OUTPUT; standard output; levels.
+fn bad_outputs(d: &Path, lo: &Loop) -> R {
     fails_with(
         &image(&[
             OsStr::new("--force"),
@@ -392,7 +397,7 @@ pub fn refusals() -> R {
     ensure!(
         !fresh.exists() && !zst.exists(),
         "written after a refusal: {:?}",
-        names(&d)?
+        names(d)?
     );
     Ok(())
 }

@@ -338,7 +338,13 @@ pub fn rerun_after_inode_reuse(fs: Fs) -> R {
         ensure!(names(&out3)? == ["notes.txt"], "{:?}", names(&out3)?);
     }
 
-    // A user with no writable home: no record, no warning, cp's rule.
+    rerun_without_home(&w, &src)?;
+    fixture::unmount(&mnt)?;
+    Ok(())
+}
+
+/// As a user with no writable home: no record, no warning, cp's rule.
+fn rerun_without_home(w: &Path, src: &Path) -> R {
     let nobody = w.join("nobody");
     std::fs::create_dir(&nobody)?;
     std::os::unix::fs::chown(&nobody, Some(65534), Some(65534))?;
@@ -349,7 +355,7 @@ pub fn rerun_after_inode_reuse(fs: Fs) -> R {
             .env("HOME", "/nonexistent")
             .arg(env!("CARGO_BIN_EXE_kopiru"))
             .args(["copy", "--json"])
-            .arg(&src)
+            .arg(src)
             .arg(dst)
             .output()?)
     };
@@ -361,14 +367,13 @@ pub fn rerun_after_inode_reuse(fs: Fs) -> R {
         atime: false,
         ..DEFAULT
     };
-    same_tree(&src, &out4, no_atime)?;
+    same_tree(src, &out4, no_atime)?;
     quiet_success(&as_nobody(&out4)?, "nobody's second copy")?;
     ensure!(
         names(&out4)? == ["notes.txt", "src"],
         "without a record the rerun follows cp's rule: {:?}",
         names(&out4)?
     );
-    fixture::unmount(&mnt)?;
     Ok(())
 }
 

@@ -289,8 +289,14 @@ pub fn shard_killed(fs: Fs) -> R {
     same_tree(&src, &dst, manifest::ALL)?;
     ensure!(leftovers(&w)?.is_empty(), "left: {:?}", leftovers(&w)?);
 
-    // By hand: rank 2 dies; ranks 0, 1 and 3 must see it themselves (all
-    // under strace, as above).
+    shard_killed_by_hand(&w, &src)?;
+    no_temporaries(&w)
+}
+
+/// [`shard_killed`] by hand: rank 2 dies; ranks 0, 1 and 3 must see it
+/// themselves (all under strace, as under mpirun).
+fn shard_killed_by_hand(w: &Path, src: &Path) -> R {
+    let kopiru = env!("CARGO_BIN_EXE_kopiru");
     let dst = w.join("dst-hand");
     let start = |k: usize, resume: bool| {
         let mut c = if !resume {
@@ -311,7 +317,7 @@ pub fn shard_killed(fs: Fs) -> R {
         if resume {
             c.arg("--resume");
         }
-        c.arg(&src).arg(&dst);
+        c.arg(src).arg(&dst);
         c.stdout(std::process::Stdio::piped());
         c.stderr(std::process::Stdio::piped());
         c.spawn()
@@ -333,14 +339,14 @@ pub fn shard_killed(fs: Fs) -> R {
     }
     ensure!(!dst.exists(), "DEST appeared though rank 2 died");
     // It died mid-copy: the staged tree beside DEST holds part of the files.
-    let staged: Vec<_> = leftovers(&w)?
+    let staged: Vec<_> = leftovers(w)?
         .into_iter()
         .filter(|n| n.starts_with(".kopiru-tmp.tree."))
         .collect();
     ensure!(staged.len() == 1, "staged trees: {staged:?}");
     let part = manifest(&w.join(&staged[0]))?;
     let files = |m: &manifest::Manifest| m.values().filter(|e| e.kind == 'f').count();
-    let total = files(&manifest(&src)?);
+    let total = files(&manifest(src)?);
     ensure!(
         files(&part) > 0 && files(&part) < total,
         "the staged tree holds {} of {total} files: rank 2 did not die mid-copy",
@@ -353,9 +359,9 @@ pub fn shard_killed(fs: Fs) -> R {
         let o = c.wait_with_output()?;
         ensure!(code(&o) == 0, "--resume, rank {k}: {}", show(&o));
     }
-    same_tree(&src, &dst, manifest::ALL)?;
-    ensure!(leftovers(&w)?.is_empty(), "left: {:?}", leftovers(&w)?);
-    no_temporaries(&w)
+    same_tree(src, &dst, manifest::ALL)?;
+    ensure!(leftovers(w)?.is_empty(), "left: {:?}", leftovers(w)?);
+    Ok(())
 }
 
 /// fpart's live mode with kopiru as the job: `fpart -L -f 50 -W 'kopiru
