@@ -94,36 +94,41 @@ pub fn run(args: FlashArgs) -> u8 {
         }
     }
     opts.cancel = crate::signals::install(crate::signals::OnSignal::Cancel, STOPPED);
-    let bar = progress::DeviceBar(args.bar.wanted(true).then(|| {
-        // The decoded size (a compressed size would fill the bar at a third
-        // of an .xz image): from the block map, or where the format keeps
-        // it.
-        let total = opts.bmap.as_ref().map(|m| m.image_size).or(image.size);
-        let b = progress::bar(
-            args.bar.progress,
-            total,
-            if total.is_some() {
-                progress::DEVICE_BAR
-            } else {
-                progress::DEVICE_SPINNER
-            },
-        );
-        b.set_message("written");
-        if total.is_none() {
-            // Turning while a slow decoder fills the next buffer.
-            b.enable_steady_tick(std::time::Duration::from_millis(100));
-        }
-        b
-    }));
+    let bar = progress::DeviceBar::new(
+        args.bar.wanted(true).then(|| {
+            // The decoded size (a compressed size would fill the bar at a
+            // third of an .xz image): from the block map, or where the
+            // format keeps it.
+            let total = opts.bmap.as_ref().map(|m| m.image_size).or(image.size);
+            let b = progress::bar(args.bar.progress, total, progress::DEVICE_BAR);
+            b.set_message("written");
+            if total.is_none() || image.is_url() {
+                // Turning while a slow decoder fills the next buffer (or a
+                // download stalls: its rate and ETA are redrawn).
+                b.enable_steady_tick(std::time::Duration::from_millis(100));
+            }
+            b
+        }),
+        image.is_url(),
+    );
+    if let Some(b) = &bar.bar {
+        let total = b.length().is_some();
+        b.set_style(bar.style(match (total, image.is_url()) {
+            (true, false) => progress::DEVICE_BAR,
+            (false, false) => progress::DEVICE_SPINNER,
+            (true, true) => progress::URL_BAR,
+            (false, true) => progress::URL_SPINNER,
+        }));
+    }
     let s = flash(&image, &targets, &opts, &bar);
-    if let Some(b) = &bar.0 {
+    if let Some(b) = &bar.bar {
         b.finish_and_clear();
     }
     let code = report(&s, args.json);
     // Where a bar was shown, one line says what it came to, with the
     // image's SHA-256 once verified (users compare it with the
     // publisher's); --json has it too.
-    if bar.0.is_some() && s.source_error.is_none() && !s.cancelled {
+    if bar.bar.is_some() && s.source_error.is_none() && !s.cancelled {
         errln!("kopiru: {}", summary_line(&s, opts.verify));
     }
     code

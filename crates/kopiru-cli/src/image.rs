@@ -44,18 +44,21 @@ pub fn run(args: ImageArgs) -> u8 {
         }
     };
     opts.cancel = crate::signals::install(crate::signals::OnSignal::Cancel, STOPPED);
-    let bar = progress::DeviceBar(args.bar.wanted(true).then(|| {
-        let b = progress::bar(args.bar.progress, Some(src.size), progress::DEVICE_BAR);
-        // Counted as the encoder completes it, not as it is read ahead.
-        b.set_message(if format == Format::Raw {
-            "read"
-        } else {
-            "compressed"
-        });
-        b
-    }));
+    let bar = progress::DeviceBar::new(
+        args.bar.wanted(true).then(|| {
+            let b = progress::bar(args.bar.progress, Some(src.size), progress::DEVICE_BAR);
+            // Counted as the encoder completes it, not as it is read ahead.
+            b.set_message(if format == Format::Raw {
+                "read"
+            } else {
+                "compressed"
+            });
+            b
+        }),
+        false,
+    );
     let s = image(&src, &args.output, &opts, &bar);
-    if let Some(b) = &bar.0 {
+    if let Some(b) = &bar.bar {
         b.finish_and_clear();
     }
     let code = s.outcome().code();
@@ -72,7 +75,7 @@ pub fn run(args: ImageArgs) -> u8 {
     }
     // As flash: where a bar was shown, one line says what it came to (in a
     // pipe, --json has the same).
-    if bar.0.is_some() && s.ok() {
+    if bar.bar.is_some() && s.ok() {
         errln!("kopiru: {}", summary_line(&s, &args));
     }
     code

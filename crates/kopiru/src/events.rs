@@ -297,4 +297,10 @@ pub trait DeviceProgress: Sync {
     fn verifying(&self, _total: u64) {}
     /// `n` more bytes read back.
     fn verified(&self, _n: u64) {}
+    /// An image downloaded from a URL (`flash`): `received` bytes of the
+    /// file as published (compressed) had so far, each counted once, of
+    /// `total` (its Content-Length, when the server gave one), after
+    /// `resumes` connections resumed. Said as data arrives (at most about
+    /// once per MiB, and at each resume), from the reader's thread.
+    fn downloaded(&self, _received: u64, _total: Option<u64>, _resumes: u64) {}
 }

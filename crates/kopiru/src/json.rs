@@ -138,7 +138,8 @@ impl Json {
     /// `kopiru flash --json`. A device's error is an error object with the
     /// offset of the failed write (`at`) and what it means (`message`: "too
     /// small: ...", "the device disappeared ..."). The image's SHA-256 is
-    /// given once every device read it back the same.
+    /// given once every device read it back the same. For an image from
+    /// a URL, `downloaded_bytes` and `resumes` (else null).
     #[cfg(unix)]
     pub fn flash(&self, s: &crate::flash::FlashSummary) -> Value {
         let sha256 = s.sha256.filter(|_| s.ok()).and_then(|sum| {
@@ -155,6 +156,8 @@ impl Json {
             "source_error": s.source_error.as_ref().map(|e| self.error(e)),
             "cancelled": s.cancelled,
             "sha256": sha256,
+            "downloaded_bytes": s.downloaded,
+            "resumes": s.resumes,
             "devices": s.devices.iter().map(|d| json!({
                 "path": self.path(&d.path),
                 "direct": d.direct,

@@ -139,6 +139,14 @@ pub fn resumes() -> R {
             resumed(&log, &path, 206) >= 1,
             "{what}: no resumed Range request answered 206:\n{log}"
         );
+        // The download's counters: every byte of the .xz file had once,
+        // the resume counted.
+        let j = json(&o)?;
+        let size = std::fs::metadata(dir.join("image.raw.xz"))?.len();
+        ensure!(
+            j["downloaded_bytes"] == size && j["resumes"].as_u64().is_some_and(|n| n >= 1),
+            "{what}: want downloaded_bytes {size} and resumes >= 1: {j}"
+        );
         // The stall is 6 s long; with a 1 s timeout the resume comes first.
         ensure!(
             start.elapsed() < std::time::Duration::from_secs(5),
@@ -149,6 +157,8 @@ pub fn resumes() -> R {
     lo.fill("/dev/urandom", 8)?;
     let o = flash_url(&srv.url("image.raw.xz?fault=redirect"), &[&lo.dev], &[], &[]);
     exact(&o, &lo, &data, "redirected")?;
+    let j = json(&o)?;
+    ensure!(j["resumes"] == 0, "redirected: no resume wanted: {j}");
     ensure!(
         srv.requests().contains("GET /image.raw.xz range=- if-range=- -> 200"),
         "the redirect was not followed:\n{}",

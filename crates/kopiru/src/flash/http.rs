@@ -81,7 +81,10 @@ pub struct DownloadStats {
     /// Bytes received, counting those received twice (a server that
     /// ignores Range sends again what was had).
     pub received: AtomicU64,
-    /// Connections resumed after a drop or a stall.
+    /// Bytes of the file had so far, each counted once (the position in
+    /// it): what a download's progress shows.
+    pub had: AtomicU64,
+    /// Connections resumed after a drop or a stall (each try).
     pub resumed: AtomicU64,
     /// The file's length, as the server gave it (0: not given).
     pub length: AtomicU64,
@@ -437,6 +440,7 @@ impl Read for Download {
                 Ok(n) => {
                     self.pos += n as u64;
                     self.failures = 0;
+                    self.stats.had.store(self.pos, Ordering::Relaxed);
                     self.stats.received.fetch_add(n as u64, Ordering::Relaxed);
                     return Ok(n);
                 }

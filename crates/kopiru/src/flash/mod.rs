@@ -45,6 +45,7 @@ use crate::{Cancel, DeviceProgress, Error, Op, Refusal, Side};
 use device::Dev;
 use pieces::Layout;
 use std::path::{Path, PathBuf};
+use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
 
 /// Held back and written last.
@@ -215,6 +216,12 @@ pub struct FlashSummary {
     /// image, without its first MiB (if the writing was stopped), or were
     /// not all read back (if the verification was).
     pub cancelled: bool,
+    /// For an image from a URL: bytes of the file as published had, each
+    /// counted once (its length, once it was all read). `None`: not a URL.
+    pub downloaded: Option<u64>,
+    /// For an image from a URL: connections resumed (tries after a drop
+    /// or a stall). `None`: not a URL.
+    pub resumes: Option<u64>,
 }
 
 impl FlashSummary {
@@ -306,6 +313,10 @@ pub fn flash(
     );
     s.devices.extend(results);
     s.cancelled |= cancelled;
+    if let Some(d) = &image.download_stats {
+        s.downloaded = Some(d.had.load(Ordering::Relaxed));
+        s.resumes = Some(d.resumed.load(Ordering::Relaxed));
+    }
     s.elapsed = start.elapsed();
     s
 }

@@ -4,7 +4,7 @@
 
 use super::bmap::{BmapError, RangeSums};
 use super::decode;
-use super::http;
+use super::http::{self, DownloadStats};
 use super::input::Image;
 use super::pieces::Layout;
 use super::readback::Written;
@@ -13,6 +13,7 @@ use crate::sys::AsFd;
 use crate::sys::{self, Aligned};
 use crate::{Cancel, Error, Op, Refusal, Side};
 use std::io::{self, Read, Write};
+use std::sync::atomic::Ordering;
 use std::sync::mpsc;
 
 /// A part of the image for the writer: a filled buffer, or a range of the
@@ -168,8 +169,8 @@ pub(super) fn map_raw(image: &Image) -> Option<sys::Mapping> {
 }
 
 /// Reads the whole image into `sink`: the mapped image when there is one,
-/// else decoded from the file or standard input (a multi-threaded decoder
-/// within `memory`).
+/// else decoded from the file, standard input or a URL (a multi-threaded
+/// decoder within `memory`; a download's progress told to `events`).
 pub(super) fn read_image(
     image: &Image,
     mapping: Option<&sys::Mapping>,
@@ -177,10 +178,11 @@ pub(super) fn read_image(
     memory: u64,
     sha256: Option<[u8; 32]>,
     sink: &mut Sink,
+    events: &dyn super::FlashEvents,
 ) -> Result<(), Error> {
     let r = match mapping {
         Some(m) => sink.send_mapped(m, chunk),
-        None => decode(image, sink, memory, sha256),
+        None => decode(image, sink, memory, sha256, events),
     };
     let path = &image.path;
     match (sink.bmap_error.take(), r) {
@@ -227,16 +229,24 @@ fn damaged(image: &Image, sink: &Sink, e: io::Error) -> io::Error {
 /// With `sha256`, the file as read (compressed, as published) must have
 /// that SHA-256: it is read to its end, and a mismatch is an error before
 /// the last buffer goes out (the first MiB is not written then).
-fn decode(image: &Image, sink: &mut Sink, memory: u64, sha256: Option<[u8; 32]>) -> io::Result<()> {
+fn decode(
+    image: &Image,
+    sink: &mut Sink,
+    memory: u64,
+    sha256: Option<[u8; 32]>,
+    events: &dyn super::FlashEvents,
+) -> io::Result<()> {
     // What was read to recognise it (standard input, a URL), then the rest.
     let head = || io::Cursor::new(image.stdin_head.clone());
     let download = image.download.lock().map(|mut d| d.take()).unwrap_or(None);
-    let file: Box<dyn Read + Send> = match (&image.file, download) {
+    let file: Box<dyn Read + Send + '_> = match (&image.file, download) {
         (Some(f), _) => Box::new(f.try_clone()?),
         (None, Some(mut d)) => {
             // A stalled or dropped connection's pauses end on Ctrl-C.
             d.cancel = Some(sink.cancel.clone());
-            Box::new(head().chain(d))
+            let stats = d.stats.clone();
+            let told = Told::new(d, stats, events);
+            Box::new(head().chain(told))
         }
         (None, None) => Box::new(head().chain(io::stdin())),
     };
@@ -278,6 +288,60 @@ fn decode(image: &Image, sink: &mut Sink, memory: u64, sha256: Option<[u8; 32]>)
 /// Lower-case hex.
 fn hex(b: &[u8]) -> String {
     b.iter().map(|b| format!("{b:02x}")).collect()
+}
+
+/// A download that tells `events` how far it is: once per [`TELL_EVERY`]
+/// bytes, at each resume, and at its end (not at each small read).
+struct Told<'e, R> {
+    inner: R,
+    stats: std::sync::Arc<DownloadStats>,
+    events: &'e dyn super::FlashEvents,
+    /// `(had, resumed)` as last told.
+    told: (u64, u64),
+}
+
+/// Bytes of the download between two reports.
+const TELL_EVERY: u64 = 1 << 20;
+
+impl<'e, R> Told<'e, R> {
+    /// Tells what was had before (the bytes read to recognise the image).
+    fn new(
+        inner: R,
+        stats: std::sync::Arc<DownloadStats>,
+        events: &'e dyn super::FlashEvents,
+    ) -> Self {
+        let mut t = Told {
+            inner,
+            stats,
+            events,
+            told: (0, 0),
+        };
+        t.tell(true);
+        t
+    }
+
+    /// Reports the counters, if `always` or they moved enough.
+    fn tell(&mut self, always: bool) {
+        let s = &self.stats;
+        let had = s.had.load(Ordering::Relaxed);
+        let resumed = s.resumed.load(Ordering::Relaxed);
+        let total = Some(s.length.load(Ordering::Relaxed)).filter(|&l| l > 0);
+        let moved = had >= self.told.0 + TELL_EVERY
+            || resumed != self.told.1
+            || total.is_some_and(|t| had >= t && had != self.told.0);
+        if always || moved {
+            self.told = (had, resumed);
+            self.events.downloaded(had, total, resumed);
+        }
+    }
+}
+
+impl<R: Read> Read for Told<'_, R> {
+    fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
+        let r = self.inner.read(buf);
+        self.tell(matches!(r, Ok(0)) && self.told.0 != self.stats.had.load(Ordering::Relaxed));
+        r
+    }
 }
 
 /// A reader that hashes what it reads (the file as published).

@@ -74,7 +74,15 @@ pub(super) fn stream(
             // held-back head); the decoder's threads get the rest.
             let own = (2 * buf + HEAD) as u64;
             let memory = opts.memory.saturating_sub(own);
-            let r = read_image(image, mapping, chunk, memory, opts.sha256, &mut sink);
+            let r = read_image(
+                image,
+                mapping,
+                chunk,
+                memory,
+                opts.sha256,
+                &mut sink,
+                events,
+            );
             let sum = sink.sha256.take().map(|h| sha2::Digest::finalize(h).into());
             drop(sink);
             r.map(|()| sum)
