@@ -154,6 +154,14 @@ export interface FlashProgress {
   /** Bytes read back (all devices together). */
   verified: number
   verifyTotal: number | null
+  /** An image from an http(s) URL: bytes of the file as published (compressed) downloaded,
+   * each counted once (null: not a URL). */
+  downloaded: number | null
+  /** The file's length (its Content-Length), when the server gave one: with a compressed
+   * image, `downloaded / downloadTotal` is the better measure of how far the flash is. */
+  downloadTotal: number | null
+  /** Connections resumed after a drop or a stall (null: not a URL). */
+  resumes: number | null
 }
 
 export interface FlashOptions {
@@ -217,6 +225,12 @@ export interface FlashReport {
   cancelled: boolean
   /** The image's SHA-256, hex, once every device read it back the same (else null). */
   sha256: string | null
+  /** An image from an http(s) URL: bytes of the file as published downloaded, each counted
+   * once (null: not a URL). */
+  downloadedBytes: number | null
+  /** An image from an http(s) URL: connections resumed after a drop or a stall (null: not a
+   * URL). */
+  resumes: number | null
   devices: FlashDevice[]
   /** `sourceError` and every device's error. */
   errors: EntryError[]

@@ -325,6 +325,9 @@ async function flash(image, devices, options) {
     total: last.total ?? null,
     verified: r.reported.verified,
     verifyTotal: last.verifyTotal ?? null,
+    downloaded: s.downloadedBytes ?? null,
+    downloadTotal: last.downloadTotal ?? null,
+    resumes: s.resumes ?? null,
   })
   return settle('flash', s, o.signal, state, 'was written')
 }

@@ -283,6 +283,9 @@ impl DeviceProgress for DeviceCounts {
     fn verified(&self, n: u64) {
         self.0.add_checked(n);
     }
+    fn downloaded(&self, received: u64, total: Option<u64>, resumes: u64) {
+        self.0.set_download(received, total, resumes);
+    }
 }
 
 #[cfg(unix)]
@@ -360,14 +363,19 @@ pub fn flash<'e>(
         let total = opts.bmap.as_ref().map(|m| m.image_size).or(image.size);
         let counts = Arc::new(Counts::default());
         let c = counts.clone();
+        let url = image.is_url();
         let ticker = Ticker::start(on_progress, move || {
             let verify_total = c.get(&c.total2);
+            let download_total = c.get(&c.download_total);
             json!({
                 "phase": if c.phase.load(Ordering::Relaxed) == 2 { "verifying" } else { "writing" },
                 "written": c.get(&c.bytes),
                 "total": total,
                 "verified": c.get(&c.bytes2),
                 "verifyTotal": (verify_total > 0).then_some(verify_total),
+                "downloaded": url.then(|| c.get(&c.downloaded)),
+                "downloadTotal": (download_total > 0).then_some(download_total),
+                "resumes": url.then(|| c.get(&c.resumes)),
             })
         });
         let s = flash::flash(&image, &targets, &opts, &DeviceCounts(counts.clone()));

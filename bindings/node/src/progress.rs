@@ -36,6 +36,11 @@ pub struct Counts {
     pub total2: AtomicU64,
     /// The engine's phase, as the wrapper names it.
     pub phase: AtomicU8,
+    /// A flash from a URL: bytes of the file had, its length (0: not
+    /// known) and the connections resumed.
+    pub downloaded: AtomicU64,
+    pub download_total: AtomicU64,
+    pub resumes: AtomicU64,
 }
 
 impl Counts {
@@ -55,6 +60,14 @@ impl Counts {
     #[cfg(unix)]
     pub fn add_checked(&self, n: u64) {
         self.bytes2.fetch_add(n, Ordering::Relaxed);
+    }
+    /// A download's report (flash from a URL).
+    #[cfg(unix)]
+    pub fn set_download(&self, received: u64, total: Option<u64>, resumes: u64) {
+        self.downloaded.store(received, Ordering::Relaxed);
+        self.download_total
+            .store(total.unwrap_or(0), Ordering::Relaxed);
+        self.resumes.store(resumes, Ordering::Relaxed);
     }
     pub fn get(&self, c: &AtomicU64) -> u64 {
         c.load(Ordering::Relaxed)

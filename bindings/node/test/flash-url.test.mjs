@@ -89,8 +89,23 @@ test('flash(url): resumed after a cut connection, byte-exact', async (t) => {
     return t.skip(`SKIPPED: ${why}`)
   }
   const size = (5 << 20) + 77
-  const r = await flash(new URL(`http://127.0.0.1:${port}/image.raw.xz`), [loopdev], { stallTimeout: 2 })
+  const seen = []
+  const r = await flash(new URL(`http://127.0.0.1:${port}/image.raw.xz`), [loopdev], {
+    stallTimeout: 2,
+    onProgress: (p) => seen.push(p),
+  })
   assert.equal(r.format, 'xz')
+  // The download's counters: the .xz file had once, the cut resumed.
+  const xzSize = readFileSync(join(base, 'image.raw.xz')).length
+  assert.equal(r.downloadedBytes, xzSize)
+  assert.ok(r.resumes >= 1, `resumes: ${r.resumes}`)
+  const last = seen[seen.length - 1]
+  assert.equal(last.phase, 'done')
+  assert.equal(last.downloaded, xzSize)
+  assert.ok(last.resumes >= 1, JSON.stringify(last))
+  for (const p of seen) {
+    if (p.downloadTotal !== null) assert.equal(p.downloadTotal, xzSize)
+  }
   assert.equal(r.imageBytes, size)
   assert.equal(r.exitCode, 0)
   assert.equal(r.devices[0].verified, true)
