@@ -2,16 +2,17 @@
 //! (ROOT's is FUSE's 1), each remembered with its backing path; open files
 //! are their backing descriptors.
 
+use crate::backing::{cpath, errno, kind, last_errno, open_fd, set_times, time, with_fd};
 use fuser::{
     FileAttr, FileType, Filesystem, KernelConfig, MountOption, ReplyAttr, ReplyCreate, ReplyData,
     ReplyDirectory, ReplyEmpty, ReplyEntry, ReplyOpen, ReplyStatfs, ReplyWrite, Request, TimeOrNow,
 };
 use std::collections::HashMap;
-use std::ffi::{CString, OsStr, OsString};
+use std::ffi::{OsStr, OsString};
 use std::fs;
 use std::io;
 use std::os::unix::ffi::OsStrExt;
-use std::os::unix::fs::{DirEntryExt, FileExt, FileTypeExt, MetadataExt, PermissionsExt};
+use std::os::unix::fs::{DirEntryExt, FileExt, MetadataExt, PermissionsExt};
 use std::os::unix::io::FromRawFd;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -36,43 +37,6 @@ struct State {
 struct SlowFs {
     state: Arc<State>,
     pool: mpsc::Sender<(bool, Job)>,
-}
-
-fn errno(e: &io::Error) -> i32 {
-    e.raw_os_error().unwrap_or(libc::EIO)
-}
-
-fn cpath(p: &Path) -> Result<CString, i32> {
-    CString::new(p.as_os_str().as_bytes()).map_err(|_| libc::EINVAL)
-}
-
-fn last_errno() -> i32 {
-    errno(&io::Error::last_os_error())
-}
-
-fn time(secs: i64, nsecs: i64) -> SystemTime {
-    match secs >= 0 {
-        true => UNIX_EPOCH + Duration::new(secs as u64, nsecs as u32),
-        false => UNIX_EPOCH - Duration::from_secs(secs.unsigned_abs()),
-    }
-}
-
-fn kind(t: fs::FileType) -> FileType {
-    if t.is_dir() {
-        FileType::Directory
-    } else if t.is_symlink() {
-        FileType::Symlink
-    } else if t.is_fifo() {
-        FileType::NamedPipe
-    } else if t.is_socket() {
-        FileType::Socket
-    } else if t.is_block_device() {
-        FileType::BlockDevice
-    } else if t.is_char_device() {
-        FileType::CharDevice
-    } else {
-        FileType::RegularFile
-    }
 }
 
 impl State {
@@ -137,67 +101,10 @@ impl State {
     }
 }
 
-/// Calls `f` with the descriptor `fh` (an open backing file), not closing it.
-fn with_fd<T>(fh: u64, f: impl FnOnce(&fs::File) -> T) -> T {
-    // SAFETY: `fh` is a descriptor this process opened (create, open) and
-    // keeps open until release; ManuallyDrop keeps it from being closed here.
-    let file = std::mem::ManuallyDrop::new(unsafe { fs::File::from_raw_fd(fh as i32) });
-    f(&file)
-}
-
-fn open_fd(path: &Path, flags: i32, mode: u32) -> Result<u64, i32> {
-    let c = cpath(path)?;
-    // O_DIRECT is the kernel's business here (its reads come through FUSE
-    // in any case); on the backing file it would want aligned buffers.
-    let flags = (flags & !libc::O_DIRECT) | libc::O_CLOEXEC;
-    // SAFETY: `c` is a NUL-terminated path that outlives the call.
-    let fd = unsafe { libc::open(c.as_ptr(), flags, mode) };
-    match fd < 0 {
-        true => Err(last_errno()),
-        false => Ok(fd as u64),
-    }
-}
-
 impl SlowFs {
     /// Runs `f` on the pool, after the delay when `slow` (a round trip).
     fn run(&self, slow: bool, f: impl FnOnce(&State) + Send + 'static) {
         self.pool.send((slow, Box::new(f))).expect("pool alive");
-    }
-}
-
-fn set_times(path: &Path, atime: Option<TimeOrNow>, mtime: Option<TimeOrNow>) -> Result<(), i32> {
-    let ts = |t: Option<TimeOrNow>| match t {
-        None => libc::timespec {
-            tv_sec: 0,
-            tv_nsec: libc::UTIME_OMIT,
-        },
-        Some(TimeOrNow::Now) => libc::timespec {
-            tv_sec: 0,
-            tv_nsec: libc::UTIME_NOW,
-        },
-        Some(TimeOrNow::SpecificTime(t)) => {
-            let d = t.duration_since(UNIX_EPOCH).unwrap_or_default();
-            libc::timespec {
-                tv_sec: d.as_secs() as libc::time_t,
-                tv_nsec: d.subsec_nanos() as _,
-            }
-        }
-    };
-    let times = [ts(atime), ts(mtime)];
-    let c = cpath(path)?;
-    // SAFETY: `c` is NUL-terminated and `times` holds two timespecs, both
-    // alive for the call.
-    let r = unsafe {
-        libc::utimensat(
-            libc::AT_FDCWD,
-            c.as_ptr(),
-            times.as_ptr(),
-            libc::AT_SYMLINK_NOFOLLOW,
-        )
-    };
-    match r {
-        0 => Ok(()),
-        _ => Err(last_errno()),
     }
 }
 
@@ -701,48 +608,16 @@ impl Filesystem for SlowFs {
     }
 }
 
-fn usage() -> i32 {
-    eprintln!(
-        "usage: kopiru-slowfs ROOT MNT [--delay-ms N] [--threads N] [--ttl-ms N]\n\
-         A simulated network share: ROOT seen at MNT through FUSE, each metadata\n\
-         operation delayed by --delay-ms (default 1), data reads and writes not.\n\
-         Runs until MNT is unmounted."
-    );
-    2
-}
-
-pub(crate) fn main() -> i32 {
-    let mut args = std::env::args_os().skip(1);
-    let mut pos = Vec::new();
-    let (mut delay_us, mut threads, mut ttl_ms) = (1000u64, 256usize, 1000u64);
-    while let Some(a) = args.next() {
-        let mut num = |what: &str| -> Option<f64> {
-            let v = args.next()?.to_str()?.parse::<f64>().ok();
-            if v.is_none() {
-                eprintln!("kopiru-slowfs: {what} wants a number");
-            }
-            v
-        };
-        match a.to_str() {
-            Some("--delay-ms") => match num("--delay-ms") {
-                Some(v) => delay_us = (v * 1000.0) as u64,
-                None => return usage(),
-            },
-            Some("--threads") => match num("--threads") {
-                Some(v) if v >= 1.0 => threads = v as usize,
-                _ => return usage(),
-            },
-            Some("--ttl-ms") => match num("--ttl-ms") {
-                Some(v) => ttl_ms = v as u64,
-                None => return usage(),
-            },
-            Some("-h" | "--help") => return usage(),
-            _ => pos.push(PathBuf::from(a)),
-        }
-    }
-    let [root, mnt] = &pos[..] else {
-        return usage();
-    };
+/// Mounts ROOT at MNT and serves it until MNT is unmounted: each metadata
+/// operation waits `delay` on one of `threads` workers; the kernel keeps
+/// lookups and attributes for `ttl`. Returns the exit code.
+pub(crate) fn mount(
+    root: &Path,
+    mnt: &Path,
+    delay: Duration,
+    ttl: Duration,
+    threads: usize,
+) -> i32 {
     let root = match fs::canonicalize(root) {
         Ok(r) => r,
         Err(e) => {
@@ -759,8 +634,8 @@ pub(crate) fn main() -> i32 {
     };
     let state = Arc::new(State {
         root_ino,
-        delay: Duration::from_micros(delay_us),
-        ttl: Duration::from_millis(ttl_ms),
+        delay,
+        ttl,
         paths: Mutex::new(HashMap::from([(fuser::FUSE_ROOT_ID, root.clone())])),
         dirs: Mutex::new(HashMap::new()),
         next_dir: AtomicU64::new(1),
@@ -796,7 +671,7 @@ pub(crate) fn main() -> i32 {
         "kopiru-slowfs: {} at {}, {} ms per metadata operation (a simulation)",
         root.display(),
         mnt.display(),
-        delay_us as f64 / 1000.0
+        delay.as_secs_f64() * 1000.0
     );
     let _ = io::Write::flush(&mut io::stdout());
     match session.run() {
