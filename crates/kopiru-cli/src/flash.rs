@@ -14,18 +14,7 @@ use std::io::{BufRead, BufReader, Write};
 use std::path::Path;
 
 pub fn run(args: FlashArgs) -> u8 {
-    let http = HttpOptions {
-        stall_timeout: std::time::Duration::from_secs_f64(args.stall_timeout.max(0.05)),
-        // For the tests: how long to wait before resuming, at first.
-        backoff: std::env::var("KOPIRU_HTTP_BACKOFF_MS")
-            .ok()
-            .and_then(|v| v.parse().ok())
-            .map_or(
-                HttpOptions::default().backoff,
-                std::time::Duration::from_millis,
-            ),
-        ..HttpOptions::default()
-    };
+    let http = http_options(&args);
     let bmap = match &args.bmap {
         None => None,
         Some(p) => match Bmap::load_with(p, &args.image, &http) {
@@ -94,6 +83,40 @@ pub fn run(args: FlashArgs) -> u8 {
         }
     }
     opts.cancel = crate::signals::install(crate::signals::OnSignal::Cancel, STOPPED);
+    let bar = device_bar(&args, &image, &opts);
+    let s = flash(&image, &targets, &opts, &bar);
+    if let Some(b) = &bar.bar {
+        b.finish_and_clear();
+    }
+    let code = report(&s, args.json);
+    // Where a bar was shown, one line says what it came to, with the
+    // image's SHA-256 once verified (users compare it with the
+    // publisher's); --json has it too.
+    if bar.bar.is_some() && s.source_error.is_none() && !s.cancelled {
+        errln!("kopiru: {}", summary_line(&s, opts.verify));
+    }
+    code
+}
+
+/// How the image is fetched when it is a URL.
+fn http_options(args: &FlashArgs) -> HttpOptions {
+    HttpOptions {
+        stall_timeout: std::time::Duration::from_secs_f64(args.stall_timeout.max(0.05)),
+        // For the tests: how long to wait before resuming, at first.
+        backoff: std::env::var("KOPIRU_HTTP_BACKOFF_MS")
+            .ok()
+            .and_then(|v| v.parse().ok())
+            .map_or(
+                HttpOptions::default().backoff,
+                std::time::Duration::from_millis,
+            ),
+        ..HttpOptions::default()
+    }
+}
+
+/// The bar: the decoded size (from the block map, or where the format
+/// keeps it), and for a URL the download beside it.
+fn device_bar(args: &FlashArgs, image: &Image, opts: &FlashOptions) -> progress::DeviceBar {
     let bar = progress::DeviceBar::new(
         args.bar.wanted(true).then(|| {
             // The decoded size (a compressed size would fill the bar at a
@@ -120,18 +143,7 @@ pub fn run(args: FlashArgs) -> u8 {
             (false, true) => progress::URL_SPINNER,
         }));
     }
-    let s = flash(&image, &targets, &opts, &bar);
-    if let Some(b) = &bar.bar {
-        b.finish_and_clear();
-    }
-    let code = report(&s, args.json);
-    // Where a bar was shown, one line says what it came to, with the
-    // image's SHA-256 once verified (users compare it with the
-    // publisher's); --json has it too.
-    if bar.bar.is_some() && s.source_error.is_none() && !s.cancelled {
-        errln!("kopiru: {}", summary_line(&s, opts.verify));
-    }
-    code
+    bar
 }
 
 /// The image's SHA-256 in hex, when every device was written and verified.
