@@ -427,6 +427,85 @@ fault() {
     rmdev $DATA
 }
 
+# nfs NAME: the kernel's NFS server on loopback, exporting XFS (reflink),
+# mounted with vers=4.2 (issue 29). A 256 MiB file copied by kopiru within
+# the share must be copied by the server (NFS CLONE or COPY: the mount's
+# READ and WRITE counts in /proc/self/mountstats stay flat) and equal; a
+# tree copied onto the share must be exact, and still exact after an
+# unmount and a mount (close-to-open: what the client said was written is
+# on the server).
+nfs() {
+    local name=$1 t0=$SECONDS E=$W/export N=$W/nfs
+    [[ $name =~ $ONLY ]] || return 0
+    modprobe -a nfsd nfs nfsv4 2>/dev/null
+    if ! grep -q '^nfsd ' /proc/modules || ! command -v rpc.nfsd >/dev/null; then
+        echo "SKIP $name: no nfsd module or no rpc.nfsd (nfs-kernel-server) here"
+        return
+    fi
+    fresh $DATA $D_DATA || { echo "FAIL $name: cannot create data device"; return; }
+    mkdir -p $E $N
+    mkfs_for xfs /dev/mapper/$DATA && mount_fs xfs /dev/mapper/$DATA $E ||
+        { echo "FAIL $name: mkfs/mount xfs"; rmdev $DATA; return; }
+    # The host's /var/lib/nfs is read-only here: the server's state on tmpfs.
+    mount -t tmpfs tmpfs /var/lib/nfs 2>/dev/null
+    mkdir -p /var/lib/nfs/rpc_pipefs /var/lib/nfs/v4recovery
+    touch /var/lib/nfs/etab /var/lib/nfs/rmtab
+    mountpoint -q /proc/fs/nfsd || mount -t nfsd nfsd /proc/fs/nfsd
+    mount -t rpc_pipefs sunrpc /var/lib/nfs/rpc_pipefs 2>/dev/null
+    rpcbind -w 2>/dev/null
+    rpc.mountd --no-nfs-version 3 2>$T/nfs-err
+    exportfs -o rw,no_root_squash,no_subtree_check,insecure,fsid=0 127.0.0.1:$E 2>>$T/nfs-err
+    rpc.nfsd -N 3 4 2>>$T/nfs-err
+    echo Y >/proc/fs/nfsd/v4_end_grace 2>/dev/null
+    if ! mount -t nfs -o vers=4.2 127.0.0.1:/ $N 2>>$T/nfs-err; then
+        echo "SKIP $name: the NFS server did not come up: $(tail -n 2 $T/nfs-err | tr '\n' ' ')"
+        umount $E; rmdev $DATA
+        return
+    fi
+    local res="" ops0 ops1 reads writes
+    head -c $((256 << 20)) /dev/urandom >$E/big
+    # Per-operation counts of this mount: "OP: ops trans timeouts ...".
+    ops() { awk -v m=" $N " -v op="$1:" '$0 ~ "device .* mounted on" {on = index($0, m) > 0} on && $1 == op {print $2; exit}' /proc/self/mountstats; }
+    ops0="$(ops READ) $(ops WRITE) $(ops CLONE) $(ops COPY)"
+    $KOPIRU copy --json $N/big $N/big2 >$T/out 2>&1
+    local rc=$?
+    ops1="$(ops READ) $(ops WRITE) $(ops CLONE) $(ops COPY)"
+    local methods
+    methods=$(grep -o '"clone":[0-9]*\|"offload":[0-9]*\|"stream":[0-9]*' $T/out | tr '\n' ' ')
+    read -r r0 w0 c0 y0 <<<"$ops0"
+    read -r r1 w1 c1 y1 <<<"$ops1"
+    reads=$((r1 - r0)) writes=$((w1 - w0))
+    if [ $rc != 0 ]; then
+        res="FAIL $name: copy within the share exited $rc: $(head -c 200 $T/out)"
+    elif ! cmp -s $E/big $E/big2; then
+        res="FAIL $name: the copy differs from the file"
+    elif [ $reads -gt 2 ] || [ $writes -gt 2 ]; then
+        res="FAIL $name: the data crossed the network: $reads READs, $writes WRITEs for 256 MiB"
+    else
+        local how="CLONE $((c1 - c0)), COPY $((y1 - y0))"
+        # A tree onto the share, exact, and exact again after a remount.
+        $KOPIRU copy -a $W/src $N/tree >$T/out 2>&1
+        rc=$?
+        local v1=0 v2=0
+        $KOPIRU verify $W/src $N/tree >$T/v1 2>&1 || v1=$?
+        umount $N && mount -t nfs -o vers=4.2 127.0.0.1:/ $N
+        $KOPIRU verify $W/src $N/tree >$T/v2 2>&1 || v2=$?
+        if [ $rc != 0 ]; then
+            res="FAIL $name: tree onto the share exited $rc: $(head -c 200 $T/out)"
+        elif [ $v1 != 0 ] || [ $v2 != 0 ]; then
+            res="FAIL $name: the tree on the share is not exact (verify $v1, after a remount $v2): $(head -c 200 $T/v1) $(head -c 200 $T/v2)"
+        else
+            res="PASS $name: 256 MiB copied by the server ($how; $reads READs, $writes WRITEs; kopiru --json: ${methods% }), a tree exact on the share and after a remount [$((SECONDS - t0))s]"
+        fi
+    fi
+    echo "$res"
+    umount $N 2>/dev/null || umount -l $N
+    rpc.nfsd 0 2>/dev/null
+    exportfs -ua 2>/dev/null
+    umount $E 2>/dev/null || umount -l $E
+    rmdev $DATA
+}
+
 # lane N: the devices, device-mapper names and directories of one of two
 # lanes of scenarios. The guest has two vCPUs and eight disks, four per
 # lane: the lanes run side by side, each its scenarios one after another.
@@ -484,5 +563,8 @@ else
     lane0
     lane1
 fi
+# Alone, once both lanes are done (the server takes a CPU of its own).
+lane 0
+nfs nfs-xfs
 dmsetup remove zero0
 echo "GUEST DONE"

@@ -31,6 +31,7 @@ if [ "${LAB_NO_INSTALL:-0}" != 1 ]; then
     command -v dmsetup >/dev/null || need+=(dmsetup)
     command -v mkfs.xfs >/dev/null || need+=(xfsprogs)
     command -v mkfs.btrfs >/dev/null || need+=(btrfs-progs)
+    command -v rpc.nfsd >/dev/null || need+=(nfs-kernel-server)
     if [ ${#need[@]} -gt 0 ]; then
         if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null; then
             echo "lab: installing ${need[*]}" >&2
