@@ -287,6 +287,12 @@ fi
 
 # --- Windows under Wine ------------------------------------------------------
 WINE=/usr/lib/wine/wine64
+# DIR: Wine's environment, and Wine 8's missing bcryptprimitives.dll (the
+# shim of tests/windows/processprng.c) put in DIR, beside what loads it.
+wine_ready() {
+    x86_64-w64-mingw32-gcc -shared -O2 -o "$1/bcryptprimitives.dll" tests/windows/processprng.c -ladvapi32
+    export WINEPREFIX=${KOPIRU_WINEPREFIX:-/tmp/kopiru-wineprefix} WINEDEBUG=-all DISPLAY=
+}
 ZIP=$DIST/kopiru-$VERSION-x86_64-pc-windows-gnu.zip
 if [ ! -f "$ZIP" ]; then
     skip "windows: no ${ZIP#"$ROOT"/}"
@@ -304,8 +310,7 @@ else
     else
         fail "windows: kopiru.exe needs DLLs Windows does not have: $foreign"
     fi
-    x86_64-w64-mingw32-gcc -shared -O2 -o "${EXE%/*}/bcryptprimitives.dll" tests/windows/processprng.c -ladvapi32
-    export WINEPREFIX=${KOPIRU_WINEPREFIX:-/tmp/kopiru-wineprefix} WINEDEBUG=-all DISPLAY=
+    wine_ready "${EXE%/*}"
     winpath() { local p=${1//\//\\}; printf 'Z:%s' "$p"; }
     mkdir -p "$W/t/src/sub dir" "$W/t/src/empty"
     echo hello >"$W/t/src/a.txt"
@@ -425,11 +430,9 @@ else
     elif ! npm_project "$P" --force --os=win32 --cpu=x64 "$MAIN_TGZ" "$NPMD/kopiru-win32-x64-msvc-$VERSION.tgz"; then
         fail "npm win32-x64-msvc: npm install"; cat "$WORK/npm-out"
     else
-        x86_64-w64-mingw32-gcc -shared -O2 -o "$P/node_modules/kopiru-win32-x64-msvc/bcryptprimitives.dll" \
-            tests/windows/processprng.c -ladvapi32
+        wine_ready "$P/node_modules/kopiru-win32-x64-msvc"
         mkdir -p "$WORK/npm-wsrc/sub dir" && echo hello >"$WORK/npm-wsrc/a.txt" &&
             head -c 1048576 /dev/urandom >"$WORK/npm-wsrc/sub dir/big.bin"
-        export WINEPREFIX=${KOPIRU_WINEPREFIX:-/tmp/kopiru-wineprefix} WINEDEBUG=-all DISPLAY=
         # Node under Wine cannot write to a pipe: its output goes to a file.
         (cd "$P" && NODE_SKIP_PLATFORM_CHECK=1 "$WINE" "$NB/node.exe" copy.js \
             "Z:${WORK//\//\\}\\npm-wsrc" "Z:${WORK//\//\\}\\npm-wdst" >"$WORK/out" 2>&1 </dev/null)

@@ -329,7 +329,8 @@ impl<'a> Placement<'a> {
     /// A directory is complete (its last entry done). `complete`: not
     /// cancelled, its metadata applied; under `--sync file` it is then
     /// made durable. Its deferred renames, if any, wait for the end.
-    pub(crate) fn dir_done(&self, dir: Arc<dyn DestDir + 'a>, complete: bool, sink: &dyn Sink) {
+    /// (Kept, by a clone of `dir`, only when it has renames waiting.)
+    pub(crate) fn dir_done<D: DestDir + 'a>(&self, dir: &Arc<D>, complete: bool, sink: &dyn Sink) {
         let d = dir.dest();
         if complete {
             if let Err(e) = self.sync_dir(d.fd) {
@@ -337,6 +338,7 @@ impl<'a> Placement<'a> {
             }
         }
         if !d.deferred.is_empty() {
+            let dir: Arc<dyn DestDir + 'a> = dir.clone();
             self.waiting.lock().expect("waiting lock").push(dir);
         }
     }

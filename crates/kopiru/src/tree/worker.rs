@@ -268,7 +268,7 @@ impl<'scope, 'env, 'a> Worker<'scope, 'env, 'a> {
                 self.warnings(&cur.dst_path, w);
             }
             let complete = cur.stat.is_some() && !cancelled;
-            self.sh.place.dir_done(cur.clone(), complete, self.sh);
+            self.sh.place.dir_done(&cur, complete, self.sh);
             match cur.parent.clone() {
                 Some(p) => cur = p,
                 None => return,
