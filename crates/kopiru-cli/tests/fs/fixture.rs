@@ -154,15 +154,15 @@ pub fn mount_image(fs: Fs, image: PathBuf, mnt: &Path) -> Result<PathBuf, String
     Ok(mnt.to_path_buf())
 }
 
-/// Unmounts one filesystem made here (its image stays until the end).
+/// Unmounts one filesystem made here and deletes its image (teardown no
+/// longer knows of it: kept, it was left behind in /var/tmp by every run).
 pub fn unmount(mnt: &Path) -> Result<(), String> {
-    sh(Command::new("umount").arg(mnt))?;
-    MOUNTED.lock().unwrap().retain(|m| m.mnt != mnt);
-    Ok(())
+    let image = unmount_keeping_image(mnt)?;
+    std::fs::remove_file(&image).map_err(|e| format!("rm {}: {e}", image.display()))
 }
 
-/// Unmounts one filesystem made here and mounts its image again.
-pub fn remount(fs: Fs, mnt: &Path) -> Result<(), String> {
+/// Unmounts one filesystem made here and returns its image file.
+fn unmount_keeping_image(mnt: &Path) -> Result<PathBuf, String> {
     let image = MOUNTED
         .lock()
         .unwrap()
@@ -170,7 +170,14 @@ pub fn remount(fs: Fs, mnt: &Path) -> Result<(), String> {
         .find(|m| m.mnt == mnt)
         .map(|m| m.image.clone())
         .ok_or_else(|| format!("{} was not mounted here", mnt.display()))?;
-    unmount(mnt)?;
+    sh(Command::new("umount").arg(mnt))?;
+    MOUNTED.lock().unwrap().retain(|m| m.mnt != mnt);
+    Ok(image)
+}
+
+/// Unmounts one filesystem made here and mounts its image again.
+pub fn remount(fs: Fs, mnt: &Path) -> Result<(), String> {
+    let image = unmount_keeping_image(mnt)?;
     mount_image(fs, image, mnt).map(drop)
 }
 

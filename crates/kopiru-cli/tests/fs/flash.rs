@@ -246,13 +246,9 @@ pub fn several_devices() -> R {
     Ok(())
 }
 
-/// With a block map (made by bmaptool) exactly the mapped ranges are
-/// written, on a 4096-byte-sector device: the rest keeps what was there. A
-/// range whose bytes do not match the map's checksum fails the flash before
-/// the first MiB is written; an edited map is refused.
-pub fn bmap() -> R {
-    let dir = fixture::run_root().join("flash-bmap");
-    std::fs::create_dir_all(&dir)?;
+/// A 16 MiB sparse image `sparse.img` in `dir` with three ranges of data,
+/// its block map `sparse.bmap` (made by bmaptool), and the ranges.
+pub(crate) fn sparse_with_map(dir: &Path) -> Result<(PathBuf, PathBuf, [(u64, usize); 3]), Failed> {
     let img = dir.join("sparse.img");
     let f = std::fs::File::create(&img)?;
     f.set_len(16 << 20)?;
@@ -269,6 +265,42 @@ pub fn bmap() -> R {
             .arg("-o")
             .arg(&map),
     )?;
+    Ok((img, map, ranges))
+}
+
+/// The 512-byte sectors of `after` that are neither the image's `data`
+/// where the map's `ranges` are (in whole 4 KiB blocks, as bmaptool maps)
+/// nor what the device held `before` elsewhere.
+pub(crate) fn not_as_mapped(
+    ranges: &[(u64, usize)],
+    data: &[u8],
+    before: &[u8],
+    after: &[u8],
+) -> usize {
+    let mapped = |o: usize| {
+        ranges.iter().any(|&(a, l)| {
+            let a = a as usize / 4096 * 4096;
+            let b = (a + l).div_ceil(4096) * 4096;
+            (a..b).contains(&o)
+        })
+    };
+    (0..data.len())
+        .step_by(512)
+        .filter(|&o| {
+            let want = if mapped(o) { &data[o..o + 512] } else { &before[o..o + 512] };
+            after[o..o + 512] != *want
+        })
+        .count()
+}
+
+/// With a block map (made by bmaptool) exactly the mapped ranges are
+/// written, on a 4096-byte-sector device: the rest keeps what was there. A
+/// range whose bytes do not match the map's checksum fails the flash before
+/// the first MiB is written; an edited map is refused.
+pub fn bmap() -> R {
+    let dir = fixture::run_root().join("flash-bmap");
+    std::fs::create_dir_all(&dir)?;
+    let (img, map, ranges) = sparse_with_map(&dir)?;
     let data = std::fs::read(&img)?;
     let lo = Loop::new("bmap", 32, 4096, true)?;
     lo.fill("/dev/urandom", 32)?;
@@ -282,25 +314,7 @@ pub fn bmap() -> R {
     ensure!(code(&o) == 0, "{}", show(&o));
     ensure!(json(&o)?["devices"][0]["verified"] == true, "{}", show(&o));
     let after = device_bytes(&lo.dev, data.len())?;
-    // bmaptool maps whole 4 KiB blocks.
-    let mapped = |o: usize| {
-        ranges.iter().any(|&(a, l)| {
-            let a = a as usize / 4096 * 4096;
-            let b = (a + l).div_ceil(4096) * 4096;
-            (a..b).contains(&o)
-        })
-    };
-    let mut wrong = 0;
-    for o in (0..data.len()).step_by(512) {
-        let want = if mapped(o) {
-            &data[o..o + 512]
-        } else {
-            &before[o..o + 512]
-        };
-        if &after[o..o + 512] != want {
-            wrong += 1;
-        }
-    }
+    let wrong = not_as_mapped(&ranges, &data, &before, &after);
     ensure!(wrong == 0, "{wrong} sectors are not what the map says");
 
     // The image changed after the map was made: caught, first MiB untouched.

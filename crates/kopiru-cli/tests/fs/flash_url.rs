@@ -209,8 +209,9 @@ pub fn etag_changed() -> R {
 
 /// HTTP 404 and 500 exit 2 with the status, an HTML page under an image's
 /// name is refused, and an image larger than the device (known from the
-/// xz index, fetched with a Range request, or a raw file's
-/// Content-Length) is refused: the device untouched each time.
+/// xz index, fetched with a Range request, the first zstd frame's header,
+/// or a raw file's Content-Length) is refused: the device untouched each
+/// time.
 pub fn refusals() -> R {
     let (dir, _) = served("refusals")?;
     std::fs::write(
@@ -226,6 +227,7 @@ pub fn refusals() -> R {
     bytes[510..512].copy_from_slice(&[0x55, 0xAA]);
     std::fs::write(&big, bytes)?;
     fixture::sh(Command::new("xz").args(["-k", "-f", "-q", "-T1", "-0"]).arg(&big))?;
+    fixture::sh(Command::new("zstd").args(["-k", "-f", "-q"]).arg(&big))?;
     let srv = Server::start(&dir, None)?;
     let lo = Loop::new("url-refusals", 16, 512, true)?;
     lo.fill("/dev/urandom", 16)?;
@@ -235,6 +237,7 @@ pub fn refusals() -> R {
         ("image.raw.xz?fault=status=500", "HTTP 500"),
         ("page.img.xz", "it looks like HTML"),
         ("big.img.xz", "too small"),
+        ("big.img.zst", "too small"),
         ("big.img", "too small"),
     ] {
         let o = flash_url(&srv.url(path), &[&lo.dev], &[], &[]);
@@ -269,10 +272,9 @@ pub fn sha256() -> R {
     exact(&o, &lo, &data, "the right --sha256")
 }
 
-/// HTTPS with a certificate from a CA of the test's own: flashed with the
-/// CA in SSL_CERT_FILE, refused (nothing written) without it.
-pub fn https() -> R {
-    let (dir, data) = served("https")?;
+/// A CA of the test's own (`ca.pem`) and a server certificate for
+/// 127.0.0.1 signed by it (`srv.pem`, `srv.key`), made in `dir`.
+fn https_certs(dir: &Path) -> R {
     let d = dir.display();
     fixture::sh(Command::new("sh").arg("-c").arg(format!(
         "set -e; cd '{d}'; \
@@ -286,6 +288,14 @@ extendedKeyUsage=serverAuth\\n' > srv.ext; \
          openssl x509 -req -in srv.csr -CA ca.pem -CAkey ca.key -CAcreateserial \
            -out srv.pem -days 2 -extfile srv.ext 2>/dev/null"
     )))?;
+    Ok(())
+}
+
+/// HTTPS with a certificate from a CA of the test's own: flashed with the
+/// CA in SSL_CERT_FILE, refused (nothing written) without it.
+pub fn https() -> R {
+    let (dir, data) = served("https")?;
+    https_certs(&dir)?;
     let srv = Server::start(&dir, Some((&dir.join("srv.pem"), &dir.join("srv.key"))))?;
     let lo = Loop::new("url-https", 16, 512, true)?;
     lo.fill("/dev/urandom", 8)?;
@@ -362,6 +372,83 @@ pub fn bmap_auto_missing() -> R {
     Ok(())
 }
 
+/// A block map beside the URL (`--bmap auto`) or at a URL of its own
+/// (`--bmap URL`): only the mapped ranges are written, the rest of the
+/// device keeps what it held.
+pub fn bmap_url() -> R {
+    let dir = fixture::run_root().join("flash-url-bmap");
+    std::fs::create_dir_all(&dir)?;
+    let (img, map, ranges) = crate::flash::sparse_with_map(&dir)?;
+    let data = std::fs::read(&img)?;
+    fixture::sh(Command::new("xz").args(["-k", "-f", "-q", "-T1", "-0"]).arg(&img))?;
+    std::fs::copy(&map, dir.join("sparse.img.xz.bmap"))?;
+    let srv = Server::start(&dir, None)?;
+    let lo = Loop::new("url-bmap", 32, 4096, true)?;
+    for (bmap, asked) in [
+        (srv.url("sparse.bmap"), "GET /sparse.bmap "),
+        ("auto".to_string(), "GET /sparse.img.xz.bmap "),
+    ] {
+        lo.fill("/dev/urandom", 32)?;
+        let before = device_bytes(&lo.dev, data.len())?;
+        let o = flash_url(&srv.url("sparse.img.xz"), &[&lo.dev], &["--bmap", &bmap], &[]);
+        ensure!(code(&o) == 0, "--bmap {bmap}: {}", show(&o));
+        ensure!(json(&o)?["devices"][0]["verified"] == true, "{}", show(&o));
+        let after = device_bytes(&lo.dev, data.len())?;
+        let wrong = crate::flash::not_as_mapped(&ranges, &data, &before, &after);
+        ensure!(wrong == 0, "--bmap {bmap}: {wrong} sectors are not what the map says");
+        ensure!(
+            srv.requests().contains(asked),
+            "--bmap {bmap}: the map was not asked for:\n{}",
+            srv.requests()
+        );
+    }
+    Ok(())
+}
+
+/// HTTP_PROXY: a host that does not resolve is reached through the proxy
+/// (the test server, which answers absolute-form requests), a dropped
+/// connection resumed through it; with the host in NO_PROXY the proxy is
+/// bypassed and the name fails. HTTPS_PROXY: an https URL goes through a
+/// CONNECT tunnel of the proxy.
+pub fn proxy() -> R {
+    let (dir, data) = served("proxy")?;
+    let prox = Server::start(&dir, None)?;
+    let lo = Loop::new("url-proxy", 16, 512, true)?;
+    let via = format!("http://127.0.0.1:{}", prox.port);
+    let url = "http://kopiru-test.invalid/image.raw.xz?fault=drop40";
+    lo.fill("/dev/urandom", 8)?;
+    let o = flash_url(url, &[&lo.dev], &[], &[("HTTP_PROXY", &via), ("NO_PROXY", "")]);
+    exact(&o, &lo, &data, "through HTTP_PROXY")?;
+    let log = prox.requests();
+    ensure!(
+        log.contains("GET http://kopiru-test.invalid/image.raw.xz?fault=drop40 range=bytes="),
+        "no resumed request through the proxy:\n{log}"
+    );
+    let o = flash_url(
+        url,
+        &[&lo.dev],
+        &[],
+        &[("HTTP_PROXY", &via), ("NO_PROXY", "localhost,.invalid")],
+    );
+    fails_with(&o, 2, "kopiru-test.invalid")?;
+
+    https_certs(&dir)?;
+    let tls = Server::start(&dir, Some((&dir.join("srv.pem"), &dir.join("srv.key"))))?;
+    lo.fill("/dev/urandom", 8)?;
+    let ca = dir.join("ca.pem");
+    let ca = ca.to_string_lossy();
+    let env = [("HTTPS_PROXY", via.as_str()), ("NO_PROXY", ""), ("SSL_CERT_FILE", &ca)];
+    let o = flash_url(&tls.url("image.raw.xz"), &[&lo.dev], &[], &env);
+    exact(&o, &lo, &data, "through HTTPS_PROXY")?;
+    let tunnel = format!("CONNECT 127.0.0.1:{} ", tls.port);
+    ensure!(
+        prox.requests().contains(&tunnel),
+        "no CONNECT tunnel through the proxy:\n{}",
+        prox.requests()
+    );
+    Ok(())
+}
+
 /// Why these tests cannot run here, if they cannot.
 fn unavailable() -> Option<String> {
     crate::flash::unavailable().or_else(|| {
@@ -382,5 +469,11 @@ pub fn trials(add: Add) {
     add("flash_url_sha256".into(), needs.clone(), Box::new(sha256));
     add("flash_url_https".into(), needs.clone(), Box::new(https));
     add("flash_url_two_devices".into(), needs.clone(), Box::new(two_devices));
-    add("flash_url_bmap_auto_missing".into(), needs, Box::new(bmap_auto_missing));
+    add("flash_url_bmap_auto_missing".into(), needs.clone(), Box::new(bmap_auto_missing));
+    add("flash_url_proxy".into(), needs.clone(), Box::new(proxy));
+    add(
+        "flash_url_bmap".into(),
+        needs.or_else(crate::flash::bmaptool_unavailable),
+        Box::new(bmap_url),
+    );
 }

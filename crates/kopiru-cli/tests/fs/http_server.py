@@ -15,6 +15,10 @@ Faults (?fault=a,b,...), counted per path and query:
               changed on the server): If-Range no longer matches
   status=N    answers N (404, 500, ...) with a small HTML body
   redirect    answers 302 to the same path without this fault
+
+It is also a proxy, for the proxy tests: a request in absolute form
+("GET http://any.host/path") is answered from DIR, and CONNECT to
+127.0.0.1:PORT is tunnelled (logged as "CONNECT 127.0.0.1:PORT ...").
 """
 
 import os
@@ -49,6 +53,45 @@ class Handler(BaseHTTPRequestHandler):
         with LOCK:
             with open(LOG, "a") as f:
                 f.write(line)
+
+    def do_CONNECT(self):
+        host, _, port = self.path.rpartition(":")
+        try:
+            if host != "127.0.0.1":
+                raise OSError("only 127.0.0.1 is tunnelled")
+            upstream = socket.create_connection((host, int(port)), timeout=10)
+        except (OSError, ValueError):
+            self.note(502)
+            self.send_response(502)
+            self.send_header("Content-Length", "0")
+            self.end_headers()
+            return
+        self.note(200)
+        self.send_response(200, "Connection established")
+        self.end_headers()
+        self.close_connection = True
+        down = self.connection
+
+        def pump(a, b):
+            try:
+                while True:
+                    chunk = a.recv(64 << 10)
+                    if not chunk:
+                        break
+                    b.sendall(chunk)
+            except OSError:
+                pass
+            for s in (a, b):
+                try:
+                    s.shutdown(socket.SHUT_RDWR)
+                except OSError:
+                    pass
+
+        t = threading.Thread(target=pump, args=(upstream, down), daemon=True)
+        t.start()
+        pump(down, upstream)
+        t.join()
+        upstream.close()
 
     def do_GET(self):
         url = urlsplit(self.path)

@@ -29,7 +29,9 @@ pub(super) fn decoded_by(
         Format::Raw => (Some(len), None),
         Format::Xz => (xz_size(at, len), None),
         Format::Zstd if walk => (zstd_size(at, len), None),
-        Format::Zstd => (None, None),
+        // Over HTTP: the first frame's recorded size, which the image has
+        // at least (zstd writes one frame for a file, so this is all of it).
+        Format::Zstd => (None, zstd_first_frame(at, len)),
         // ISIZE: the last member's size modulo 2^32, so the whole image
         // has at least that many bytes.
         Format::Gzip => {
@@ -148,6 +150,16 @@ fn zstd_size(at: &dyn Fn(u64, usize) -> Option<Vec<u8>>, len: u64) -> Option<u64
     (pos == len).then_some(total)
 }
 
+/// The Frame_Content_Size of a zstd file's first frame, when it starts
+/// the file and records it.
+fn zstd_first_frame(at: &dyn Fn(u64, usize) -> Option<Vec<u8>>, len: u64) -> Option<u64> {
+    let magic = u32::from_le_bytes(at(0, 4)?.try_into().ok()?);
+    if magic != 0xFD2F_B528 {
+        return None;
+    }
+    zstd_frame_header(&at(4, 14.min(len.checked_sub(4)?) as usize)?)?.0
+}
+
 /// A zstd frame header (after the magic): its content size, if recorded,
 /// and its length.
 fn zstd_frame_header(h: &[u8]) -> Option<(Option<u64>, u64)> {
@@ -250,5 +262,22 @@ mod tests {
         let mut unknown = zstd_frame(&[5u8; 2500], true);
         unknown.extend_from_slice(&zstd_frame(&[6u8; 700], false));
         assert_eq!(uncompressed_size("zst-unknown", &unknown), None);
+    }
+
+    /// Over HTTP (no walk): no size, but at least the first frame's.
+    #[test]
+    fn zstd_first_frame_without_walking() {
+        let mut two = zstd_frame(&[5u8; 2500], true);
+        two.extend_from_slice(&zstd_frame(&[6u8; 700], true));
+        let at = |off: u64, n: usize| two.get(off as usize..off as usize + n).map(<[u8]>::to_vec);
+        let len = two.len() as u64;
+        assert_eq!(
+            decoded_by(&at, len, Format::Zstd, false),
+            (None, Some(2500))
+        );
+        let none = zstd_frame(&[5u8; 2500], false);
+        let at = |off: u64, n: usize| none.get(off as usize..off as usize + n).map(<[u8]>::to_vec);
+        let len = none.len() as u64;
+        assert_eq!(decoded_by(&at, len, Format::Zstd, false), (None, None));
     }
 }
