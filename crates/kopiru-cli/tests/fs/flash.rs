@@ -246,9 +246,17 @@ pub fn several_devices() -> R {
     Ok(())
 }
 
+/// A sparse image with a block map.
+pub(crate) struct Sparse {
+    pub img: PathBuf,
+    pub map: PathBuf,
+    /// Where its data is: (offset, length).
+    pub ranges: [(u64, usize); 3],
+}
+
 /// A 16 MiB sparse image `sparse.img` in `dir` with three ranges of data,
-/// its block map `sparse.bmap` (made by bmaptool), and the ranges.
-pub(crate) fn sparse_with_map(dir: &Path) -> Result<(PathBuf, PathBuf, [(u64, usize); 3]), Failed> {
+/// and its block map `sparse.bmap` (made by bmaptool).
+pub(crate) fn sparse_with_map(dir: &Path) -> Result<Sparse, Failed> {
     let img = dir.join("sparse.img");
     let f = std::fs::File::create(&img)?;
     f.set_len(16 << 20)?;
@@ -265,7 +273,7 @@ pub(crate) fn sparse_with_map(dir: &Path) -> Result<(PathBuf, PathBuf, [(u64, us
             .arg("-o")
             .arg(&map),
     )?;
-    Ok((img, map, ranges))
+    Ok(Sparse { img, map, ranges })
 }
 
 /// The 512-byte sectors of `after` that are neither the image's `data`
@@ -300,7 +308,7 @@ pub(crate) fn not_as_mapped(
 pub fn bmap() -> R {
     let dir = fixture::run_root().join("flash-bmap");
     std::fs::create_dir_all(&dir)?;
-    let (img, map, ranges) = sparse_with_map(&dir)?;
+    let Sparse { img, map, ranges } = sparse_with_map(&dir)?;
     let data = std::fs::read(&img)?;
     let lo = Loop::new("bmap", 32, 4096, true)?;
     lo.fill("/dev/urandom", 32)?;

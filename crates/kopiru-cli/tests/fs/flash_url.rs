@@ -378,7 +378,7 @@ pub fn bmap_auto_missing() -> R {
 pub fn bmap_url() -> R {
     let dir = fixture::run_root().join("flash-url-bmap");
     std::fs::create_dir_all(&dir)?;
-    let (img, map, ranges) = crate::flash::sparse_with_map(&dir)?;
+    let crate::flash::Sparse { img, map, ranges } = crate::flash::sparse_with_map(&dir)?;
     let data = std::fs::read(&img)?;
     fixture::sh(Command::new("xz").args(["-k", "-f", "-q", "-T1", "-0"]).arg(&img))?;
     std::fs::copy(&map, dir.join("sparse.img.xz.bmap"))?;
