@@ -481,6 +481,10 @@ nfs() {
         res="FAIL $name: the copy differs from the file"
     elif [ $reads -gt 2 ] || [ $writes -gt 2 ]; then
         res="FAIL $name: the data crossed the network: $reads READs, $writes WRITEs for 256 MiB"
+    elif ! grep -q '"server_side_files":1' $T/out; then
+        res="FAIL $name: --json does not count the server's copy: $(head -c 300 $T/out)"
+    elif ! $KOPIRU copy --explain $N/big $N/big3 2>&1 | grep -q '^server-side on nfs: 1 files cloned'; then
+        res="FAIL $name: --explain does not say the server copied it"
     else
         local how="CLONE $((c1 - c0)), COPY $((y1 - y0))"
         # A tree onto the share, exact, and exact again after a remount.

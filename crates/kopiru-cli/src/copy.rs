@@ -249,6 +249,14 @@ fn finished(
             "workers {} ran: on {fs}, where each operation is a round trip, the default is more workers than CPUs",
             summary.workers
         );
+        let [cloned, offloaded, ..] = summary.methods;
+        if cloned + offloaded > 0 {
+            outln!(
+                "server-side on {fs}: {cloned} files cloned (NFS CLONE), {offloaded} copied by \
+                 copy_file_range (NFS 4.2 COPY, SMB3 copychunk, where the server has them): \
+                 their data did not cross the network"
+            );
+        }
     }
     if summary_wanted {
         // A bar forced into a file or pipe leaves its last frame

@@ -219,6 +219,19 @@ pub struct Summary {
 }
 
 impl Summary {
+    /// Files whose data the server moved: clones and in-kernel copies
+    /// (offloads) when a share is involved ([`Summary::round_trips`]).
+    /// Both stay within one filesystem, so there they are the share's: NFS
+    /// 4.2 CLONE (always the server's) and COPY (the server's where it has
+    /// COPY; else the client's kernel reads and writes the data), SMB3
+    /// copychunk, a FUSE server's copy_file_range.
+    pub fn server_side_files(&self) -> u64 {
+        match self.round_trips {
+            Some(_) => self.methods[0] + self.methods[1],
+            None => 0,
+        }
+    }
+
     /// Adds the counts, failures and warnings of `other`, a later part of
     /// the same copy.
     // Used by the Unix-only sharded run.
