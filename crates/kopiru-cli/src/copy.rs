@@ -250,7 +250,7 @@ fn finished(
             summary.workers
         );
         let [cloned, offloaded, ..] = summary.methods;
-        if cloned + offloaded > 0 {
+        if summary.server_side_files > 0 {
             outln!(
                 "server-side on {fs}: {cloned} files cloned (NFS CLONE), {offloaded} copied by \
                  copy_file_range (NFS 4.2 COPY, SMB3 copychunk, where the server has them): \

@@ -216,22 +216,17 @@ pub struct Summary {
     /// trips to a server ("nfs", "smb", "fuse", ...), for which the default
     /// worker count was raised (not with `-j`).
     pub round_trips: Option<String>,
+    /// Files whose data the server moved: clones and in-kernel copies
+    /// (offloads) on a share known by its type ([`Summary::round_trips`];
+    /// not one found by timing, which may be local). Both stay within one
+    /// filesystem, so there they are the share's: NFS 4.2 CLONE (always
+    /// the server's) and COPY (the server's where it has COPY; else the
+    /// client's kernel reads and writes the data), SMB3 copychunk, a FUSE
+    /// server's copy_file_range.
+    pub server_side_files: u64,
 }
 
 impl Summary {
-    /// Files whose data the server moved: clones and in-kernel copies
-    /// (offloads) when a share is involved ([`Summary::round_trips`]).
-    /// Both stay within one filesystem, so there they are the share's: NFS
-    /// 4.2 CLONE (always the server's) and COPY (the server's where it has
-    /// COPY; else the client's kernel reads and writes the data), SMB3
-    /// copychunk, a FUSE server's copy_file_range.
-    pub fn server_side_files(&self) -> u64 {
-        match self.round_trips {
-            Some(_) => self.methods[0] + self.methods[1],
-            None => 0,
-        }
-    }
-
     /// Adds the counts, failures and warnings of `other`, a later part of
     /// the same copy.
     // Used by the Unix-only sharded run.
@@ -257,6 +252,7 @@ impl Summary {
             cancelled,
             workers,
             round_trips,
+            server_side_files,
         } = other;
         self.files += files;
         self.bytes += bytes;
@@ -281,6 +277,7 @@ impl Summary {
         if self.round_trips.is_none() {
             self.round_trips = round_trips;
         }
+        self.server_side_files += server_side_files;
     }
 
     /// Count of files copied with `m`.

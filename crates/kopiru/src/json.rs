@@ -80,7 +80,7 @@ impl Json {
             "methods": methods,
             "workers": s.workers,
             "round_trip_filesystem": s.round_trips,
-            "server_side_files": s.server_side_files(),
+            "server_side_files": s.server_side_files,
             "errors": self.errors(&s.errors),
             "warnings": self.errors(&s.warnings),
             "elapsed_seconds": s.elapsed.as_secs_f64(),

@@ -12,6 +12,58 @@ pub fn trials(add: Add) {
         slowfs_unavailable(),
         Box::new(slowfs_copy),
     );
+    add(
+        "shares::timed_creates_raise_workers".into(),
+        super::strace_unavailable(),
+        Box::new(timed_creates),
+    );
+}
+
+/// A share whose type `statfs` does not name is found by timing its first
+/// creates: with every `openat` delayed by 2 ms (strace's fault injection,
+/// standing in for a server's round trips) a copy on a local ext4 gets the
+/// round-trip defaults, more workers than CPUs, and says why; the same
+/// copy without the delay does not. Both copies exact.
+fn timed_creates() -> R {
+    use super::fixture::{self, Fs};
+    let w = fixture::workdir(Fs::Ext4, "timed-creates")?;
+    let src = w.join("src");
+    for d in 0..12 {
+        let dir = src.join(format!("d{d:02}"));
+        std::fs::create_dir_all(&dir)?;
+        for f in 0..12 {
+            std::fs::write(dir.join(format!("f{f:02}")), format!("{d}/{f}\n"))?;
+        }
+    }
+    let plain = w.join("plain");
+    let o = super::kopiru(["copy".as_ref(), "--json".as_ref(), src.as_os_str(), plain.as_os_str()]);
+    let j = json(&o)?;
+    ensure!(
+        code(&o) == 0 && j["round_trip_filesystem"].is_null() && j["workers"].as_u64() <= Some(2),
+        "a local copy took the round-trip defaults: {}",
+        show(&o)
+    );
+    let slow = w.join("slow");
+    let o = super::kopiru_injected("openat:delay_exit=2000")
+        .args(["copy".as_ref(), "--json".as_ref(), src.as_os_str(), slow.as_os_str()])
+        .output()?;
+    let j = json(&o)?;
+    let why = j["round_trip_filesystem"].as_str().unwrap_or_default();
+    ensure!(
+        code(&o) == 0
+            && why.starts_with("ext4 (timed: ")
+            && j["workers"].as_u64() > Some(2)
+            // Timed, the filesystem may be local: its offloads are not
+            // claimed as the server's.
+            && j["server_side_files"] == 0,
+        "slow creates were not told: {}",
+        show(&o)
+    );
+    for dst in [&plain, &slow] {
+        let v = super::kopiru(["verify".as_ref(), src.as_os_str(), dst.as_os_str()]);
+        ensure!(code(&v) == 0 && v.stdout.is_empty(), "{}", show(&v));
+    }
+    Ok(())
 }
 
 /// kopiru-slowfs, built beside kopiru (`cargo build -p kopiru-slowfs`).

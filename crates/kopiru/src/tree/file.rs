@@ -256,15 +256,25 @@ impl<'scope, 'env, 'a> Worker<'scope, 'env, 'a> {
             }
             Start::New(None) => {}
             Start::Anonymous => {
+                let timer = self.sh.latency.time_create();
                 new.fd = self.sh.place.create_anonymous(&dir.dest(), perm);
                 new.anonymous = new.fd.is_some();
+                if let (Some(t), true) = (timer, new.anonymous) {
+                    self.sh.latency.created(t, dir.dst.as_fd());
+                }
             }
             Start::Continue(fd, len) => (new.fd, new.from) = (Some(fd), len),
             Start::CloneOf(b) => new.basis = Some(b),
         }
         if new.fd.is_none() {
+            let timer = self.sh.latency.time_create();
             match sys::create_new(dir.dst.as_fd(), tmp, perm) {
-                Ok(fd) => new.fd = Some(fd),
+                Ok(fd) => {
+                    if let Some(t) = timer {
+                        self.sh.latency.created(t, dir.dst.as_fd());
+                    }
+                    new.fd = Some(fd);
+                }
                 Err(e) => {
                     self.dst_error(dir, f.dst_name, Op::Create, &e);
                     return None;

@@ -12,6 +12,7 @@ mod backup;
 mod dir;
 mod entry;
 mod file;
+mod latency;
 mod node;
 mod worker;
 
@@ -49,8 +50,8 @@ pub(crate) const ROUND_TRIP_WORKERS: usize = 64;
 
 /// With round trips: a directory with more entries than this is shared,
 /// in slices of this many, so that its files are copied by many workers.
-const ROUND_TRIP_SHARE_ABOVE: usize = 8;
-const ROUND_TRIP_SLICE: usize = 4;
+pub(crate) const ROUND_TRIP_SHARE_ABOVE: usize = 8;
+pub(crate) const ROUND_TRIP_SLICE: usize = 4;
 
 /// With round trips: workers sent to help with one shared directory.
 pub(crate) const ROUND_TRIP_HELPERS: usize = 3;
@@ -84,15 +85,11 @@ pub(crate) struct Shared<'a> {
     pub(crate) wake: Condvar,
     /// Tasks queued or running; the run ends when it reaches zero.
     pub(crate) outstanding: AtomicUsize,
-    /// Worker threads started, and how many may be.
+    /// Worker threads started.
     pub(crate) started: AtomicUsize,
-    pub(crate) max_workers: usize,
-    /// A directory with more entries than this is shared, claimed this many
-    /// at a time ([`SHARE_ABOVE`] and [`SLICE`], less with round trips).
-    pub(crate) share_above: usize,
-    pub(crate) slice: usize,
-    /// The filesystem whose round trips raised `max_workers`.
-    pub(crate) round_trips: Option<String>,
+    /// How many may be, and how finely directories are shared: more of
+    /// both on a share.
+    pub(crate) latency: latency::Latency,
     /// (device, inode) of each top-level destination directory: meeting one
     /// in a source means copying into itself through a path the planner
     /// could not see (a bind mount), so it is refused there.
@@ -128,7 +125,7 @@ pub(crate) fn run(
     refused: Vec<Error>,
 ) -> (Summary, SourceHashes) {
     sys::raise_fd_limit();
-    let mut sh = Shared::new(opts, reporter, Vec::new());
+    let sh = Shared::new(opts, reporter, Vec::new());
     for e in refused {
         sh.error(e);
     }
@@ -158,7 +155,8 @@ pub(crate) fn run(
                 continue;
             }
         };
-        sh.follow_latency(&[job.src_dir.as_fd(), job.dst_dir.as_fd()]);
+        sh.latency
+            .follow_type(&[job.src_dir.as_fd(), job.dst_dir.as_fd()]);
         sh.place
             .add_filesystem(dst_dev, &job.dst_dir, &job.dst_parent, &sh);
         let mut node = DirNode::new(
@@ -242,7 +240,8 @@ pub(crate) fn run_groups(
     }
     for g in groups.into_iter().rev() {
         let mut node = DirNode::from(g.dir);
-        sh.follow_latency(&[node.src.as_fd(), node.dst.as_fd()]);
+        sh.latency
+            .follow_type(&[node.src.as_fd(), node.dst.as_fd()]);
         sh.place
             .add_filesystem(node.dst_dev, &node.dst, &node.dst_path, &sh);
         if !how.shared && !node.fresh {
@@ -268,7 +267,7 @@ fn execute(sh: Shared) -> Ran {
             // Several command-line sources are work for several workers at
             // once; otherwise they start as the tree shows work for them.
             let sources = sh.outstanding.load(Ordering::SeqCst);
-            let more = sources.min(sh.max_workers).saturating_sub(1);
+            let more = sources.min(sh.latency.max_workers()).saturating_sub(1);
             sh.started.fetch_add(more, Ordering::SeqCst);
             for _ in 0..more {
                 w.spawn(|| Worker::new(&sh, w).serve());
@@ -328,10 +327,7 @@ impl<'a> Shared<'a> {
             wake: Condvar::new(),
             outstanding: AtomicUsize::new(0),
             started: AtomicUsize::new(1),
-            max_workers: opts.worker_count(),
-            share_above: SHARE_ABOVE,
-            slice: SLICE,
-            round_trips: None,
+            latency: latency::Latency::new(opts),
             dst_roots: Mutex::new(Vec::new()),
             counters: Counters::default(),
             errors: Mutex::new(Vec::new()),
@@ -342,27 +338,6 @@ impl<'a> Shared<'a> {
             shallow_dirs: Mutex::new(Vec::new()),
             deferred_links: None,
             closer: sys::Closer::new(),
-        }
-    }
-
-    /// Where `fds` (a source and its destination directory) are on a
-    /// filesystem whose every operation is a round trip (NFS, SMB, FUSE...):
-    /// directories are shared in small slices among as many workers as
-    /// there are, and the default count is raised (not `-j N`'s). Not with
-    /// `-i` or `--shard` (whose ranks divide the CPUs); on local
-    /// filesystems nothing changes.
-    fn follow_latency(&mut self, fds: &[sys::FdRef]) {
-        let o = self.opts;
-        if self.round_trips.is_some() || o.interactive || o.shard.is_some() {
-            return;
-        }
-        if let Some(t) = fds.iter().find_map(|fd| sys::round_trip_fs(*fd)) {
-            self.round_trips = Some(t);
-            if o.jobs == 0 {
-                self.max_workers = self.max_workers.max(ROUND_TRIP_WORKERS);
-            }
-            self.share_above = ROUND_TRIP_SHARE_ABOVE;
-            self.slice = ROUND_TRIP_SLICE;
         }
     }
 
@@ -420,7 +395,11 @@ impl<'a> Shared<'a> {
             elapsed: Default::default(),
             cancelled: !self.walked.load(Ordering::SeqCst),
             workers: self.started.load(Ordering::SeqCst) as u64,
-            round_trips: self.round_trips,
+            server_side_files: match self.latency.by_type() {
+                true => get(&c.methods[0]) + get(&c.methods[1]),
+                false => 0,
+            },
+            round_trips: self.latency.into_round_trips(),
         }
     }
 }

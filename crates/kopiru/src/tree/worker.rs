@@ -79,11 +79,11 @@ impl<'scope, 'env, 'a> Worker<'scope, 'env, 'a> {
         let share = matches!(task, Task::Share(_));
         let waiting = sh.push(task);
         if (share || waiting >= 2)
-            && sh.started.load(Ordering::Relaxed) < sh.max_workers
+            && sh.started.load(Ordering::Relaxed) < sh.latency.max_workers()
             && sh
                 .started
                 .fetch_update(Ordering::SeqCst, Ordering::SeqCst, |n| {
-                    (n < sh.max_workers).then_some(n + 1)
+                    (n < sh.latency.max_workers()).then_some(n + 1)
                 })
                 .is_ok()
         {
@@ -131,7 +131,7 @@ impl<'scope, 'env, 'a> Worker<'scope, 'env, 'a> {
                         shallow: false,
                     })
                     .collect();
-                if items.len() > self.sh.share_above {
+                if items.len() > self.sh.latency.share_above() {
                     dir.pending.fetch_add(1, Ordering::SeqCst);
                     let left = AtomicUsize::new(items.len());
                     let is_file = |i: &Item| i.kind == Some(FileKind::File);
@@ -165,10 +165,9 @@ impl<'scope, 'env, 'a> Worker<'scope, 'env, 'a> {
                     // name takes the directory's lock on the client (the
                     // VFS's), so more than a few workers in one directory
                     // only queue there; the others serve other directories.
-                    let helpers = match (&shard.ahead, self.sh.round_trips.is_some()) {
-                        (None, true) => {
-                            (shard.items.len() / self.sh.slice).clamp(1, super::ROUND_TRIP_HELPERS)
-                        }
+                    let helpers = match (&shard.ahead, self.sh.latency.round_trips()) {
+                        (None, true) => (shard.items.len() / self.sh.latency.slice())
+                            .clamp(1, super::ROUND_TRIP_HELPERS),
                         _ => 1,
                     };
                     for _ in 0..helpers {
@@ -210,7 +209,7 @@ impl<'scope, 'env, 'a> Worker<'scope, 'env, 'a> {
     pub(crate) fn work_shard(&mut self, shard: &Shard, lister: bool) {
         let len = shard.items.len();
         loop {
-            let slice = self.sh.slice;
+            let slice = self.sh.latency.slice();
             let start = shard.next.fetch_add(slice, Ordering::Relaxed);
             if start >= len {
                 break;

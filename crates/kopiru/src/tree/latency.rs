@@ -1,0 +1,143 @@
+//! How many workers the copy keeps in flight, and how finely directories
+//! are shared among them, by how long the filesystems' operations take.
+//!
+//! A share is told first by its type (`statfs`: [`sys::round_trip_fs`]),
+//! then, where the type says nothing (a network filesystem not in that
+//! list, a Windows share, which names its volume's own filesystem), by
+//! timing the first creates: on a share each is a round trip to the
+//! server, at least a millisecond on a busy LAN, where a local create takes
+//! microseconds (a few hundred under the crash lab's full emulation).
+//! Either way the copy then gets the round-trip defaults: more workers than
+//! CPUs (not `-j N`'s count) and small slices of shared directories.
+
+use super::{ROUND_TRIP_SHARE_ABOVE, ROUND_TRIP_SLICE, ROUND_TRIP_WORKERS, SHARE_ABOVE, SLICE};
+use crate::options::CopyOptions;
+use crate::sys;
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
+use std::sync::OnceLock;
+use std::time::{Duration, Instant};
+
+/// Creates timed before deciding.
+const SAMPLES: usize = 8;
+
+/// The fastest of the timed creates taking this long means round trips.
+/// A share with a shorter round trip (a quiet 10 GbE link) is not caught,
+/// which costs little: its round trips are short.
+const ROUND_TRIP: Duration = Duration::from_micros(750);
+
+pub(crate) struct Latency {
+    max_workers: AtomicUsize,
+    share_above: AtomicUsize,
+    slice: AtomicUsize,
+    /// Why the round-trip defaults apply: the filesystem's type, and for a
+    /// timed one how long its creates took.
+    round_trips: OnceLock<String>,
+    /// The share was known by its type (not timed).
+    by_type: AtomicBool,
+    /// Shares are looked for (not with `-i` or `--shard`).
+    follows: bool,
+    /// The count may be raised (no `-j N`).
+    may_raise: bool,
+    /// Creates claimed for timing, timed, and the fastest of them (ns).
+    claimed: AtomicUsize,
+    timed: AtomicUsize,
+    fastest_ns: AtomicU64,
+}
+
+impl Latency {
+    /// Not with `-i` or `--shard` (whose ranks divide the CPUs): there the
+    /// count stays the options' and nothing is timed.
+    pub(crate) fn new(opts: &CopyOptions) -> Latency {
+        let follows = !opts.interactive && opts.shard.is_none();
+        Latency {
+            max_workers: AtomicUsize::new(opts.worker_count()),
+            share_above: AtomicUsize::new(SHARE_ABOVE),
+            slice: AtomicUsize::new(SLICE),
+            round_trips: OnceLock::new(),
+            by_type: AtomicBool::new(false),
+            follows,
+            may_raise: opts.jobs == 0,
+            claimed: AtomicUsize::new(if follows { 0 } else { SAMPLES }),
+            timed: AtomicUsize::new(0),
+            fastest_ns: AtomicU64::new(u64::MAX),
+        }
+    }
+
+    pub(crate) fn max_workers(&self) -> usize {
+        self.max_workers.load(Ordering::Relaxed)
+    }
+
+    /// A directory with more entries than this is shared among workers.
+    pub(crate) fn share_above(&self) -> usize {
+        self.share_above.load(Ordering::Relaxed)
+    }
+
+    /// Entries claimed at a time from a shared directory.
+    pub(crate) fn slice(&self) -> usize {
+        self.slice.load(Ordering::Relaxed)
+    }
+
+    pub(crate) fn round_trips(&self) -> bool {
+        self.round_trips.get().is_some()
+    }
+
+    /// Whether the share was known by its type, where a clone or an
+    /// in-kernel copy is the server's.
+    pub(crate) fn by_type(&self) -> bool {
+        self.by_type.load(Ordering::Relaxed)
+    }
+
+    pub(crate) fn into_round_trips(self) -> Option<String> {
+        self.round_trips.into_inner()
+    }
+
+    /// Where one of `fds` (a source and its destination directory) is on a
+    /// share by its type.
+    pub(crate) fn follow_type(&self, fds: &[sys::FdRef]) {
+        if !self.follows || self.round_trips() {
+            return;
+        }
+        if let Some(t) = fds.iter().find_map(|fd| sys::round_trip_fs(*fd)) {
+            self.by_type.store(true, Ordering::Relaxed);
+            self.raise(t);
+        }
+    }
+
+    /// The start of a create to time: one of the first few, unless the
+    /// filesystem is already known to be a share.
+    pub(crate) fn time_create(&self) -> Option<Instant> {
+        let wanted = self.claimed.load(Ordering::Relaxed) < SAMPLES
+            && !self.round_trips()
+            && self.claimed.fetch_add(1, Ordering::Relaxed) < SAMPLES;
+        wanted.then(Instant::now)
+    }
+
+    /// A timed create, begun at `start`, made a file in `dir`; the last
+    /// sample decides.
+    pub(crate) fn created(&self, start: Instant, dir: sys::FdRef) {
+        let took = u64::try_from(start.elapsed().as_nanos()).unwrap_or(u64::MAX);
+        self.fastest_ns.fetch_min(took, Ordering::Relaxed);
+        if self.timed.fetch_add(1, Ordering::AcqRel) + 1 != SAMPLES {
+            return;
+        }
+        let fastest = Duration::from_nanos(self.fastest_ns.load(Ordering::Relaxed));
+        if fastest >= ROUND_TRIP {
+            let t = sys::fs_type(dir).unwrap_or_else(|_| "unknown".into());
+            let ms = fastest.as_secs_f64() * 1e3;
+            self.raise(format!("{t} (timed: each create took {ms:.1} ms or more)"));
+        }
+    }
+
+    fn raise(&self, why: String) {
+        if self.round_trips.set(why).is_err() {
+            return;
+        }
+        if self.may_raise {
+            self.max_workers
+                .fetch_max(ROUND_TRIP_WORKERS, Ordering::Relaxed);
+        }
+        self.share_above
+            .store(ROUND_TRIP_SHARE_ABOVE, Ordering::Relaxed);
+        self.slice.store(ROUND_TRIP_SLICE, Ordering::Relaxed);
+    }
+}
