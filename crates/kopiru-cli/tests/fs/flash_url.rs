@@ -3,8 +3,9 @@
 //! faults: a connection dropped at 40% (resumed with Range, the device
 //! byte-exact), a stall, Range ignored, the file changed mid-way (the
 //! first MiB not written), HTTP errors, an HTML body, a redirect, a wrong
-//! `--sha256`, HTTPS with a CA given by SSL_CERT_FILE, and two devices
-//! from one download.
+//! `--sha256`, HTTPS with a CA given by SSL_CERT_FILE, two devices from
+//! one download, a block map by URL, proxies (plain and CONNECT), and
+//! SIGINT during a stall.
 
 use crate::flash::{device_bytes, image, Loop};
 use crate::{code, fails_with, fixture, json, show, Add, R};
@@ -372,6 +373,48 @@ pub fn bmap_auto_missing() -> R {
     Ok(())
 }
 
+/// SIGINT while the download stalls: exit 20 within the stall timeout (the
+/// server's stall is longer), the device's first MiB unchanged.
+pub fn interrupted() -> R {
+    let (dir, _) = served("sigint")?;
+    let srv = Server::start(&dir, None)?;
+    let lo = Loop::new("url-sigint", 16, 512, true)?;
+    lo.fill("/dev/urandom", 8)?;
+    let head = device_bytes(&lo.dev, 1 << 20)?;
+    let path = "image.raw.xz?fault=stall40";
+    let child = Command::new(env!("CARGO_BIN_EXE_kopiru"))
+        .args(["flash", "--json", "--yes", "--no-progress", "--stall-timeout", "2"])
+        .arg(srv.url(path))
+        .arg(&lo.dev)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()?;
+    // The server logs the request before it sends 40% and stalls for 6 s.
+    let asked = format!("GET /{path} ");
+    for _ in 0..100 {
+        if srv.requests().contains(&asked) {
+            break;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    }
+    std::thread::sleep(std::time::Duration::from_millis(500));
+    let sent = std::time::Instant::now();
+    // SAFETY: kill(2) on our own child's pid.
+    unsafe { libc::kill(child.id() as libc::pid_t, libc::SIGINT) };
+    let o = child.wait_with_output()?;
+    let took = sent.elapsed();
+    fails_with(&o, 20, "received SIGINT: stopped")?;
+    ensure!(
+        took < std::time::Duration::from_secs(4),
+        "took {took:?} after SIGINT (stall timeout 2 s)"
+    );
+    ensure!(
+        device_bytes(&lo.dev, 1 << 20)? == head,
+        "the first MiB was written"
+    );
+    Ok(())
+}
+
 /// A block map beside the URL (`--bmap auto`) or at a URL of its own
 /// (`--bmap URL`): only the mapped ranges are written, the rest of the
 /// device keeps what it held.
@@ -471,6 +514,7 @@ pub fn trials(add: Add) {
     add("flash_url_two_devices".into(), needs.clone(), Box::new(two_devices));
     add("flash_url_bmap_auto_missing".into(), needs.clone(), Box::new(bmap_auto_missing));
     add("flash_url_proxy".into(), needs.clone(), Box::new(proxy));
+    add("flash_url_interrupted".into(), needs.clone(), Box::new(interrupted));
     add(
         "flash_url_bmap".into(),
         needs.or_else(crate::flash::bmaptool_unavailable),
