@@ -104,11 +104,13 @@ fn listed_copy(
     if let Some(list) = &opts.files_from {
         return crate::listed::copy(sources, dest, list, opts, reporter).map(Some);
     }
-    #[cfg(unix)]
-    if let Some(shard) = opts.shard {
-        return crate::shard::copy(sources, dest, shard, opts, reporter).map(Some);
+    match opts.shard {
+        Some(_) if sys::available(sys::Feature::Shard).is_err() => {
+            Err(PlanError::NotOnWindows { what: "--shard" })
+        }
+        Some(shard) => crate::shard::copy(sources, dest, shard, opts, reporter).map(Some),
+        None => Ok(None),
     }
-    Err(PlanError::NotOnWindows { what: "--shard" })
 }
 
 /// `--verify`: compares what is now at `dst` with `src`, the destination

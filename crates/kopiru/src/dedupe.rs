@@ -7,7 +7,7 @@
 //! most once. Sharing is done by the kernel's verified dedupe, which compares
 //! the bytes under lock, so a file changed after it was hashed is left alone.
 
-use crate::error::{Error, Op};
+use crate::error::{Error, Op, Side};
 use crate::events::Reporter;
 use crate::par::par_map;
 use crate::sys::AsFd;
@@ -101,6 +101,11 @@ struct Cluster {
 pub fn dedupe(paths: &[PathBuf], opts: &DedupeOptions, reporter: &dyn Reporter) -> DedupeSummary {
     let start = Instant::now();
     let mut s = DedupeSummary::default();
+    if let Err(e) = sys::available(sys::Feature::Dedupe) {
+        let at = paths.first().cloned().unwrap_or_default();
+        s.errors.push(Error::io(Side::Source, at, Op::Dedupe, e));
+        return s;
+    }
     let files = scan(paths, opts, &mut s);
     s.files_scanned = files.len() as u64;
 

@@ -264,15 +264,12 @@ pub enum Refusal {
     },
     /// `kopiru flash`: a block map that cannot be used, or an image that
     /// does not match its block map.
-    #[cfg(unix)]
     Bmap(crate::flash::BmapError),
     /// `kopiru flash`: the image is not what its name (or `--format`)
     /// says, or of no known format.
-    #[cfg(unix)]
     NotAnImage(crate::flash::NotAnImage),
     /// `kopiru image`: the device (or its output) refused before anything
     /// is written.
-    #[cfg(target_os = "linux")]
     Image(crate::image::ImageRefusal),
 }
 
@@ -402,11 +399,8 @@ impl fmt::Display for Refusal {
                 at_least,
                 device,
             } => too_small(f, *image, *at_least, *device),
-            #[cfg(unix)]
             Refusal::Bmap(e) => e.fmt(f),
-            #[cfg(unix)]
             Refusal::NotAnImage(e) => e.fmt(f),
-            #[cfg(target_os = "linux")]
             Refusal::Image(e) => e.fmt(f),
         }
     }

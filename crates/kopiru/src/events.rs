@@ -229,8 +229,6 @@ pub struct Summary {
 impl Summary {
     /// Adds the counts, failures and warnings of `other`, a later part of
     /// the same copy.
-    // Used by the Unix-only sharded run.
-    #[cfg_attr(not(unix), allow(dead_code))]
     pub(crate) fn absorb(&mut self, other: Summary) {
         let Summary {
             files,

@@ -113,7 +113,6 @@ impl Json {
     }
 
     /// `kopiru dedupe --json`.
-    #[cfg(unix)]
     pub fn dedupe(&self, s: &crate::dedupe::DedupeSummary, dry_run: bool) -> Value {
         json!({
             "dry_run": dry_run,
@@ -141,7 +140,6 @@ impl Json {
     /// small: ...", "the device disappeared ..."). The image's SHA-256 is
     /// given once every device read it back the same. For an image from
     /// a URL, `downloaded_bytes` and `resumes` (else null).
-    #[cfg(unix)]
     pub fn flash(&self, s: &crate::flash::FlashSummary) -> Value {
         let sha256 = s.sha256.filter(|_| s.ok()).and_then(|sum| {
             s.devices
@@ -180,7 +178,6 @@ impl Json {
 
     /// `kopiru image --json`. The SHA-256 is given only for an image that is
     /// complete and in place.
-    #[cfg(target_os = "linux")]
     pub fn image(
         &self,
         s: &crate::image::ImageSummary,

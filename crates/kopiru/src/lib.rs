@@ -10,17 +10,13 @@
 mod cancel;
 mod copy;
 mod data;
-#[cfg(unix)]
 pub mod dedupe;
 mod delete;
 mod error;
 mod events;
 mod filter;
-#[cfg(unix)]
 pub mod flash;
-#[cfg(target_os = "linux")]
 pub mod image;
-#[cfg(feature = "json")]
 pub mod json;
 mod listed;
 mod meta;
@@ -58,11 +54,11 @@ pub use shard::Shard;
 pub use copy::copy;
 
 /// Flushes the whole filesystem that holds `fd` to its device (`syncfs` on
-/// Linux), reporting write-back errors of any file on it.
+/// Linux), reporting write-back errors of any file on it. Nothing on
+/// Windows (it needs administrator rights there).
 ///
 /// # Errors
 /// The flush's error.
-#[cfg(unix)]
 pub fn sync_filesystem(fd: sys::FdRef) -> std::io::Result<()> {
     sys::sync_fs(fd)
 }
@@ -70,8 +66,7 @@ pub fn sync_filesystem(fd: sys::FdRef) -> std::io::Result<()> {
 /// Free bytes on the filesystem that holds `fd`.
 ///
 /// # Errors
-/// `fstatfs`'s error.
-#[cfg(unix)]
+/// `fstatfs`'s error; on Windows, not available yet (`Unsupported`).
 pub fn free_space(fd: sys::FdRef) -> std::io::Result<u64> {
     sys::fs_space(fd).map(|(free, _)| free)
 }

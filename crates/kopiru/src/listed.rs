@@ -53,8 +53,7 @@ pub(crate) struct Copied {
     /// at the end.
     pub(crate) dirs: Vec<PathBuf>,
     /// The hard-linked files set aside ([`Root::defer_links`]), by their
-    /// path inside the source (read by the Unix-only sharded run).
-    #[cfg_attr(not(unix), allow(dead_code))]
+    /// path inside the source (read by the sharded run).
     pub(crate) deferred_links: Vec<PathBuf>,
 }
 

@@ -76,7 +76,6 @@ impl VerifyReport {
     }
 }
 
-#[cfg(unix)]
 impl crate::dedupe::DedupeSummary {
     /// `dedupe`: a run on filesystems that cannot share blocks (and
     /// nothing else) failed.
@@ -92,7 +91,6 @@ impl crate::dedupe::DedupeSummary {
     }
 }
 
-#[cfg(unix)]
 impl crate::flash::FlashSummary {
     /// `flash`: partial when some devices are good and others failed.
     pub fn outcome(&self) -> Outcome {
@@ -113,7 +111,6 @@ impl crate::flash::FlashSummary {
     }
 }
 
-#[cfg(target_os = "linux")]
 impl crate::image::ImageSummary {
     /// `image`: failed for a failed read, write or verification (nothing
     /// is left under OUTPUT then).

@@ -223,15 +223,20 @@ pub(crate) fn basis_dir(basis: &crate::options::Basis, dest: &Path) -> Result<Pa
 fn ends_in_name(path: &Path) -> bool {
     let bytes = path.as_os_str().as_encoded_bytes();
     matches!(path.components().next_back(), Some(Component::Normal(_)))
-        && !bytes.ends_with(b"/.")
-        && !(cfg!(windows) && bytes.ends_with(b"\\."))
+        && !(bytes.ends_with(b".") && bytes.len() >= 2 && separator(bytes[bytes.len() - 2]))
+}
+
+/// Whether `b` (a byte of a path's encoded form) is a path separator: `/`,
+/// and on Windows `\` too.
+fn separator(b: u8) -> bool {
+    b.is_ascii() && std::path::is_separator(b as char)
 }
 
 /// Whether a path ends in a separator ("link/"): resolving it then follows
 /// a symlink at its end, as the kernel's path walk does.
 fn ends_in_separator(path: &Path) -> bool {
     let bytes = path.as_os_str().as_encoded_bytes();
-    bytes.ends_with(b"/") || (cfg!(windows) && bytes.ends_with(b"\\"))
+    bytes.last().is_some_and(|&b| separator(b))
 }
 
 fn split(path: &Path) -> std::io::Result<(PathBuf, std::ffi::OsString)> {

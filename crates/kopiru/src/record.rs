@@ -59,16 +59,7 @@ fn hex(bytes: &[u8]) -> String {
 /// `$XDG_STATE_HOME/kopiru/copies`, or `~/.local/state/kopiru/copies`
 /// (on Windows `%LOCALAPPDATA%\kopiru\copies`); `None` without a home.
 pub fn default_path() -> Option<std::path::PathBuf> {
-    use std::path::PathBuf;
-    if cfg!(windows) {
-        let local = std::env::var_os("LOCALAPPDATA").filter(|d| !d.is_empty())?;
-        return Some(PathBuf::from(local).join("kopiru").join("copies"));
-    }
-    let state = match std::env::var_os("XDG_STATE_HOME") {
-        Some(d) if !d.is_empty() => PathBuf::from(d),
-        _ => PathBuf::from(std::env::var_os("HOME")?).join(".local/state"),
-    };
-    Some(state.join("kopiru/copies"))
+    Some(crate::sys::state_dir()?.join("kopiru").join("copies"))
 }
 
 /// Notes in `file` that the directory `copy` (open, at `path`) is a copy of

@@ -108,7 +108,6 @@ impl fmt::Display for Shard {
     }
 }
 
-#[cfg_attr(not(unix), allow(dead_code))]
 /// How many pieces the walk of `entries` is cut into for `ranks` ranks:
 /// [`PIECES_PER_RANK`] each, none under [`PIECE_MIN_ENTRIES`] entries.
 pub(crate) fn pieces(entries: usize, ranks: usize) -> usize {
@@ -125,18 +124,14 @@ const PIECES_PER_RANK: usize = 64;
 /// millisecond together.
 const PIECE_MIN_ENTRIES: usize = 512;
 
-#[cfg_attr(not(unix), allow(dead_code))]
 /// Which of `count` pieces holds entry `i` of `entries`: runs of equal
 /// length, in walk order (neighbours in the tree stay together).
 pub(crate) fn piece_of(i: usize, entries: usize, count: usize) -> usize {
     (i as u128 * count as u128 / entries.max(1) as u128) as usize
 }
 
-#[cfg(unix)]
 mod coord;
-#[cfg(unix)]
 mod run;
-#[cfg(unix)]
 pub(crate) use run::copy;
 
 #[cfg(test)]

@@ -44,8 +44,7 @@ impl Dev {
     /// `--zero-first`.
     pub fn open(t: &Target, opts: &FlashOptions, chunk: usize) -> Result<Dev, Error> {
         let failed = |op: Op| move |e: io::Error| Error::io(Side::Destination, &t.path, op, e);
-        let c = sys::cstring(t.device.as_os_str()).map_err(failed(Op::Name))?;
-        let open = |flags| sys::open_raw(sys::cwd(), &c, flags, 0o644).map_err(failed(Op::Open));
+        let open = |flags| sys::open_path_mode(&t.device, flags, 0o644).map_err(failed(Op::Open));
         let (base, excl) = if t.is_block {
             (sys::O_WRONLY, sys::O_EXCLUSIVE_DEVICE)
         } else {
@@ -75,7 +74,7 @@ impl Dev {
         }
         let check = match opts.skip_identical {
             true => Some((
-                sys::open_uncached(sys::cwd(), &c).map_err(failed(Op::Open))?,
+                sys::open_path_uncached(&t.device).map_err(failed(Op::Open))?,
                 Aligned::new(chunk + HEAD),
             )),
             false => None,

@@ -9,11 +9,12 @@
 //! ones, and since the image then fails as a source, the devices keep
 //! their old first MiB.
 //!
-//! TLS is rustls (ring), with the system's CA store, or `SSL_CERT_FILE`
+//! TLS (sys::with_tls) is rustls (ring) on Linux, with the system's CA store, or `SSL_CERT_FILE`
 //! and `SSL_CERT_DIR` where set (rustls-native-certs reads them). The
 //! proxy comes from `HTTPS_PROXY`, `HTTP_PROXY` or `ALL_PROXY` (either
 //! case), unless `NO_PROXY` names the host.
 
+use crate::sys;
 use crate::Cancel;
 use std::io::{self, Read};
 use std::path::Path;
@@ -172,30 +173,6 @@ pub(super) fn file_name(url: &str) -> &str {
     path.rsplit('/').next().unwrap_or(path)
 }
 
-#[cfg(not(target_os = "macos"))]
-fn tls_config() -> io::Result<Arc<rustls::ClientConfig>> {
-    let found = rustls_native_certs::load_native_certs();
-    let mut roots = rustls::RootCertStore::empty();
-    let (added, _) = roots.add_parsable_certificates(found.certs);
-    if added == 0 {
-        let why = found
-            .errors
-            .first()
-            .map_or(String::new(), |e| format!(" ({e})"));
-        return Err(failed(format!(
-            "no CA certificates found in the system's store, SSL_CERT_FILE or \
-             SSL_CERT_DIR{why}"
-        )));
-    }
-    let provider = Arc::new(rustls::crypto::ring::default_provider());
-    let config = rustls::ClientConfig::builder_with_provider(provider)
-        .with_safe_default_protocol_versions()
-        .map_err(|e| failed(format!("TLS: {e}")))?
-        .with_root_certificates(roots)
-        .with_no_client_auth();
-    Ok(Arc::new(config))
-}
-
 /// An agent for `url`: timeouts, proxy, CA store.
 fn agent(url: &str, o: &HttpOptions) -> io::Result<ureq::Agent> {
     let mut b = ureq::AgentBuilder::new()
@@ -208,12 +185,11 @@ fn agent(url: &str, o: &HttpOptions) -> io::Result<ureq::Agent> {
         let proxy = ureq::Proxy::new(&p).map_err(|e| failed(format!("proxy {p}: {e}")))?;
         b = b.proxy(proxy);
     }
-    #[cfg(not(target_os = "macos"))]
     if url
         .get(..8)
         .is_some_and(|s| s.eq_ignore_ascii_case("https://"))
     {
-        b = b.tls_config(tls_config()?);
+        b = sys::with_tls(b).map_err(|e| failed(e.to_string()))?;
     }
     Ok(b.build())
 }

@@ -93,8 +93,9 @@ impl Image {
         }
         // The status of the file opened, not of the path looked up again:
         // what is checked (its device, against the targets) is what is read.
-        let f = std::fs::File::open(path).map_err(failed(Op::Open))?;
-        let stat = sys::fstat(sys::AsFd::as_fd(&f)).map_err(failed(Op::Stat))?;
+        let fd = sys::open_path(path, sys::O_RDONLY).map_err(failed(Op::Open))?;
+        let stat = sys::fstat(sys::AsFd::as_fd(&fd)).map_err(failed(Op::Stat))?;
+        let f = std::fs::File::from(fd);
         let mut head = vec![0u8; SNIFF];
         let mut n = 0;
         while n < head.len() {

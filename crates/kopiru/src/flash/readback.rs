@@ -7,7 +7,6 @@ use super::{DeviceResult, FlashEvents, VERIFY_BLOCK};
 use crate::sys::AsFd;
 use crate::sys::{self, Aligned};
 use crate::{Cancel, Error, Op, Side};
-use std::ffi::CString;
 use std::io;
 use std::path::Path;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -113,8 +112,7 @@ fn read_back(
     cancel: &Cancel,
     events: &dyn FlashEvents,
 ) -> io::Result<Option<u64>> {
-    let c: CString = sys::cstring(path.as_os_str())?;
-    let fd = sys::open_uncached(sys::cwd(), &c)?;
+    let fd = sys::open_path_uncached(path)?;
     let mut buf = Aligned::new(chunk);
     let pieces = &written.pieces;
     let mut i = 0;

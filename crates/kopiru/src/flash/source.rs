@@ -9,7 +9,6 @@ use super::input::Image;
 use super::pieces::Layout;
 use super::readback::Written;
 use super::sniff::Format;
-use crate::sys::AsFd;
 use crate::sys::{self, Aligned};
 use crate::{Cancel, Error, Op, Refusal, Side};
 use std::io::{self, Read, Write};
@@ -143,6 +142,12 @@ impl Sink<'_> {
     }
 }
 
+impl sys::DecodeSink for Sink<'_> {
+    fn fill_from<R: Read>(&mut self, r: &mut R) -> io::Result<()> {
+        Sink::fill_from(self, r)
+    }
+}
+
 impl Write for Sink<'_> {
     fn write(&mut self, data: &[u8]) -> io::Result<usize> {
         let space = self.space()?;
@@ -165,7 +170,7 @@ impl Write for Sink<'_> {
 /// it is read through buffers).
 pub(super) fn map_raw(image: &Image) -> Option<sys::Mapping> {
     let (f, size) = image.raw_file()?;
-    sys::Mapping::new(f.as_fd(), usize::try_from(size).ok()?).ok()
+    sys::Mapping::new(f, usize::try_from(size).ok()?).ok()
 }
 
 /// Reads the whole image into `sink`: the mapped image when there is one,

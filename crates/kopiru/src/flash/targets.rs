@@ -70,6 +70,10 @@ pub fn check_targets(
     devices: &[PathBuf],
     opts: &FlashOptions,
 ) -> Result<Vec<Target>, Error> {
+    if let Err(e) = sys::available(sys::Feature::Flash) {
+        let at = devices.first().cloned().unwrap_or_default();
+        return Err(Error::io(Side::Destination, at, Op::Flash, e));
+    }
     let image_size = match (&opts.bmap, image.size, image.at_least) {
         (Some(m), _, _) => Some((m.image_size, false)),
         (None, Some(n), _) => Some((n, false)),

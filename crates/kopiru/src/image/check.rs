@@ -54,6 +54,8 @@ fn refuse_output(path: &Path, why: ImageRefusal) -> Error {
 /// The first refusal ([`Op::Image`] and [`Refusal::Image`]), or an OS error
 /// examining the paths.
 pub fn check_source(device: &Path, output: &Path, opts: &ImageOptions) -> Result<Source, Error> {
+    sys::available(sys::Feature::Image)
+        .map_err(|e| Error::io(Side::Source, device, Op::Image, e))?;
     let st = match sys::stat_path(device, true) {
         Ok(st) => st,
         Err(e) if sys::is_not_found(&e) => {

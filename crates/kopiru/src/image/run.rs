@@ -292,8 +292,7 @@ fn place(out: &mut Temp, map: Option<&mut Temp>, replace: bool) -> Result<(), Er
 /// buffered where that is refused.
 fn open_source(path: &Path) -> Result<(Fd, bool), Error> {
     let failed = |e| Error::io(Side::Source, path, Op::Open, e);
-    let c: CString = sys::cstring(path.as_os_str()).map_err(failed)?;
-    let open = |flags| sys::open_raw(sys::cwd(), c.as_c_str(), flags, 0);
+    let open = |flags| sys::open_path_mode(path, flags, 0);
     let flags = sys::O_RDONLY;
     match open(flags | sys::O_DIRECT) {
         Ok(fd) => Ok((fd, true)),

@@ -9,7 +9,6 @@ use crate::Cancel;
 use crate::DeviceProgress;
 use sha2::Digest;
 use std::ffi::CStr;
-use std::fs::File;
 use std::io::{self, Read};
 
 /// Bytes per uncached read, and per decoded piece.
@@ -29,7 +28,7 @@ pub(super) fn read_back(
     events: &dyn DeviceProgress,
 ) -> io::Result<bool> {
     let file = Uncached {
-        file: File::from(sys::open_uncached(dir, name)?),
+        fd: sys::open_uncached(dir, name)?,
         buf: Aligned::new(PIECE),
         pos: 0,
         len: 0,
@@ -38,20 +37,8 @@ pub(super) fn read_back(
     };
     let mut r: Box<dyn Read> = match format {
         Format::Raw => Box::new(file),
-        Format::Zstd => {
-            let mut d = zstd::stream::read::Decoder::new(file)?;
-            d.window_log_max(31)?;
-            Box::new(d)
-        }
-        Format::Xz => {
-            let stream = liblzma::stream::MtStreamBuilder::new()
-                .threads(threads.max(1))
-                .memlimit_threading(crate::flash::DEFAULT_MEMORY)
-                .memlimit_stop(u64::MAX)
-                .decoder()
-                .map_err(|e| io::Error::other(format!("xz: {e}")))?;
-            Box::new(liblzma::read::XzDecoder::new_stream(file, stream))
-        }
+        Format::Zstd => sys::zstd_reader(file)?,
+        Format::Xz => sys::xz_reader(file, threads, crate::flash::DEFAULT_MEMORY)?,
         Format::Gzip => Box::new(flate2::read::MultiGzDecoder::new(file)),
     };
     let mut sha = sha2::Sha256::new();
@@ -75,7 +62,7 @@ pub(super) fn read_back(
 
 /// A file read with O_DIRECT (where it was allowed) in aligned pieces.
 struct Uncached {
-    file: File,
+    fd: sys::Fd,
     buf: Aligned,
     pos: usize,
     len: usize,
@@ -89,7 +76,7 @@ impl Read for Uncached {
             if self.eof {
                 return Ok(0);
             }
-            let n = sys::pread(self.file.as_fd(), self.buf.buf(), self.off)?;
+            let n = sys::pread(self.fd.as_fd(), self.buf.buf(), self.off)?;
             // A read that ends off an aligned offset reached the end.
             if n == 0 || n % sys::DIRECT_ALIGN != 0 {
                 self.eof = true;

@@ -1,6 +1,7 @@
 //! Linux: FICLONE, copy_file_range, getdents64, O_NOATIME.
 
-use super::unix::{cvt, cvt_size, retry, BlockInfo, DirEntry, Extent, FdRef, FileKind, Shared};
+use super::unix::{cvt, cvt_size, retry, DirEntry, FdRef, FileKind};
+use super::{BlockInfo, Extent, Shared};
 use std::cell::RefCell;
 use std::ffi::CStr;
 use std::io;
@@ -646,3 +647,9 @@ pub fn zero_out(fd: FdRef, len: u64) -> io::Result<()> {
     cvt(unsafe { libc::ioctl(fd.as_raw_fd(), BLKZEROOUT as _, &range) })?;
     Ok(())
 }
+
+/// The platform's name, for messages.
+pub const PLATFORM: &str = "Linux";
+
+/// What kopiru does not do on Linux yet (see [`super::available`]).
+pub const LACKS: &[super::Feature] = &[];

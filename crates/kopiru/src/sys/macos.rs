@@ -1,6 +1,7 @@
 //! macOS: clonefile/fclonefileat, readdir. Compile-checked only (CI has no Mac).
 
-use super::unix::{cvt, cvt_size, BlockInfo, DirEntry, Extent, FdRef, FileKind, Shared};
+use super::unix::{cvt, cvt_size, DirEntry, FdRef, FileKind};
+use super::{BlockInfo, Extent, Shared};
 use std::ffi::{CStr, CString};
 use std::io;
 use std::os::fd::{AsFd, AsRawFd};
@@ -314,6 +315,11 @@ pub fn mounts() -> Vec<(u64, String)> {
     Vec::new()
 }
 
+/// Not read on macOS yet (`kopiru image` is Linux-only).
+pub fn mount_modes() -> Vec<(u64, String, bool)> {
+    Vec::new()
+}
+
 /// Opens a device with an exclusive lock.
 pub const O_EXCLUSIVE_DEVICE: libc::c_int = libc::O_EXLOCK;
 /// No O_DIRECT on macOS (F_NOCACHE is set after opening instead).
@@ -328,3 +334,9 @@ pub fn zero_out(_fd: FdRef, _len: u64) -> io::Result<()> {
 pub fn is_partition(_rdev: u64) -> bool {
     false
 }
+
+/// The platform's name, for messages.
+pub const PLATFORM: &str = "macOS";
+
+/// What kopiru does not do on macOS yet (see [`super::available`]).
+pub const LACKS: &[super::Feature] = &[super::Feature::Image];

@@ -3,7 +3,7 @@
 
 use super::FdRef;
 use std::io;
-use std::os::fd::AsRawFd;
+use std::os::fd::{AsFd, AsRawFd};
 
 /// A read-only memory map of a file.
 pub struct Mapping {
@@ -19,9 +19,10 @@ unsafe impl Send for Mapping {}
 unsafe impl Sync for Mapping {}
 
 impl Mapping {
-    /// Maps the first `len` bytes of `fd` (read-only, shared), for a
+    /// Maps the first `len` bytes of `file` (read-only, shared), for a
     /// sequential read.
-    pub fn new(fd: FdRef, len: usize) -> io::Result<Mapping> {
+    pub fn new(file: &std::fs::File, len: usize) -> io::Result<Mapping> {
+        let fd: FdRef = file.as_fd();
         // SAFETY: a new mapping at an address the kernel picks (null hint); `fd` is borrowed
         // and need not outlive it. Failure (MAP_FAILED) is checked below.
         let ptr = unsafe {

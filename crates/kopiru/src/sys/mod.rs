@@ -39,6 +39,16 @@ mod windows;
 #[cfg(windows)]
 pub use self::windows::*;
 
+#[cfg(target_os = "linux")]
+mod c_libs;
+#[cfg(target_os = "linux")]
+pub use c_libs::*;
+
+#[cfg(not(target_os = "linux"))]
+mod rust_libs;
+#[cfg(not(target_os = "linux"))]
+pub use rust_libs::*;
+
 mod portable;
 pub use portable::*;
 
@@ -155,7 +165,7 @@ pub fn noatime_refused(e: &io::Error) -> bool {
     e.raw_os_error() == Some(libc::EPERM)
 }
 
-/// `open` flags for the Unix-only commands (`flash`, `image`, `dedupe`,
+/// `open` flags for the commands Windows lacks (`flash`, `image`, `dedupe`,
 /// `--shard`), which pass them to [`open_raw`] and [`open_path`] (these add
 /// `O_CLOEXEC` themselves).
 #[cfg(unix)]
@@ -329,4 +339,58 @@ pub fn same_data(a: FdRef, b: FdRef, len: u64) -> bool {
         }
         off += ra as u64;
     }
+}
+
+/// What one call to an encoder ([`XzEncoder`], [`ZstdEncoder`]) did.
+#[derive(Clone, Copy, Debug)]
+pub struct Coded {
+    /// Input bytes it took.
+    pub taken: usize,
+    /// Output bytes it gave.
+    pub made: usize,
+    /// The stream is complete (only when finishing).
+    pub ended: bool,
+}
+
+/// Where a decoder ([`decode_xz`], [`decode_zstd`]) puts an image: written
+/// to, or filled from a reader (straight into its own buffers).
+pub trait DecodeSink: io::Write {
+    /// Reads `r` to its end into the sink.
+    fn fill_from<R: io::Read>(&mut self, r: &mut R) -> io::Result<()>;
+}
+
+/// A command or option that a platform may not have yet.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Feature {
+    /// `kopiru flash`.
+    Flash,
+    /// `kopiru image`.
+    Image,
+    /// `kopiru dedupe`.
+    Dedupe,
+    /// `kopiru copy --shard`.
+    Shard,
+}
+
+impl Feature {
+    fn name(self) -> &'static str {
+        match self {
+            Feature::Flash => "kopiru flash",
+            Feature::Image => "kopiru image",
+            Feature::Dedupe => "kopiru dedupe",
+            Feature::Shard => "--shard",
+        }
+    }
+}
+
+/// `Ok` where this platform has `f`; else an error of kind `Unsupported`
+/// that says so ("kopiru flash is not available on Windows yet").
+pub fn available(f: Feature) -> io::Result<()> {
+    if LACKS.contains(&f) {
+        return Err(io::Error::new(
+            io::ErrorKind::Unsupported,
+            format!("{} is not available on {PLATFORM} yet", f.name()),
+        ));
+    }
+    Ok(())
 }

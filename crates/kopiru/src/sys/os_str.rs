@@ -40,6 +40,21 @@ pub fn os_str_bytes(s: &OsStr) -> &[u8] {
     s.as_bytes()
 }
 
+/// Bytes written by [`os_str_bytes`] back as an `OsStr`: UTF-8 only, any
+/// other name as U+FFFD (bytes read from a file are not trusted to be
+/// WTF-8; `--shard`, the one user, is not available on Windows yet).
+#[cfg(windows)]
+pub fn bytes_os_str(b: &[u8]) -> &OsStr {
+    OsStr::new(std::str::from_utf8(b).unwrap_or("\u{FFFD}"))
+}
+
+/// A path's bytes (its WTF-8), to be written to a file and read back by
+/// [`bytes_os_str`].
+#[cfg(windows)]
+pub fn os_str_bytes(s: &OsStr) -> &[u8] {
+    s.as_encoded_bytes()
+}
+
 /// Always `None` on Windows: `Path::join` joins.
 #[cfg(windows)]
 pub fn append_name(_dir: &Path, _name: &OsStr) -> Option<PathBuf> {

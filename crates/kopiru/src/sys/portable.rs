@@ -72,3 +72,49 @@ pub fn open_parent(path: &Path) -> io::Result<(Fd, CString)> {
         _ => Ok((open_path(path, OPEN_DIR_FLAGS)?, CString::from(c"."))),
     }
 }
+
+/// One extent of a file, as FIEMAP reports it (Linux).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Extent {
+    /// Offset in the file.
+    pub logical: u64,
+    /// Address on the device (filesystem-specific units of bytes).
+    pub physical: u64,
+    /// Length in bytes.
+    pub length: u64,
+    /// Shared with another file or snapshot.
+    pub shared: bool,
+    /// Where the data is not a plain block range (delayed, inline, encoded,
+    /// unknown): such maps cannot be compared.
+    pub opaque: bool,
+    /// The data lives inside the filesystem's metadata (small Btrfs files):
+    /// it cannot share blocks.
+    pub inline: bool,
+}
+
+/// What the kernel did with a request to share blocks.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[cfg_attr(windows, allow(dead_code))] // no block sharing on Windows yet
+pub enum Shared {
+    /// The destination now shares the source's blocks.
+    Done,
+    /// The contents differ (checked by the kernel under lock): untouched.
+    Differs,
+}
+
+/// What kopiru needs to know of a block device before writing it.
+#[derive(Clone, Debug, Default)]
+pub struct BlockInfo {
+    /// Size in bytes.
+    pub size: u64,
+    /// Smallest write the device takes (O_DIRECT alignment).
+    pub logical: u32,
+    /// The device's internal block size.
+    pub physical: u32,
+    /// Optimal I/O size (often 0: unknown).
+    pub optimal: u32,
+    /// Largest single request, in bytes (`queue/max_sectors_kb`).
+    pub max_request: u64,
+    /// Vendor and model, or what a loop device is backed by.
+    pub model: String,
+}

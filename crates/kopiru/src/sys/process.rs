@@ -80,3 +80,13 @@ pub fn raise_fd_limit() {
         }
     }
 }
+
+/// Where a user's programs keep state: `$XDG_STATE_HOME`, or
+/// `~/.local/state`; `None` without a home.
+pub fn state_dir() -> Option<std::path::PathBuf> {
+    use std::path::PathBuf;
+    match std::env::var_os("XDG_STATE_HOME") {
+        Some(d) if !d.is_empty() => Some(PathBuf::from(d)),
+        _ => Some(PathBuf::from(std::env::var_os("HOME")?).join(".local/state")),
+    }
+}

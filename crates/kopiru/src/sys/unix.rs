@@ -286,6 +286,19 @@ pub fn open_path(path: &Path, flags: libc::c_int) -> io::Result<Fd> {
     open_raw(cwd(), &c, flags, 0)
 }
 
+/// Opens a path with `flags` (`O_CREAT`: made with `mode`), for the
+/// devices and images of `flash` and `image`.
+pub fn open_path_mode(path: &Path, flags: libc::c_int, mode: u32) -> io::Result<Fd> {
+    let c = super::cstring(path.as_os_str())?;
+    open_raw(cwd(), &c, flags, mode)
+}
+
+/// [`open_uncached`](super::open_uncached) of a path.
+pub fn open_path_uncached(path: &Path) -> io::Result<Fd> {
+    let c = super::cstring(path.as_os_str())?;
+    super::open_uncached(cwd(), &c)
+}
+
 /// `mkdirat`.
 pub fn mkdir_at(dir: FdRef, name: &CStr, mode: u32) -> io::Result<()> {
     // SAFETY: `dir` is a borrowed descriptor and `name` a NUL-terminated C string.
@@ -605,34 +618,6 @@ impl Closer {
     }
 }
 
-/// One extent of a file, as FIEMAP reports it (Linux).
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct Extent {
-    /// Offset in the file.
-    pub logical: u64,
-    /// Address on the device (filesystem-specific units of bytes).
-    pub physical: u64,
-    /// Length in bytes.
-    pub length: u64,
-    /// Shared with another file or snapshot.
-    pub shared: bool,
-    /// Where the data is not a plain block range (delayed, inline, encoded,
-    /// unknown): such maps cannot be compared.
-    pub opaque: bool,
-    /// The data lives inside the filesystem's metadata (small Btrfs files):
-    /// it cannot share blocks.
-    pub inline: bool,
-}
-
-/// What the kernel did with a request to share blocks.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Shared {
-    /// The destination now shares the source's blocks.
-    Done,
-    /// The contents differ (checked by the kernel under lock): untouched.
-    Differs,
-}
-
 /// Free bytes and the block size of the filesystem of `fd`.
 pub fn fs_space(fd: FdRef) -> io::Result<(u64, u64)> {
     let mut st = std::mem::MaybeUninit::<libc::statfs>::uninit();
@@ -641,21 +626,4 @@ pub fn fs_space(fd: FdRef) -> io::Result<(u64, u64)> {
     // SAFETY: fstatfs succeeded (checked by `?` above), so it filled in `st`.
     let st = unsafe { st.assume_init() };
     Ok((st.f_bfree as u64 * st.f_bsize as u64, st.f_bsize as u64))
-}
-
-/// What kopiru needs to know of a block device before writing it.
-#[derive(Clone, Debug, Default)]
-pub struct BlockInfo {
-    /// Size in bytes.
-    pub size: u64,
-    /// Smallest write the device takes (O_DIRECT alignment).
-    pub logical: u32,
-    /// The device's internal block size.
-    pub physical: u32,
-    /// Optimal I/O size (often 0: unknown).
-    pub optimal: u32,
-    /// Largest single request, in bytes (`queue/max_sectors_kb`).
-    pub max_request: u64,
-    /// Vendor and model, or what a loop device is backed by.
-    pub model: String,
 }

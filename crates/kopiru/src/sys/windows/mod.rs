@@ -39,6 +39,7 @@ use windows_sys::Win32::Storage::FileSystem::{
 // `super::cstring(..)`, `super::loop_error()`, ..., as `unix.rs` does.
 use super::{cstring, loop_error, os_str, unsupported};
 
+mod absent;
 mod close;
 mod copy;
 mod data;
@@ -49,6 +50,7 @@ mod process;
 mod stat;
 mod streams;
 
+pub use self::absent::*;
 pub use self::close::*;
 pub use self::copy::*;
 pub use self::data::*;
@@ -243,3 +245,14 @@ fn scratch(name: &str) -> PathBuf {
     std::fs::create_dir_all(&d).unwrap();
     d
 }
+
+/// The platform's name, for messages.
+pub const PLATFORM: &str = "Windows";
+
+/// What kopiru does not do on Windows yet (see [`super::available`]).
+pub const LACKS: &[super::Feature] = &[
+    super::Feature::Flash,
+    super::Feature::Image,
+    super::Feature::Dedupe,
+    super::Feature::Shard,
+];

@@ -28,6 +28,10 @@ pub const OPEN_DIR_FLAGS: i32 = O_DIRECTORY;
 
 /// Opens a command-line path for reading (a directory with [`O_DIRECTORY`]).
 pub fn open_path(path: &Path, flags: i32) -> io::Result<Fd> {
+    // Opening to write (flash, dedupe) is not done here yet.
+    if flags & !O_DIRECTORY != 0 {
+        return Err(super::unsupported());
+    }
     let fd = create_file(
         verbatim(path)?,
         GENERIC_READ,

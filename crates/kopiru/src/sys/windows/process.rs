@@ -99,6 +99,13 @@ pub fn euid() -> u32 {
 /// Nothing: Windows has no per-process limit on handles to raise.
 pub fn raise_fd_limit() {}
 
+/// Where a user's programs keep state: `%LOCALAPPDATA%`; `None` where it
+/// is not set.
+pub fn state_dir() -> Option<std::path::PathBuf> {
+    let local = std::env::var_os("LOCALAPPDATA").filter(|d| !d.is_empty())?;
+    Some(std::path::PathBuf::from(local))
+}
+
 #[cfg(test)]
 mod tests {
     use super::super::{open_path, scratch, AsFd, OPEN_DIR_FLAGS};
