@@ -514,6 +514,106 @@ nfs() {
     rmdev $DATA
 }
 
+# smb NAME: Samba on loopback sharing XFS, mounted by the kernel's cifs
+# client with SMB 3.1.1 (issue 29). A 256 MiB file copied by kopiru within
+# the share must be copied by the server (copy_file_range is sent as
+# FSCTL_SRV_COPYCHUNK: the bytes the mount read and wrote, in
+# /proc/fs/cifs/Stats, stay flat) and equal; a tree copied onto the share
+# must be equal, and still equal after an unmount and a mount.
+smb() {
+    local name=$1 t0=$SECONDS E=$W/smbshare N=$W/smb S=$W/samba
+    [[ $name =~ $ONLY ]] || return 0
+    modprobe cifs 2>/dev/null
+    if ! grep -q '^cifs ' /proc/modules || ! command -v smbd >/dev/null ||
+        ! command -v mount.cifs >/dev/null; then
+        echo "SKIP $name: no cifs module, smbd (samba) or mount.cifs (cifs-utils) here"
+        return
+    fi
+    fresh $DATA $D_DATA || { echo "FAIL $name: cannot create data device"; return; }
+    mkdir -p $E $N $S/lock $S/state $S/cache $S/private $S/pid $S/ncalrpc
+    mkfs_for xfs /dev/mapper/$DATA && mount_fs xfs /dev/mapper/$DATA $E ||
+        { echo "FAIL $name: mkfs/mount xfs"; rmdev $DATA; return; }
+    # Every path of the server's own in $S: the host's /var is read-only.
+    cat >$S/smb.conf <<CONF
+[global]
+server role = standalone server
+map to guest = Bad User
+server min protocol = SMB3
+interfaces = lo
+bind interfaces only = yes
+disable netbios = yes
+smb ports = 445
+lock directory = $S/lock
+state directory = $S/state
+cache directory = $S/cache
+private dir = $S/private
+pid directory = $S/pid
+ncalrpc dir = $S/ncalrpc
+log file = $S/log
+[share]
+path = $E
+read only = no
+guest ok = yes
+force user = root
+CONF
+    # Without --no-process-group smbd makes a session of its own: stopping,
+    # it signals its whole process group, which must not be this script.
+    smbd --foreground -s $S/smb.conf </dev/null >$S/out 2>&1 &
+    local smbd=$! up=""
+    for _ in $(seq 60); do
+        mount -t cifs //127.0.0.1/share $N -o guest,vers=3.1.1 2>$T/smb-err && { up=1; break; }
+        sleep 0.5
+    done
+    if [ -z "$up" ]; then
+        echo "SKIP $name: Samba did not come up: $(tail -n 2 $T/smb-err $S/out | tr '\n' ' ')"
+        kill -- -$smbd 2>/dev/null; wait $smbd 2>/dev/null
+        umount $E; rmdev $DATA
+        return
+    fi
+    local res="" b0 b1 moved
+    head -c $((256 << 20)) /dev/urandom >$E/big
+    # Bytes the client read and wrote over SMB, all shares together.
+    bytes() { awk '/Bytes read:/ {n += $3 + $6} END {print n + 0}' /proc/fs/cifs/Stats; }
+    b0=$(bytes)
+    $KOPIRU copy --json $N/big $N/big2 >$T/out 2>&1
+    local rc=$?
+    b1=$(bytes)
+    moved=$((b1 - b0))
+    local methods
+    methods=$(grep -o '"clone":[0-9]*\|"offload":[0-9]*\|"stream":[0-9]*\|"server_side_files":[0-9]*' $T/out | tr '\n' ' ')
+    if [ $rc != 0 ]; then
+        res="FAIL $name: copy within the share exited $rc: $(head -c 200 $T/out)"
+    elif ! cmp -s $E/big $E/big2; then
+        res="FAIL $name: the copy differs from the file"
+    elif [ $moved -gt $((4 << 20)) ]; then
+        res="FAIL $name: the data crossed the network: $moved bytes read and written for 256 MiB ($methods)"
+    else
+        $KOPIRU copy $W/src $N/tree >$T/out 2>&1
+        rc=$?
+        # The counters must see the tree's bytes written, else the flat
+        # count above proves nothing.
+        local wrote=$(($(bytes) - b1)) d1=0 d2=0
+        diff -r $W/src $N/tree >$T/d1 2>&1 || d1=1
+        umount $N && mount -t cifs //127.0.0.1/share $N -o guest,vers=3.1.1
+        diff -r $W/src $N/tree >$T/d2 2>&1 || d2=1
+        if [ $rc != 0 ]; then
+            res="FAIL $name: tree onto the share exited $rc: $(head -c 200 $T/out)"
+        elif [ $wrote -lt $((1 << 20)) ]; then
+            res="FAIL $name: /proc/fs/cifs/Stats counted $wrote bytes for the tree: its counters are not read right"
+        elif [ $d1 != 0 ] || [ $d2 != 0 ]; then
+            res="FAIL $name: the tree on the share differs (before $d1, after a remount $d2): $(head -c 200 $T/d1) $(head -c 200 $T/d2)"
+        else
+            res="PASS $name: 256 MiB copied by the server ($moved bytes crossed, against $wrote for the tree; kopiru --json: ${methods% }), a tree equal on the share and after a remount [$((SECONDS - t0))s]"
+        fi
+    fi
+    echo "$res"
+    umount $N 2>/dev/null || umount -l $N
+    kill -- -$smbd 2>/dev/null || kill $smbd 2>/dev/null
+    wait $smbd 2>/dev/null
+    umount $E 2>/dev/null || umount -l $E
+    rmdev $DATA
+}
+
 # lane N: the devices, device-mapper names and directories of one of two
 # lanes of scenarios. The guest has two vCPUs and eight disks, four per
 # lane: the lanes run side by side, each its scenarios one after another.
@@ -574,5 +674,6 @@ fi
 # Alone, once both lanes are done (the server takes a CPU of its own).
 lane 0
 nfs nfs-xfs
+smb smb-xfs
 dmsetup remove zero0
 echo "GUEST DONE"

@@ -32,6 +32,8 @@ if [ "${LAB_NO_INSTALL:-0}" != 1 ]; then
     command -v mkfs.xfs >/dev/null || need+=(xfsprogs)
     command -v mkfs.btrfs >/dev/null || need+=(btrfs-progs)
     command -v rpc.nfsd >/dev/null || need+=(nfs-kernel-server)
+    command -v smbd >/dev/null || need+=(samba)
+    command -v mount.cifs >/dev/null || need+=(cifs-utils)
     if [ ${#need[@]} -gt 0 ]; then
         if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null; then
             echo "lab: installing ${need[*]}" >&2

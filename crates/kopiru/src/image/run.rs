@@ -174,39 +174,7 @@ fn run(
         map: opts.bmap.as_ref().map(|_| MapBuilder::new()),
         mapped: 0,
     };
-    let (full_tx, full_rx) = mpsc::sync_channel::<Read>(BUFFERS);
-    let (empty_tx, empty_rx) = mpsc::channel::<Aligned>();
-    for _ in 0..BUFFERS {
-        let _ = empty_tx.send(Aligned::new(src.chunk));
-    }
-    let mut total = 0u64;
-    let (result, hashed) = std::thread::scope(|sc| {
-        let cancel = &opts.cancel;
-        let fd = &fd;
-        let reader =
-            sc.spawn(move || read_all(fd, src.size, src.chunk, full_tx, empty_rx, cancel, hashed));
-        let r = (|| {
-            for got in full_rx.iter() {
-                opts.cancel.check().map_err(out_err(output, Op::Write))?;
-                let (off, buf, len, runs) = got.map_err(|(off, e)| {
-                    s.error_at = Some(off);
-                    Error::io(Side::Source, &src.path, Op::Read, e)
-                })?;
-                let data = &buf.get()[..len];
-                enc.put(off, data, &runs, &opts.cancel)
-                    .map_err(out_err(output, Op::Write))?;
-                total += len as u64;
-                // The reader may be done already.
-                let _ = empty_tx.send(buf);
-            }
-            Ok(())
-        })();
-        // Stopped early: the reader, waiting for a buffer or for room in
-        // the queue, stops now.
-        drop(full_rx);
-        drop(empty_tx);
-        (r, reader.join().ok())
-    });
+    let (result, total, hashed) = pump(src, &fd, opts, &mut enc, output, s, hashed);
     s.image_bytes = total;
     result?;
     opts.cancel.check().map_err(out_err(output, Op::Write))?;
@@ -262,6 +230,54 @@ fn run(
         }
     }
     place(&mut out, map_out.as_mut(), opts.force)
+}
+
+/// The device's bytes through the encoder: a reader thread fills the
+/// buffers, this thread encodes them. Returns how it ended, the bytes
+/// encoded, and the reader's hashes (`None` if it panicked).
+fn pump(
+    src: &Source,
+    fd: &Fd,
+    opts: &ImageOptions,
+    enc: &mut Out<'_>,
+    output: &Path,
+    s: &mut ImageSummary,
+    hashed: Hashed,
+) -> (Result<(), Error>, u64, Option<Hashed>) {
+    let out_err = |op: Op| move |e: io::Error| Error::io(Side::Destination, output, op, e);
+    let (full_tx, full_rx) = mpsc::sync_channel::<Read>(BUFFERS);
+    let (empty_tx, empty_rx) = mpsc::channel::<Aligned>();
+    for _ in 0..BUFFERS {
+        let _ = empty_tx.send(Aligned::new(src.chunk));
+    }
+    let mut total = 0u64;
+    let (result, hashed) = std::thread::scope(|sc| {
+        let cancel = &opts.cancel;
+        let reader =
+            sc.spawn(move || read_all(fd, src.size, src.chunk, full_tx, empty_rx, cancel, hashed));
+        let r = (|| {
+            for got in full_rx.iter() {
+                opts.cancel.check().map_err(out_err(Op::Write))?;
+                let (off, buf, len, runs) = got.map_err(|(off, e)| {
+                    s.error_at = Some(off);
+                    Error::io(Side::Source, &src.path, Op::Read, e)
+                })?;
+                let data = &buf.get()[..len];
+                enc.put(off, data, &runs, &opts.cancel)
+                    .map_err(out_err(Op::Write))?;
+                total += len as u64;
+                // The reader may be done already.
+                let _ = empty_tx.send(buf);
+            }
+            Ok(())
+        })();
+        // Stopped early: the reader, waiting for a buffer or for room in
+        // the queue, stops now.
+        drop(full_rx);
+        drop(empty_tx);
+        (r, reader.join().ok())
+    });
+    (result, total, hashed)
 }
 
 /// Moves the block map, then the image, to their final names, and flushes
