@@ -295,7 +295,7 @@ fn scan(paths: &[PathBuf], opts: &DedupeOptions, s: &mut DedupeSummary) -> Vec<F
                 let block = *devs.entry(st.dev).or_insert_with(|| {
                     let fd = sys::open_source(dir.as_fd(), &name, false, false, false).ok()?;
                     if sys::can_share_blocks(fd.as_fd()) {
-                        return sys::fs_space(fd.as_fd()).ok().map(|(_, b)| b);
+                        return sys::fs_space(fd.as_fd()).ok().map(|s| s.block);
                     }
                     s.unsupported.push(Unsupported {
                         path: path.clone(),
@@ -482,7 +482,7 @@ fn share_all(
         }
         if let Ok(fd) = open(f) {
             let _ = sys::sync_fs(fd.as_fd());
-            if let Ok((free, _)) = sys::fs_space(fd.as_fd()) {
+            if let Ok(sys::Space { free, .. }) = sys::fs_space(fd.as_fd()) {
                 spaces.insert(f.dev, (fd, free));
             }
         }
@@ -528,7 +528,7 @@ fn share_all(
     // Btrfs shows freed space only after its transaction commits.
     for (fd, before) in spaces.values() {
         let _ = sys::sync_fs(fd.as_fd());
-        if let Ok((after, _)) = sys::fs_space(fd.as_fd()) {
+        if let Ok(sys::Space { free: after, .. }) = sys::fs_space(fd.as_fd()) {
             s.space_freed += after as i64 - *before as i64;
         }
     }

@@ -68,5 +68,5 @@ pub fn sync_filesystem(fd: sys::FdRef) -> std::io::Result<()> {
 /// # Errors
 /// `fstatfs`'s error; on Windows, not available yet (`Unsupported`).
 pub fn free_space(fd: sys::FdRef) -> std::io::Result<u64> {
-    sys::fs_space(fd).map(|(free, _)| free)
+    sys::fs_space(fd).map(|s| s.free)
 }

@@ -109,9 +109,12 @@ impl Image {
         head.truncate(n);
         let format = recognise(&head, Some(path), format).map_err(refused)?;
         let regular = stat.kind() == sys::FileKind::File;
-        let (size, at_least) = match regular {
+        let size::DecodedSize {
+            exact: size,
+            at_least,
+        } = match regular {
             true => size::decoded(&f, stat.size, format),
-            false => (None, None),
+            false => size::DecodedSize::default(),
         };
         Ok(Image {
             path: path.to_path_buf(),
@@ -139,7 +142,10 @@ impl Image {
             .map_err(failed(Op::Read))?;
         let name = Path::new(http::file_name(&url));
         let format = recognise(&head, Some(name), format).map_err(refused)?;
-        let (size, at_least) = match d.len {
+        let size::DecodedSize {
+            exact: size,
+            at_least,
+        } = match d.len {
             Some(len) => {
                 // The end of the file, asked for once; the start is had.
                 let tail_len = len.min(256 << 10);
@@ -161,7 +167,7 @@ impl Image {
                 };
                 size::decoded_by(&at, len, format, false)
             }
-            None => (None, None),
+            None => size::DecodedSize::default(),
         };
         let stats = d.stats.clone();
         Ok(Image {

@@ -9,10 +9,34 @@ use super::sniff::Format;
 use crate::sys::FileExt;
 use std::fs::File;
 
-/// The decoded size of the image file `f` of `len` bytes in `format`, when
-/// its format records it, else a size it has at least, when known. The
+/// What an image's format says of its size once decoded.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub(super) struct DecodedSize {
+    /// The size, where the format records it.
+    pub exact: Option<u64>,
+    /// Else a size it has at least, where known.
+    pub at_least: Option<u64>,
+}
+
+impl DecodedSize {
+    fn exact(n: Option<u64>) -> Self {
+        DecodedSize {
+            exact: n,
+            at_least: None,
+        }
+    }
+
+    fn at_least(n: Option<u64>) -> Self {
+        DecodedSize {
+            exact: None,
+            at_least: n,
+        }
+    }
+}
+
+/// The decoded size of the image file `f` of `len` bytes in `format`. The
 /// decoder still checks the image: a damaged index only loses the size.
-pub(super) fn decoded(f: &File, len: u64, format: Format) -> (Option<u64>, Option<u64>) {
+pub(super) fn decoded(f: &File, len: u64, format: Format) -> DecodedSize {
     decoded_by(&|off, n| read_at(f, off, n), len, format, true)
 }
 
@@ -24,24 +48,22 @@ pub(super) fn decoded_by(
     len: u64,
     format: Format,
     walk: bool,
-) -> (Option<u64>, Option<u64>) {
+) -> DecodedSize {
     match format {
-        Format::Raw => (Some(len), None),
-        Format::Xz => (xz_size(at, len), None),
-        Format::Zstd if walk => (zstd_size(at, len), None),
+        Format::Raw => DecodedSize::exact(Some(len)),
+        Format::Xz => DecodedSize::exact(xz_size(at, len)),
+        Format::Zstd if walk => DecodedSize::exact(zstd_size(at, len)),
         // Over HTTP: the first frame's recorded size, which the image has
         // at least (zstd writes one frame for a file, so this is all of it).
-        Format::Zstd => (None, zstd_first_frame(at, len)),
+        Format::Zstd => DecodedSize::at_least(zstd_first_frame(at, len)),
         // ISIZE: the last member's size modulo 2^32, so the whole image
         // has at least that many bytes.
-        Format::Gzip => {
-            let at_least = len
-                .checked_sub(4)
+        Format::Gzip => DecodedSize::at_least(
+            len.checked_sub(4)
                 .and_then(|off| at(off, 4))
-                .map(|b| u64::from(u32::from_le_bytes([b[0], b[1], b[2], b[3]])));
-            (None, at_least)
-        }
-        Format::Bzip2 => (None, None),
+                .map(|b| u64::from(u32::from_le_bytes([b[0], b[1], b[2], b[3]]))),
+        ),
+        Format::Bzip2 => DecodedSize::default(),
     }
 }
 
@@ -199,7 +221,7 @@ mod tests {
         let f = File::open(&p).expect("open");
         let s = decoded(&f, bytes.len() as u64, format);
         let _ = std::fs::remove_file(p);
-        s
+        (s.exact, s.at_least)
     }
 
     fn uncompressed_size(name: &str, bytes: &[u8]) -> Option<u64> {
@@ -273,11 +295,14 @@ mod tests {
         let len = two.len() as u64;
         assert_eq!(
             decoded_by(&at, len, Format::Zstd, false),
-            (None, Some(2500))
+            DecodedSize::at_least(Some(2500))
         );
         let none = zstd_frame(&[5u8; 2500], false);
         let at = |off: u64, n: usize| none.get(off as usize..off as usize + n).map(<[u8]>::to_vec);
         let len = none.len() as u64;
-        assert_eq!(decoded_by(&at, len, Format::Zstd, false), (None, None));
+        assert_eq!(
+            decoded_by(&at, len, Format::Zstd, false),
+            DecodedSize::default()
+        );
     }
 }

@@ -86,9 +86,9 @@ pub fn check_source(device: &Path, output: &Path, opts: &ImageOptions) -> Result
     if is_block && !opts.force {
         let rw = sys::mount_modes()
             .into_iter()
-            .find(|(d, _, ro)| ours.contains(d) && !ro);
-        if let Some((_, at, _)) = rw {
-            return Err(refuse(device, ImageRefusal::MountedReadWrite { at }));
+            .find(|m| ours.contains(&m.dev) && !m.read_only);
+        if let Some(m) = rw {
+            return Err(refuse(device, ImageRefusal::MountedReadWrite { at: m.dir }));
         }
     }
     check_output(output, &st, &ours, opts)?;

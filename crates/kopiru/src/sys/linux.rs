@@ -1,7 +1,7 @@
 //! Linux: FICLONE, copy_file_range, getdents64, O_NOATIME.
 
 use super::unix::{cvt, cvt_size, retry, DirEntry, FdRef, FileKind};
-use super::{BlockInfo, Extent, Shared};
+use super::{BlockInfo, Extent, Mount, Shared};
 use std::cell::RefCell;
 use std::ffi::CStr;
 use std::io;
@@ -618,7 +618,7 @@ pub fn mounts() -> Vec<(u64, String)> {
 /// Every mounted filesystem's device number, mount point, and whether it
 /// is read-only: its superblock's options say `ro` (a read-only bind of a
 /// filesystem mounted read-write elsewhere shows up there as read-write).
-pub fn mount_modes() -> Vec<(u64, String, bool)> {
+pub fn mount_modes() -> Vec<Mount> {
     let text = std::fs::read_to_string("/proc/self/mountinfo").unwrap_or_default();
     text.lines()
         .filter_map(|l| {
@@ -626,7 +626,11 @@ pub fn mount_modes() -> Vec<(u64, String, bool)> {
             // After the optional fields: "-", type, source, superblock options.
             let sep = f.iter().position(|&x| x == "-")?;
             let ro = f.get(sep + 3)?.split(',').any(|o| o == "ro");
-            Some((parse_dev(f.get(2)?)?, f.get(4)?.to_string(), ro))
+            Some(Mount {
+                dev: parse_dev(f.get(2)?)?,
+                dir: f.get(4)?.to_string(),
+                read_only: ro,
+            })
         })
         .collect()
 }

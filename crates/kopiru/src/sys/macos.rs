@@ -1,7 +1,7 @@
 //! macOS: clonefile/fclonefileat, readdir. Compile-checked only (CI has no Mac).
 
 use super::unix::{cvt, cvt_size, DirEntry, FdRef, FileKind};
-use super::{BlockInfo, Extent, Shared};
+use super::{BlockInfo, Extent, Mount, Shared};
 use std::ffi::{CStr, CString};
 use std::io;
 use std::os::fd::{AsFd, AsRawFd};
@@ -316,7 +316,7 @@ pub fn mounts() -> Vec<(u64, String)> {
 }
 
 /// Not read on macOS yet (`kopiru image` is Linux-only).
-pub fn mount_modes() -> Vec<(u64, String, bool)> {
+pub fn mount_modes() -> Vec<Mount> {
     Vec::new()
 }
 

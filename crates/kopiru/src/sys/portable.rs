@@ -74,6 +74,26 @@ pub fn open_parent(path: &Path) -> io::Result<(Fd, CString)> {
 }
 
 /// One extent of a file, as FIEMAP reports it (Linux).
+/// Free space on a filesystem ([`fs_space`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Space {
+    /// Free bytes.
+    pub free: u64,
+    /// The block size.
+    pub block: u64,
+}
+
+/// A mounted filesystem ([`mount_modes`]).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Mount {
+    /// Its device number.
+    pub dev: u64,
+    /// Where it is mounted.
+    pub dir: String,
+    /// Its superblock is read-only.
+    pub read_only: bool,
+}
+
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Extent {
     /// Offset in the file.

@@ -1,6 +1,7 @@
 //! Calls that are the same on every Unix kopiru supports: all directory-relative
 //! (`*at`) so that paths longer than PATH_MAX work and nothing is looked up twice.
 
+use super::Space;
 use std::ffi::{CStr, CString};
 use std::io;
 use std::os::fd::{AsRawFd, BorrowedFd, FromRawFd, OwnedFd};
@@ -619,11 +620,14 @@ impl Closer {
 }
 
 /// Free bytes and the block size of the filesystem of `fd`.
-pub fn fs_space(fd: FdRef) -> io::Result<(u64, u64)> {
+pub fn fs_space(fd: FdRef) -> io::Result<Space> {
     let mut st = std::mem::MaybeUninit::<libc::statfs>::uninit();
     // SAFETY: `fd` is a borrowed open descriptor; `st` points to room for one `statfs`.
     cvt(unsafe { libc::fstatfs(fd.as_raw_fd(), st.as_mut_ptr()) })?;
     // SAFETY: fstatfs succeeded (checked by `?` above), so it filled in `st`.
     let st = unsafe { st.assume_init() };
-    Ok((st.f_bfree as u64 * st.f_bsize as u64, st.f_bsize as u64))
+    Ok(Space {
+        free: st.f_bfree as u64 * st.f_bsize as u64,
+        block: st.f_bsize as u64,
+    })
 }

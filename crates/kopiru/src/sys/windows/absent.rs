@@ -10,7 +10,7 @@ use std::io;
 use std::path::Path;
 
 use super::{unsupported, Fd, FdRef};
-use crate::sys::{BlockInfo, Extent, Shared};
+use crate::sys::{BlockInfo, Extent, Mount, Shared, Space};
 
 /// `open` flags, as the Unix-only callers pass them ([`open_raw`],
 /// [`open_path_mode`]); [`super::open_path`] takes none of them but
@@ -70,7 +70,7 @@ pub fn zero_out(_fd: FdRef, _len: u64) -> io::Result<()> {
 }
 
 /// Unsupported.
-pub fn fs_space(_fd: FdRef) -> io::Result<(u64, u64)> {
+pub fn fs_space(_fd: FdRef) -> io::Result<Space> {
     Err(unsupported())
 }
 
@@ -116,7 +116,7 @@ pub fn mounts() -> Vec<(u64, String)> {
 }
 
 /// None known.
-pub fn mount_modes() -> Vec<(u64, String, bool)> {
+pub fn mount_modes() -> Vec<Mount> {
     Vec::new()
 }
 
