@@ -38,8 +38,7 @@ pub(crate) struct Latency {
     follows: bool,
     /// The count may be raised (no `-j N`).
     may_raise: bool,
-    /// Creates claimed for timing, timed, and the fastest of them (ns).
-    claimed: AtomicUsize,
+    /// Creates timed (that made a file), and the fastest of them (ns).
     timed: AtomicUsize,
     fastest_ns: AtomicU64,
 }
@@ -57,8 +56,7 @@ impl Latency {
             by_type: AtomicBool::new(false),
             follows,
             may_raise: opts.jobs == 0,
-            claimed: AtomicUsize::new(if follows { 0 } else { SAMPLES }),
-            timed: AtomicUsize::new(0),
+            timed: AtomicUsize::new(if follows { 0 } else { SAMPLES }),
             fastest_ns: AtomicU64::new(u64::MAX),
         }
     }
@@ -103,17 +101,16 @@ impl Latency {
         }
     }
 
-    /// The start of a create to time: one of the first few, unless the
-    /// filesystem is already known to be a share.
+    /// The start of a create to time: until the first few have made a
+    /// file (a create that fails, or finds O_TMPFILE unsupported, does not
+    /// count), unless the filesystem is already known to be a share.
     pub(crate) fn time_create(&self) -> Option<Instant> {
-        let wanted = self.claimed.load(Ordering::Relaxed) < SAMPLES
-            && !self.round_trips()
-            && self.claimed.fetch_add(1, Ordering::Relaxed) < SAMPLES;
+        let wanted = self.timed.load(Ordering::Relaxed) < SAMPLES && !self.round_trips();
         wanted.then(Instant::now)
     }
 
-    /// A timed create, begun at `start`, made a file in `dir`; the last
-    /// sample decides.
+    /// A timed create, begun at `start`, made a file in `dir`; the
+    /// SAMPLES-th decides (creates timed at once may make a few more).
     pub(crate) fn created(&self, start: Instant, dir: sys::FdRef) {
         let took = u64::try_from(start.elapsed().as_nanos()).unwrap_or(u64::MAX);
         self.fastest_ns.fetch_min(took, Ordering::Relaxed);
