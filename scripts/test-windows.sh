@@ -382,16 +382,19 @@ k copy --verify --json "$V/src" "$V/dst"
 rc1=$RC
 grep -q '"verified_files":3' "$OUT"
 g1=$?
+# A local drive is not taken for a share (sys::remote_share).
+grep -q '"round_trip_filesystem":null' "$OUT"
+l1=$?
 k verify "$V/src" "$V/dst"
 rc2=$RC
 printf 'X' | dd of="$V/dst/sub/f2" bs=1 seek=5000 conv=notrunc status=none
 k verify "$V/src" "$V/dst"
 rc3=$RC
-if [ $rc1 -eq 0 ] && [ $g1 -eq 0 ] && [ $rc2 -eq 0 ] && [ $rc3 -eq 1 ] &&
+if [ $rc1 -eq 0 ] && [ $g1 -eq 0 ] && [ $l1 -eq 0 ] && [ $rc2 -eq 0 ] && [ $rc3 -eq 1 ] &&
     cat "$OUT" "$ERR" | grep -q f2; then
-    pass "verify: copy --verify checked 3 files; verify exits 0 on the copy and 1 naming a changed byte"
+    pass "verify: copy --verify checked 3 files (a local drive, not a share); verify exits 0 on the copy and 1 naming a changed byte"
 else
-    fail "verify: copy --verify exit $rc1 (verified 3: $([ $g1 -eq 0 ] && echo yes || echo no)), verify $rc2, after a change $rc3"
+    fail "verify: copy --verify exit $rc1 (verified 3: $([ $g1 -eq 0 ] && echo yes || echo no), taken for a share: $([ $l1 -eq 0 ] && echo no || echo yes)), verify $rc2, after a change $rc3"
     show
 fi
 

@@ -1,16 +1,18 @@
 //! Helpers written once for every platform, on top of its own calls.
 
-use super::{cstring, fs_type, open_path, Fd, FdRef, OPEN_DIR_FLAGS};
+use super::{cstring, fs_type, open_path, remote_share, Fd, FdRef, OPEN_DIR_FLAGS};
 use std::ffi::CString;
 use std::io;
 use std::path::Path;
 
 /// The type of the filesystem `fd` is on when its operations are round
 /// trips to a server or a daemon (NFS, SMB, FUSE, Ceph, Lustre, GPFS, AFS,
-/// 9p...), as [`fs_type`] names it on Linux and macOS; `None` for a local
-/// one, or where it cannot be told (Windows names the remote volume's own
-/// filesystem, "ntfs", so a share there is not told apart yet).
+/// 9p...), as [`fs_type`] names it on Linux and macOS, or as Windows names
+/// a share's protocol ([`remote_share`]: "smb"); `None` for a local one.
 pub fn round_trip_fs(fd: FdRef) -> Option<String> {
+    if let Some(p) = remote_share(fd) {
+        return Some(p);
+    }
     let t = fs_type(fd).ok()?;
     let remote = matches!(
         t.as_str(),

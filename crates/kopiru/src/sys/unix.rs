@@ -619,6 +619,13 @@ impl Closer {
     }
 }
 
+/// Where the OS says outright that `fd` is on a network share, the
+/// protocol: never here, where the filesystem's type says it
+/// ([`round_trip_fs`](super::round_trip_fs)).
+pub fn remote_share(_fd: FdRef) -> Option<String> {
+    None
+}
+
 /// Free bytes and the block size of the filesystem of `fd`.
 pub fn fs_space(fd: FdRef) -> io::Result<Space> {
     let mut st = std::mem::MaybeUninit::<libc::statfs>::uninit();

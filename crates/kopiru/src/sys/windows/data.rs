@@ -7,8 +7,9 @@ use windows_sys::Win32::Foundation::{
     GetLastError, ERROR_ACCESS_DENIED, ERROR_BROKEN_PIPE, ERROR_HANDLE_EOF, ERROR_MORE_DATA,
 };
 use windows_sys::Win32::Storage::FileSystem::{
-    FileEndOfFileInfo, FlushFileBuffers, GetVolumeInformationByHandleW, ReadFile,
-    SetFileInformationByHandle, WriteFile, FILE_END_OF_FILE_INFO,
+    FileEndOfFileInfo, FileRemoteProtocolInfo, FlushFileBuffers, GetFileInformationByHandleEx,
+    GetVolumeInformationByHandleW, ReadFile, SetFileInformationByHandle, WriteFile,
+    FILE_END_OF_FILE_INFO, FILE_REMOTE_PROTOCOL_INFO,
 };
 use windows_sys::Win32::System::Ioctl::{
     FILE_ALLOCATED_RANGE_BUFFER, FSCTL_QUERY_ALLOCATED_RANGES, FSCTL_SET_SPARSE,
@@ -179,6 +180,31 @@ pub fn make_sparse(fd: FdRef) -> io::Result<()> {
             &mut got,
             std::ptr::null_mut(),
         )
+    })
+}
+
+/// The protocol of the share an open file lives on ("smb", or "remote" for
+/// another), `None` for a local file: a share's volume names its own
+/// filesystem ("ntfs"), so its type cannot tell. Compile-checked only:
+/// Wine has no network shares.
+pub fn remote_share(fd: FdRef) -> Option<String> {
+    /// WNNC_NET_SMB (winnetwk.h).
+    const SMB: u32 = 0x0002_0000;
+    let h = fd.handle().ok()?;
+    let mut info = FILE_REMOTE_PROTOCOL_INFO::default();
+    // SAFETY: `h` is an open handle; `info` is a FILE_REMOTE_PROTOCOL_INFO of the size passed.
+    let ok = unsafe {
+        GetFileInformationByHandleEx(
+            h,
+            FileRemoteProtocolInfo,
+            (&raw mut info).cast(),
+            std::mem::size_of::<FILE_REMOTE_PROTOCOL_INFO>() as u32,
+        )
+    };
+    // It fails (ERROR_INVALID_PARAMETER) for a local file.
+    (ok != 0).then(|| match info.Protocol {
+        SMB => "smb".to_string(),
+        _ => "remote".to_string(),
     })
 }
 
