@@ -9,7 +9,7 @@
 #     crate built in the work directory; wall, CPU and peak RSS.
 #  2. flash onto a loop device (backing file in the work directory, direct
 #     I/O): kopiru flash (--no-verify, as the others do not verify; and with
-#     its read-back), the decompressor piped into `dd oflag=direct bs=4M`,
+#     its read-back), the decompressor piped into `dd iflag=fullblock oflag=direct bs=4M`,
 #     and `bmaptool copy --nobmap` where installed. Runs are interleaved
 #     (scripts/interleave.py: medians, the compressed image in the page
 #     cache before each); peak RSS from /usr/bin/time (for a pipeline: its largest
@@ -177,7 +177,7 @@ echo "== flash onto $dev (loop, direct I/O), ${mib} MiB image, medians of $runs 
 declare -A dec=([xz6]="xz -dc" [xz6mt]="xz -dc -T2" [xz9]="xz -dc" [zst19]="zstd -dc --long=27"
   [zst19l]="zstd -dc --long=27" [gz]="gzip -dc")
 for f in "${formats[@]}"; do
-  echo "${dec[$f]} ${c[$f]} | dd of=$dev oflag=direct bs=4M conv=fsync status=none" > "$tmp/pipe-$f.sh"
+  echo "${dec[$f]} ${c[$f]} | dd of=$dev iflag=fullblock oflag=direct bs=4M conv=fsync status=none" > "$tmp/pipe-$f.sh"
   args=(
     "$(timed "$f:kopiru" "$k flash --yes --no-progress --no-verify ${c[$f]} $dev")"
     "$(timed "$f:kopiru+verify" "$k flash --yes --no-progress ${c[$f]} $dev")"

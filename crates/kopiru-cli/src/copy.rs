@@ -249,12 +249,12 @@ fn finished(
             "workers {} ran: on {fs}, where each operation is a round trip, the default is more workers than CPUs",
             summary.workers
         );
-        let [cloned, offloaded, ..] = summary.methods;
         if summary.server_side_files > 0 {
             outln!(
-                "server-side on {fs}: {cloned} files cloned (NFS CLONE), {offloaded} copied by \
-                 copy_file_range (NFS 4.2 COPY, SMB3 copychunk, where the server has them): \
-                 their data did not cross the network"
+                "server-side on {fs}: {} files cloned or copied by the server (NFS CLONE or \
+                 COPY, SMB copychunk; COPY only where the server has it): their data did not \
+                 cross the network",
+                summary.server_side_files
             );
         }
     }

@@ -417,6 +417,11 @@ impl<'scope, 'env, 'a> Worker<'scope, 'env, 'a> {
         c.files.fetch_add(1, Ordering::Relaxed);
         c.bytes.fetch_add(bytes, Ordering::Relaxed);
         c.methods[method as usize].fetch_add(1, Ordering::Relaxed);
+        if matches!(method, Method::Clone | Method::Offload)
+            && self.sh.latency.server_side(f.dir.dst_dev)
+        {
+            c.server_side.fetch_add(1, Ordering::Relaxed);
+        }
         self.sh.reporter.file_done(&FileDone {
             src_dir: &f.dir.src_path,
             dst_dir: &f.dir.dst_path,

@@ -14,7 +14,7 @@ use super::{ROUND_TRIP_SHARE_ABOVE, ROUND_TRIP_SLICE, ROUND_TRIP_WORKERS, SHARE_
 use crate::options::CopyOptions;
 use crate::sys;
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
-use std::sync::OnceLock;
+use std::sync::{Mutex, OnceLock};
 use std::time::{Duration, Instant};
 
 /// Creates timed before deciding.
@@ -32,8 +32,11 @@ pub(crate) struct Latency {
     /// Why the round-trip defaults apply: the filesystem's type, and for a
     /// timed one how long its creates took.
     round_trips: OnceLock<String>,
-    /// The share was known by its type (not timed).
+    /// A destination is on a share known by its type (not timed), and the
+    /// devices of those destinations: a clone or an in-kernel copy into
+    /// one of them is the server's.
     by_type: AtomicBool,
+    share_devs: Mutex<Vec<u64>>,
     /// Shares are looked for (not with `-i` or `--shard`).
     follows: bool,
     /// The count may be raised (no `-j N`).
@@ -54,6 +57,7 @@ impl Latency {
             slice: AtomicUsize::new(SLICE),
             round_trips: OnceLock::new(),
             by_type: AtomicBool::new(false),
+            share_devs: Mutex::new(Vec::new()),
             follows,
             may_raise: opts.jobs == 0,
             timed: AtomicUsize::new(if follows { 0 } else { SAMPLES }),
@@ -79,24 +83,34 @@ impl Latency {
         self.round_trips.get().is_some()
     }
 
-    /// Whether the share was known by its type, where a clone or an
-    /// in-kernel copy is the server's.
-    pub(crate) fn by_type(&self) -> bool {
+    /// Whether a file cloned or copied in the kernel into a directory on
+    /// device `dst_dev` was copied by the server: the destination is on a
+    /// share known by its type (a clone or copy_file_range stays within
+    /// one filesystem, so the source is on it too).
+    pub(crate) fn server_side(&self, dst_dev: u64) -> bool {
         self.by_type.load(Ordering::Relaxed)
+            && self
+                .share_devs
+                .lock()
+                .expect("share devs lock")
+                .contains(&dst_dev)
     }
 
     pub(crate) fn into_round_trips(self) -> Option<String> {
         self.round_trips.into_inner()
     }
 
-    /// Where one of `fds` (a source and its destination directory) is on a
-    /// share by its type.
-    pub(crate) fn follow_type(&self, fds: &[sys::FdRef]) {
-        if !self.follows || self.round_trips() {
-            return;
-        }
-        if let Some(t) = fds.iter().find_map(|fd| sys::round_trip_fs(*fd)) {
+    /// Where a source directory `src` or its destination directory `dst`
+    /// (on device `dst_dev`) is on a share by its type.
+    pub(crate) fn follow_type(&self, src: sys::FdRef, dst: sys::FdRef, dst_dev: u64) {
+        if let Some(t) = sys::round_trip_fs(dst) {
+            self.share_devs
+                .lock()
+                .expect("share devs lock")
+                .push(dst_dev);
             self.by_type.store(true, Ordering::Relaxed);
+            self.raise(t);
+        } else if let Some(t) = sys::round_trip_fs(src) {
             self.raise(t);
         }
     }
@@ -126,7 +140,7 @@ impl Latency {
     }
 
     fn raise(&self, why: String) {
-        if self.round_trips.set(why).is_err() {
+        if !self.follows || self.round_trips.set(why).is_err() {
             return;
         }
         if self.may_raise {

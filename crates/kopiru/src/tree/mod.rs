@@ -69,6 +69,8 @@ pub(crate) struct Counters {
     /// Entries counted above and then removed by a failed final flush.
     pub(crate) withdrawn: AtomicU64,
     pub(crate) methods: [AtomicU64; 5],
+    /// Files the server cloned or copied ([`latency::Latency::server_side`]).
+    pub(crate) server_side: AtomicU64,
 }
 
 pub(crate) struct Shared<'a> {
@@ -156,7 +158,7 @@ pub(crate) fn run(
             }
         };
         sh.latency
-            .follow_type(&[job.src_dir.as_fd(), job.dst_dir.as_fd()]);
+            .follow_type(job.src_dir.as_fd(), job.dst_dir.as_fd(), dst_dev);
         sh.place
             .add_filesystem(dst_dev, &job.dst_dir, &job.dst_parent, &sh);
         let mut node = DirNode::new(
@@ -241,7 +243,7 @@ pub(crate) fn run_groups(
     for g in groups.into_iter().rev() {
         let mut node = DirNode::from(g.dir);
         sh.latency
-            .follow_type(&[node.src.as_fd(), node.dst.as_fd()]);
+            .follow_type(node.src.as_fd(), node.dst.as_fd(), node.dst_dev);
         sh.place
             .add_filesystem(node.dst_dev, &node.dst, &node.dst_path, &sh);
         if !how.shared && !node.fresh {
@@ -395,10 +397,7 @@ impl<'a> Shared<'a> {
             elapsed: Default::default(),
             cancelled: !self.walked.load(Ordering::SeqCst),
             workers: self.started.load(Ordering::SeqCst) as u64,
-            server_side_files: match self.latency.by_type() {
-                true => get(&c.methods[0]) + get(&c.methods[1]),
-                false => 0,
-            },
+            server_side_files: get(&c.server_side),
             round_trips: self.latency.into_round_trips(),
         }
     }
