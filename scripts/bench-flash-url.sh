@@ -10,7 +10,9 @@
 # (scripts/interleave.py: medians of RUNS rounds after a warm-up one); the
 # device is compared with RAW after the last run of each tool. Equal work:
 # kopiru with --no-verify (the others do not read back), dd with
-# conv=fsync (kopiru flushes the device before it exits), bmaptool with
+# conv=fsync (kopiru flushes the device before it exits) and
+# iflag=fullblock (from a pipe, dd's reads are short: without it bs=4M
+# writes pieces of a few KiB, each a direct write), bmaptool with
 # --nobmap (no block map, every byte written). Then kopiru's peak RSS
 # (/usr/bin/time, verification on) per format.
 #
@@ -29,20 +31,22 @@ done
 ls -l "$raw" "$raw.xz" "$raw.zst" >&2
 
 size=$(stat -c %s "$raw")
-truncate -s $((size + (64 << 20))) "$dir/device.img"
-dev=$(losetup -f --show "$dir/device.img")
+backing=$(mktemp "$dir/device.XXXXXX.img")
+truncate -s $((size + (64 << 20))) "$backing"
+dev=$(losetup -f --show "$backing")
 server=$(mktemp -d)
 python3 crates/kopiru-cli/tests/fs/http_server.py "$dir" /dev/null > "$server/port" &
 srv=$!
-trap 'kill $srv 2>/dev/null; losetup -d $dev; rm -rf "$server" "$dir/device.img"' EXIT
+trap 'kill $srv 2>/dev/null; losetup -d $dev; rm -rf "$server" "$backing"' EXIT
 for _ in $(seq 50); do [[ -s $server/port ]] && break; sleep 0.1; done
+[[ -s $server/port ]] || { echo "the test server did not start" >&2; exit 1; }
 base=http://127.0.0.1:$(cat "$server/port")/$name
 
 for fmt in xz zst; do
   url=$base.$fmt
   case $fmt in xz) dec="xz -dc" ;; zst) dec="zstd -dc" ;; esac
   pipe=$server/pipe-$fmt.sh
-  printf '#!/bin/sh\ncurl -sf %s | %s | dd of=%s oflag=direct conv=fsync bs=4M status=none\n' \
+  printf '#!/bin/sh\ncurl -sf %s | %s | dd of=%s iflag=fullblock oflag=direct conv=fsync bs=4M status=none\n' \
     "$url" "$dec" "$dev" > "$pipe"
   echo "== $fmt: $(stat -c %s "$raw.$fmt") bytes served"
   tools=("kopiru=$k flash --yes --no-progress --no-verify $url $dev" "pipe=sh $pipe")
@@ -56,7 +60,7 @@ for fmt in xz zst; do
   python3 scripts/interleave.py "$runs" "$prep" "${tools[@]}"
   for t in "${tools[@]}"; do
     eval "$prep"
-    ${t#*=} > /dev/null 2>&1
+    ${t#*=} > /dev/null 2>&1 || { echo "!!! ${t%%=*} failed"; exit 1; }
     cmp -n "$size" "$dev" "$raw" > /dev/null && echo "  ${t%%=*}: device == image" \
       || { echo "!!! ${t%%=*}: the device differs from the image"; exit 1; }
   done

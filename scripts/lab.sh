@@ -67,7 +67,14 @@ BIN=$(cargo metadata --format-version 1 --no-deps 2>/dev/null |
     python3 -c 'import json,sys; print(json.load(sys.stdin)["target_directory"])')/release
 
 TMP=$(mktemp -d "${TMPDIR:-/tmp}/kopiru-lab.XXXXXX")
-trap 'rm -rf "$TMP"' EXIT
+# The guest mounts fresh tmpfs on /tmp and /var/tmp, so a checkout or a
+# target directory there is out of its sight: the guest script and the two
+# binaries are staged under $HOME, which it shares with the host.
+mkdir -p "$HOME/.cache/kopiru-lab"
+STAGE=$(mktemp -d "$HOME/.cache/kopiru-lab/run.XXXXXX")
+trap 'rm -rf "$TMP" "$STAGE"' EXIT
+cp "$ROOT/scripts/lab-guest.sh" "$BIN/kopiru" "$BIN/kopiru-lab" "$STAGE/" ||
+    skip "cannot stage the guest's files in $STAGE"
 # Two lanes of scenarios side by side (lab-guest.sh), four disks each.
 disks=()
 for lane in 0 1; do
@@ -79,7 +86,7 @@ done
 
 echo "lab: booting $KERNEL (emulated, 2 vCPUs); the guest's progress follows" >&2
 vng -r "$KERNEL" --disable-kvm --cpus 2 -m 2G "${disks[@]}" \
-    --exec "LAB_BIN=$BIN LAB_ONLY='${LAB_ONLY:-.}' LAB_MAXP=${LAB_MAXP:-8} bash $ROOT/scripts/lab-guest.sh" \
+    --exec "LAB_BIN=$STAGE LAB_ONLY='${LAB_ONLY:-.}' LAB_MAXP=${LAB_MAXP:-8} bash $STAGE/lab-guest.sh" \
     >"$TMP/out" 2>"$TMP/err"
 rc=$?
 pass=$(grep -c '^PASS ' "$TMP/out")
