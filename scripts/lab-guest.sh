@@ -386,6 +386,9 @@ fault() {
     local res=""
     case $mode in
     error)
+        # The table is up for its first second: the copy must start after
+        # it, or on a fast host it can finish before any write fails.
+        sleep 1.5
         $KOPIRU copy -a -T $W/src $M/dst >$T/out 2>&1
         rc=$?
         umount $M 2>/dev/null || umount -l $M
