@@ -217,8 +217,9 @@ pub struct Summary {
     /// worker count was raised (not with `-j`).
     pub round_trips: Option<String>,
     /// Files whose data the server moved: clones and in-kernel copies
-    /// (offloads) on a share known by its type ([`Summary::round_trips`];
-    /// not one found by timing, which may be local). Both stay within one
+    /// (offloads) into a destination on a share known by its type
+    /// ([`Summary::round_trips`]; not one found by timing, which may be
+    /// local; not counted with `-i` or `--shard`). Both stay within one
     /// filesystem, so there they are the share's: NFS 4.2 CLONE (always
     /// the server's) and COPY (the server's where it has COPY; else the
     /// client's kernel reads and writes the data), SMB3 copychunk, a FUSE

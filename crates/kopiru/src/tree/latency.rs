@@ -37,6 +37,9 @@ pub(crate) struct Latency {
     /// one of them is the server's.
     by_type: AtomicBool,
     share_devs: Mutex<Vec<u64>>,
+    /// Destination devices whose type was asked already (a `statfs` is a
+    /// round trip on a share: once per device, not once per directory).
+    asked_devs: Mutex<Vec<u64>>,
     /// Shares are looked for (not with `-i` or `--shard`).
     follows: bool,
     /// The count may be raised (no `-j N`).
@@ -58,6 +61,7 @@ impl Latency {
             round_trips: OnceLock::new(),
             by_type: AtomicBool::new(false),
             share_devs: Mutex::new(Vec::new()),
+            asked_devs: Mutex::new(Vec::new()),
             follows,
             may_raise: opts.jobs == 0,
             timed: AtomicUsize::new(if follows { 0 } else { SAMPLES }),
@@ -101,16 +105,32 @@ impl Latency {
     }
 
     /// Where a source directory `src` or its destination directory `dst`
-    /// (on device `dst_dev`) is on a share by its type.
+    /// (on device `dst_dev`) is on a share by its type. Each destination
+    /// device is asked once; a source only until a share is found. Not
+    /// with `-i` or `--shard`.
     pub(crate) fn follow_type(&self, src: sys::FdRef, dst: sys::FdRef, dst_dev: u64) {
-        if let Some(t) = sys::round_trip_fs(dst) {
+        if !self.follows {
+            return;
+        }
+        let new_dst = {
+            let mut asked = self.asked_devs.lock().expect("asked devs lock");
+            let new = !asked.contains(&dst_dev);
+            if new {
+                asked.push(dst_dev);
+            }
+            new
+        };
+        if let Some(t) = new_dst.then(|| sys::round_trip_fs(dst)).flatten() {
             self.share_devs
                 .lock()
                 .expect("share devs lock")
                 .push(dst_dev);
             self.by_type.store(true, Ordering::Relaxed);
             self.raise(t);
-        } else if let Some(t) = sys::round_trip_fs(src) {
+        } else if let Some(t) = (!self.round_trips())
+            .then(|| sys::round_trip_fs(src))
+            .flatten()
+        {
             self.raise(t);
         }
     }
@@ -140,7 +160,7 @@ impl Latency {
     }
 
     fn raise(&self, why: String) {
-        if !self.follows || self.round_trips.set(why).is_err() {
+        if self.round_trips.set(why).is_err() {
             return;
         }
         if self.may_raise {
