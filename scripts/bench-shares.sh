@@ -6,7 +6,8 @@
 # direction); docs/BENCHMARKS.md ("Shares, simulated") lists the calls.
 #
 # usage: scripts/bench-shares.sh DELAY_MS RUNS CORPUS into|out|within [TOOL...]
-#   TOOL: cp rsync fpsync rclone cpz default j2 j8 j32 j64 (all by default),
+#   TOOL: cp rsync fpsync rclone cpz default j2 j8 j32 j64 j128 j256 prev
+#   (all but prev by default; prev is PREV's default, an earlier build),
 #   each optionally NAME/RUNS (fewer rounds than RUNS) and @SECONDS (killed
 #   after SECONDS; the run is then reported as a lower bound), e.g. cp/1@600.
 # environment:
@@ -17,6 +18,7 @@
 #   KOPIRU  the kopiru binary (default target/release/kopiru); kopiru-slowfs
 #           is taken from the same directory
 #   CPZ     the cpz binary (default: cpz on PATH)
+#   PREV    an earlier kopiru build, for the tool prev (A/B on the share)
 #   LOG     a file to append one JSON line per run to (default W/runs.jsonl)
 #   WARM    the tool run once, untimed, before round 1 (default: default)
 set -euo pipefail
@@ -70,8 +72,11 @@ declare -A cmd=(
   [j8]="$k copy -j 8 $src $dst"
   [j32]="$k copy -j 32 $src $dst"
   [j64]="$k copy -j 64 $src $dst"
+  [j128]="$k copy -j 128 $src $dst"
+  [j256]="$k copy -j 256 $src $dst"
+  [prev]="${PREV:-PREV-not-set} copy $src $dst"
 )
-[ $# -gt 0 ] || set -- cp rsync fpsync rclone cpz default j2 j8 j32 j64
+[ $# -gt 0 ] || set -- cp rsync fpsync rclone cpz default j2 j8 j32 j64 j128 j256
 specs=()
 for t in "$@"; do
   base=${t%%[/@]*}

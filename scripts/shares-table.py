@@ -4,12 +4,15 @@ by default W/runs.jsonl) and prints one Markdown row per cell: each tool's
 median wall time (">=" where a run hit its cap, a lower bound; "n/r" after
 it when it ran fewer rounds than the most), then kopiru's default against
 cp -r and fpsync (how many times faster) and against its best fixed -j
-(best -j's time / default's: 1.00 is as fast, the target is >= 0.8).
+(best -j's time / default's: 1.00 is as fast, the target is >= 0.8), and,
+where the log has `prev` (an earlier build's default), prev's time /
+default's. Only the tools the log has get a column.
 
 usage: shares-table.py RUNS.jsonl"""
 import json, statistics, sys
 
-tools = ["default", "j2", "j8", "j32", "j64", "cp", "rsync", "fpsync", "rclone", "cpz"]
+order = ["default", "prev", "j2", "j8", "j32", "j64", "j128", "j256",
+         "cp", "rsync", "fpsync", "rclone", "cpz"]
 cells, cur = {}, None
 for line in open(sys.argv[1]):
     r = json.loads(line)
@@ -43,18 +46,24 @@ def ratio(a, b, bound):
     return (">= " if bound else "") + f"{a / b:.1f}×"
 
 
-print("| cell | " + " | ".join(tools) + " | default vs cp -r | vs fpsync | best -j / default |")
-print("|" + "---|" * (len(tools) + 4))
+tools = [t for t in order if any(t in runs for runs in cells.values())]
+has_prev = "prev" in tools
+print("| cell | " + " | ".join(tools) + " | default vs cp -r | vs fpsync | best -j / default |"
+      + (" prev / default |" if has_prev else ""))
+print("|" + "---|" * (len(tools) + 4 + has_prev))
 for cell, runs in cells.items():
-    ms = {t: med(runs.get(t)) for t in tools}
+    ms = {t: med(runs.get(t)) for t in order}
     most = max((m[2] for m in ms.values() if m), default=0)
     d = ms["default"]
     row = [fmt(ms[t], most) for t in tools]
     dw = d[0] if d else None
     cp, fp = ms["cp"], ms["fpsync"]
-    js = [ms[t] for t in ("j2", "j8", "j32", "j64") if ms[t] and not ms[t][1]]
+    js = [ms[t] for t in order if t[0] == "j" and ms[t] and not ms[t][1]]
     best = min((m[0] for m in js), default=None)
     row.append(ratio(cp and cp[0], dw, cp and cp[1]))
     row.append(ratio(fp and fp[0], dw, fp and fp[1]))
     row.append(f"{best / dw:.2f}" if best and dw else "–")
+    if has_prev:
+        pv = ms["prev"]
+        row.append(f"{pv[0] / dw:.2f}" if pv and dw else "–")
     print(f"| {cell} | " + " | ".join(row) + " |")

@@ -246,9 +246,25 @@ fn finished(
     }
     if let (true, Some(fs)) = (args.explain, &summary.round_trips) {
         outln!(
-            "workers {} ran: on {fs}, where each operation is a round trip, the default is more workers than CPUs",
+            "up to {} workers ran: on {fs}, where each operation is a round trip, the default is more workers than CPUs",
             summary.workers
         );
+        if !summary.worker_steps.is_empty() {
+            let steps: Vec<String> = summary
+                .worker_steps
+                .iter()
+                .map(|s| {
+                    format!(
+                        "{} workers {:.0} entries/s",
+                        s.workers, s.entries_per_second
+                    )
+                })
+                .collect();
+            outln!(
+                "workers doubled while the rate of finished entries rose by 15% or more: {}",
+                steps.join(", ")
+            );
+        }
         if summary.server_side_files > 0 {
             outln!(
                 "server-side on {fs}: {} files cloned or copied by the server (NFS CLONE or \

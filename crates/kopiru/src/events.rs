@@ -225,6 +225,19 @@ pub struct Summary {
     /// client's kernel reads and writes the data), SMB3 copychunk, a FUSE
     /// server's copy_file_range.
     pub server_side_files: u64,
+    /// On a share without `-j`: the worker counts tried in turn, each with
+    /// the rate of finished entries it gave (the count doubles while the
+    /// rate rises; tree/latency.rs).
+    pub worker_steps: Vec<WorkerStep>,
+}
+
+/// One worker count tried on a share, and what it gave.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct WorkerStep {
+    /// The most workers allowed during the stretch measured.
+    pub workers: u64,
+    /// Entries (files, directories, links) finished per second in it.
+    pub entries_per_second: f64,
 }
 
 impl Summary {
@@ -252,6 +265,7 @@ impl Summary {
             workers,
             round_trips,
             server_side_files,
+            worker_steps,
         } = other;
         self.files += files;
         self.bytes += bytes;
@@ -277,6 +291,7 @@ impl Summary {
             self.round_trips = round_trips;
         }
         self.server_side_files += server_side_files;
+        self.worker_steps.extend(worker_steps);
     }
 
     /// Count of files copied with `m`.

@@ -81,6 +81,10 @@ impl Json {
             "workers": s.workers,
             "round_trip_filesystem": s.round_trips,
             "server_side_files": s.server_side_files,
+            "worker_steps": s.worker_steps.iter().map(|w| json!({
+                "workers": w.workers,
+                "entries_per_second": w.entries_per_second,
+            })).collect::<Vec<_>>(),
             "errors": self.errors(&s.errors),
             "warnings": self.errors(&s.warnings),
             "elapsed_seconds": s.elapsed.as_secs_f64(),

@@ -39,7 +39,7 @@ pub use cancel::Cancel;
 pub use error::{reason, Cause, Error, Mismatch, Op, Refusal, Side};
 pub use events::{
     Change, ChangeKind, DeviceProgress, EntryKind, FileDone, Method, NoopReporter, Phase, Reporter,
-    Summary,
+    Summary, WorkerStep,
 };
 pub use filter::{Filter, PatternError, Rule, RuleKind};
 pub use options::{

@@ -2,6 +2,7 @@
 //! passthrough that delays each metadata operation by 1 ms; no network).
 
 use super::{code, json, show, Add, R};
+use libtest_mimic::Failed;
 use std::io::BufRead;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
@@ -11,6 +12,11 @@ pub fn trials(add: Add) {
         "shares::slowfs_copy_exact_with_more_workers".into(),
         slowfs_unavailable(),
         Box::new(slowfs_copy),
+    );
+    add(
+        "shares::workers_double_while_the_rate_rises".into(),
+        slowfs_unavailable(),
+        Box::new(workers_follow_rate),
     );
     add(
         "shares::timed_creates_raise_workers".into(),
@@ -106,10 +112,15 @@ struct Mounted {
 
 impl Mounted {
     fn new(root: &Path, mnt: &Path, delay_ms: &str) -> Result<Mounted, String> {
+        Mounted::serving(root, mnt, delay_ms, 256)
+    }
+
+    /// A share whose server works on at most `threads` operations at once.
+    fn serving(root: &Path, mnt: &Path, delay_ms: &str, threads: u32) -> Result<Mounted, String> {
         let mut child = Command::new(slowfs_bin())
             .arg(root)
             .arg(mnt)
-            .args(["--delay-ms", delay_ms])
+            .args(["--delay-ms", delay_ms, "--threads", &threads.to_string()])
             .stdout(Stdio::piped())
             .spawn()
             .map_err(|e| format!("kopiru-slowfs: {e}"))?;
@@ -205,9 +216,87 @@ fn slowfs_copy() -> R {
         );
         let last = out.lines().last().unwrap_or_default();
         let j: serde_json::Value = serde_json::from_str(last)?;
-        ensure!(j["workers"].as_u64().is_some_and(|n| n <= 2), "{}", show(&o));
+        ensure!(
+            j["workers"].as_u64().is_some_and(|n| n <= 2) && j["worker_steps"] == serde_json::json!([]),
+            "{}",
+            show(&o)
+        );
         let v = super::kopiru(["verify".as_ref(), src.as_os_str(), dst2.as_os_str()]);
         ensure!(code(&v) == 0 && v.stdout.is_empty(), "{}", show(&v));
+        Ok(())
+    })();
+    let _ = std::fs::remove_dir_all(&w);
+    r
+}
+
+/// The worker count on a share follows the rate: it starts at 32 and
+/// doubles while a doubling raises the rate of finished entries by 15%.
+/// Against a server of 256 threads (5 ms a metadata operation) 64 workers
+/// finish more than 32; against one that works on 6 operations at once
+/// (1 ms), more workers finish no more, and the count stops by the rule,
+/// short of the cap of 256. Both copies exact, read behind the share.
+fn workers_follow_rate() -> R {
+    let w = std::env::temp_dir().join(format!("kopiru-window-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&w);
+    let (src, root, mnt) = (w.join("src"), w.join("root"), w.join("mnt"));
+    for d in [&root, &mnt] {
+        std::fs::create_dir_all(d)?;
+    }
+    // 80 directories of 50 small files: enough work in flight for 128.
+    for d in 0..80 {
+        let dir = src.join(format!("d{d:02}"));
+        std::fs::create_dir_all(&dir)?;
+        for f in 0..50 {
+            std::fs::write(dir.join(format!("f{f:02}")), format!("{d}/{f}\n"))?;
+        }
+    }
+    let copy = |delay_ms: &str, server_threads: u32, name: &str| -> Result<Vec<(u64, f64)>, Failed> {
+        let share = Mounted::serving(&root, &mnt, delay_ms, server_threads)?;
+        let dst = share.mnt.join(name);
+        let o = super::kopiru(["copy".as_ref(), "--json".as_ref(), src.as_os_str(), dst.as_os_str()]);
+        drop(share);
+        let j = json(&o)?;
+        ensure!(code(&o) == 0 && j["files"] == 80 * 50, "{}", show(&o));
+        let behind = root.join(name);
+        let v = super::kopiru(["verify".as_ref(), src.as_os_str(), behind.as_os_str()]);
+        ensure!(code(&v) == 0 && v.stdout.is_empty(), "{}", show(&v));
+        let steps: Vec<(u64, f64)> = j["worker_steps"]
+            .as_array()
+            .map(|a| {
+                a.iter()
+                    .map(|s| {
+                        let n = s["workers"].as_u64().unwrap_or(0);
+                        (n, s["entries_per_second"].as_f64().unwrap_or(0.0))
+                    })
+                    .collect()
+            })
+            .unwrap_or_default();
+        // The rule, step by step: each count is twice the one before,
+        // which had raised the rate by 15% on its own predecessor.
+        let doubling = steps.windows(2).all(|p| p[1].0 == 2 * p[0].0);
+        let rose = steps.windows(3).all(|p| p[1].1 >= 1.15 * p[0].1);
+        ensure!(
+            steps.first().is_some_and(|s| s.0 == 32) && doubling && rose,
+            "steps {steps:?} against the rule: {}",
+            show(&o)
+        );
+        Ok(steps)
+    };
+    let r = (|| -> R {
+        let wide = copy("5", 256, "wide")?;
+        ensure!(
+            wide.len() >= 2 && wide[1].1 >= 1.15 * wide[0].1,
+            "with a server of 256 threads the count did not double: {wide:?}"
+        );
+        let narrow = copy("1", 6, "narrow")?;
+        let stopped = match narrow.as_slice() {
+            [.., a, b] => b.0 < 256 && b.1 < 1.15 * a.1,
+            _ => false,
+        };
+        ensure!(
+            stopped,
+            "against a server of 6 threads the count did not stop by the rule: {narrow:?}"
+        );
         Ok(())
     })();
     let _ = std::fs::remove_dir_all(&w);

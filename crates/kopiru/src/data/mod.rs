@@ -243,7 +243,16 @@ pub(crate) fn copy_data(
     }
 
     let punch_zeros = opts.sparse == SparseMode::Always;
-    let bytes = stream::copy(src, dst, 0, punch_zeros, buf, digest.as_mut(), &watch)?;
+    let bytes = stream::copy(
+        src,
+        dst,
+        0,
+        st.size,
+        punch_zeros,
+        buf,
+        digest.as_mut(),
+        &watch,
+    )?;
     Ok(Moved {
         method: Method::Stream,
         bytes,
@@ -413,11 +422,20 @@ fn clone_rung(
     None
 }
 
-/// The reused read/write buffer of one worker, allocated on first use.
-pub(crate) fn buffer(buf: &mut Vec<u8>) -> &mut [u8] {
-    const STREAM_BUF: usize = 1 << 20;
-    if buf.len() < STREAM_BUF {
-        buf.resize(STREAM_BUF, 0);
+/// The reused read/write buffer of one worker, grown on use to hold
+/// `want` bytes (a file's size), from 64 KiB to at most 1 MiB: a file
+/// that fits is read in one call as before, and a worker that meets only
+/// small files holds 64 KiB, not 1 MiB (on a share a copy runs up to 256
+/// workers: 280 MiB of buffers for node_modules, 1 MiB each).
+pub(crate) fn buffer(buf: &mut Vec<u8>, want: u64) -> &mut [u8] {
+    const SMALLEST: usize = 64 << 10;
+    const LARGEST: usize = 1 << 20;
+    let len = usize::try_from(want)
+        .unwrap_or(LARGEST)
+        .clamp(SMALLEST, LARGEST)
+        .next_power_of_two();
+    if buf.len() < len {
+        buf.resize(len, 0);
     }
     &mut buf[..]
 }

@@ -23,7 +23,7 @@ pub(crate) fn matching_prefix(
     cancel: &crate::Cancel,
 ) -> io::Result<u64> {
     let limit = src_size.min(part_size);
-    let a = &mut super::buffer(buf)[..CHUNK];
+    let a = &mut super::buffer(buf, CHUNK as u64)[..CHUNK];
     let mut b = vec![0u8; CHUNK];
     let mut off = 0u64;
     while off < limit {
@@ -93,7 +93,16 @@ pub(crate) fn continue_data(
     }
     let end = match end {
         Some(n) => n,
-        None => stream::copy(src, dst, from, false, buf, None, &watch)?,
+        None => stream::copy(
+            src,
+            dst,
+            from,
+            st.size.saturating_sub(from),
+            false,
+            buf,
+            None,
+            &watch,
+        )?,
     };
     sys::ftruncate(dst, end).map_err(|e| (Op::Truncate, e))?;
     Ok(Moved {

@@ -95,7 +95,7 @@ fn copy_range(
             Err(e) => return Err((Op::CopyFileRange, e)),
         }
     }
-    let buf = super::buffer(buf);
+    let buf = super::buffer(buf, to - off);
     while off < to {
         watch.check(Op::Read)?;
         let want = ((to - off) as usize).min(buf.len());

@@ -5,19 +5,22 @@ use crate::error::Op;
 use crate::sys::{self, FdRef};
 
 /// Copies everything `src` yields from offset `from` on (0: by plain reads,
-/// which pseudo-files need; else at positions). With `punch_zeros`, blocks
+/// which pseudo-files need; else at positions); `expected` bytes are
+/// expected (the size the buffer is grown to). With `punch_zeros`, blocks
 /// of zeros are skipped (left as holes) and the size set at the end. What
 /// is read is added to `digest`. Returns the offset reached.
+#[allow(clippy::too_many_arguments)]
 pub(super) fn copy(
     src: FdRef,
     dst: FdRef,
     from: u64,
+    expected: u64,
     punch_zeros: bool,
     buf: &mut Vec<u8>,
     mut digest: Option<&mut SourceDigest>,
     watch: &Watch,
 ) -> Result<u64, DataError> {
-    let buf = super::buffer(buf);
+    let buf = super::buffer(buf, expected);
     let mut off = from;
     let mut skipped_tail = false;
     loop {

@@ -9,13 +9,48 @@
 //! microseconds (a few hundred under the crash lab's full emulation).
 //! Either way the copy then gets the round-trip defaults: more workers than
 //! CPUs (not `-j N`'s count) and small slices of shared directories.
+//!
+//! How many more is then found as TCP finds its window in slow start: the
+//! count starts at [`WINDOW_START`] and doubles while each doubling raises
+//! the rate of finished entries by [`RISE`], up to [`WINDOW_MAX`]. A rate
+//! is judged only over a stretch when nearly every allowed worker was busy
+//! (a copy short of work is not told anything by more workers: RFC 7661's
+//! "cwnd-limited"). The server or the client's slot table, not kopiru,
+//! then sets where it stops.
 
-use super::{ROUND_TRIP_SHARE_ABOVE, ROUND_TRIP_SLICE, ROUND_TRIP_WORKERS, SHARE_ABOVE, SLICE};
+use super::{ROUND_TRIP_SHARE_ABOVE, ROUND_TRIP_SLICE, SHARE_ABOVE, SLICE};
+use crate::events::WorkerStep;
 use crate::options::CopyOptions;
 use crate::sys;
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Mutex, OnceLock};
 use std::time::{Duration, Instant};
+
+/// Workers at first, by default, where operations are round trips: each
+/// waits on the network, not on a CPU. On the simulated share
+/// (kopiru-slowfs, docs/BENCHMARKS.md) a fixed -j 32 was within noise of
+/// -j 64 at 1 ms, and 0.77 of it at 5 ms.
+pub(crate) const WINDOW_START: usize = 32;
+
+/// Workers at most: each holds a few descriptors and a buffer as large as
+/// the largest file it streamed, up to 1 MiB (`data::buffer`).
+pub(crate) const WINDOW_MAX: usize = 256;
+
+/// A doubling pays if the rate of finished entries rises by this much (two
+/// times as many in flight give up to twice the rate; less than 15% more
+/// is the server, the client's slots or the CPU at their limit, or noise).
+const RISE: f64 = 1.15;
+
+/// A rate is taken over at least this long, and at least two entries per
+/// worker: some hundreds of entries, so that one stretch's rate is within
+/// a few percent of the next one's at the same count.
+const EPOCH: Duration = Duration::from_millis(200);
+
+/// While fewer workers are busy than this share of the count, the window
+/// is not being used: the stretch is not judged, and is looked at again
+/// this soon.
+const BUSY: f64 = 0.75;
+const RECHECK: Duration = Duration::from_millis(10);
 
 /// Creates timed before deciding.
 const SAMPLES: usize = 8;
@@ -47,6 +82,21 @@ pub(crate) struct Latency {
     /// Creates timed (that made a file), and the fastest of them (ns).
     timed: AtomicUsize,
     fastest_ns: AtomicU64,
+    /// The count is being raised while the rate rises (see the module).
+    adapting: AtomicBool,
+    /// Entries finished since raising began.
+    finished: AtomicU64,
+    /// When the current stretch is next looked at, in ns since `born`.
+    next_look_ns: AtomicU64,
+    born: Instant,
+    window: Mutex<Window>,
+}
+
+/// The stretch being measured, and the rates of those before it.
+struct Window {
+    start: Instant,
+    finished_at_start: u64,
+    steps: Vec<WorkerStep>,
 }
 
 impl Latency {
@@ -66,6 +116,15 @@ impl Latency {
             may_raise: opts.jobs == 0,
             timed: AtomicUsize::new(if follows { 0 } else { SAMPLES }),
             fastest_ns: AtomicU64::new(u64::MAX),
+            adapting: AtomicBool::new(false),
+            finished: AtomicU64::new(0),
+            next_look_ns: AtomicU64::new(0),
+            born: Instant::now(),
+            window: Mutex::new(Window {
+                start: Instant::now(),
+                finished_at_start: 0,
+                steps: Vec::new(),
+            }),
         }
     }
 
@@ -100,8 +159,71 @@ impl Latency {
                 .contains(&dst_dev)
     }
 
-    pub(crate) fn into_round_trips(self) -> Option<String> {
-        self.round_trips.into_inner()
+    /// Why the round-trip defaults applied, and the counts tried with the
+    /// rate each gave.
+    pub(crate) fn into_report(self) -> (Option<String>, Vec<WorkerStep>) {
+        let steps = self.window.into_inner().expect("window lock").steps;
+        (self.round_trips.into_inner(), steps)
+    }
+
+    /// An entry is finished; `busy` counts the workers not waiting for
+    /// work. Costs one load unless the count is being raised.
+    pub(crate) fn entry_finished(&self, busy: impl FnOnce() -> usize) {
+        if !self.adapting.load(Ordering::Relaxed) {
+            return;
+        }
+        self.finished.fetch_add(1, Ordering::Relaxed);
+        let now = Instant::now();
+        let since = u64::try_from((now - self.born).as_nanos()).unwrap_or(u64::MAX);
+        if since < self.next_look_ns.load(Ordering::Relaxed) {
+            return;
+        }
+        // One worker looks; the others go on.
+        if let Ok(mut w) = self.window.try_lock() {
+            let next = self.look(&mut w, now, busy());
+            let at = u64::try_from((now + next - self.born).as_nanos()).unwrap_or(u64::MAX);
+            self.next_look_ns.store(at, Ordering::Relaxed);
+        }
+    }
+
+    /// Judges the stretch ending `now`, with `busy` workers at work;
+    /// returns how soon to look again.
+    fn look(&self, w: &mut Window, now: Instant, busy: usize) -> Duration {
+        let count = self.max_workers();
+        let finished = self.finished.load(Ordering::Relaxed);
+        if (busy as f64) < count as f64 * BUSY {
+            // Short of work, or workers still starting: begin again.
+            w.start = now;
+            w.finished_at_start = finished;
+            return RECHECK;
+        }
+        let done = finished - w.finished_at_start;
+        let took = now - w.start;
+        if took < EPOCH || done < 2 * count as u64 {
+            return RECHECK;
+        }
+        let rate = done as f64 / took.as_secs_f64();
+        let before = w.steps.last().copied();
+        w.steps.push(WorkerStep {
+            workers: count as u64,
+            entries_per_second: rate,
+        });
+        match before {
+            Some(b) if rate < b.entries_per_second * RISE => {
+                // Settled; where the last doubling lost, back to the count
+                // before it (the surplus workers leave between tasks).
+                if rate < b.entries_per_second {
+                    self.max_workers
+                        .store(b.workers as usize, Ordering::Relaxed);
+                }
+                self.adapting.store(false, Ordering::Relaxed);
+            }
+            _ if count >= WINDOW_MAX => self.adapting.store(false, Ordering::Relaxed),
+            _ => self.max_workers.store(count * 2, Ordering::Relaxed),
+        }
+        w.start = now;
+        w.finished_at_start = finished;
+        RECHECK
     }
 
     /// Where a source directory `src` or its destination directory `dst`
@@ -164,8 +286,11 @@ impl Latency {
             return;
         }
         if self.may_raise {
-            self.max_workers
-                .fetch_max(ROUND_TRIP_WORKERS, Ordering::Relaxed);
+            self.max_workers.fetch_max(WINDOW_START, Ordering::Relaxed);
+            let mut w = self.window.lock().expect("window lock");
+            w.start = Instant::now();
+            w.finished_at_start = self.finished.load(Ordering::Relaxed);
+            self.adapting.store(true, Ordering::Relaxed);
         }
         self.share_above
             .store(ROUND_TRIP_SHARE_ABOVE, Ordering::Relaxed);

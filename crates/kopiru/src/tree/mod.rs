@@ -41,13 +41,6 @@ pub(crate) const SHARE_ABOVE: usize = 128;
 /// Entries claimed at a time from a shared directory.
 pub(crate) const SLICE: usize = 32;
 
-/// Workers at most, by default, where the source's or destination's
-/// operations are round trips to a server ([`sys::round_trip_fs`]): each
-/// waits on the network, not on a CPU, so more of them in flight pays. On
-/// the simulated share (kopiru-slowfs, docs/BENCHMARKS.md) the copy ran
-/// fastest at -j 32 to 64.
-pub(crate) const ROUND_TRIP_WORKERS: usize = 64;
-
 /// With round trips: a directory with more entries than this is shared,
 /// in slices of this many, so that its files are copied by many workers.
 pub(crate) const ROUND_TRIP_SHARE_ABOVE: usize = 8;
@@ -87,8 +80,11 @@ pub(crate) struct Shared<'a> {
     pub(crate) wake: Condvar,
     /// Tasks queued or running; the run ends when it reaches zero.
     pub(crate) outstanding: AtomicUsize,
-    /// Worker threads started.
+    /// Worker threads running, the most that ran at once, and those
+    /// waiting for work.
     pub(crate) started: AtomicUsize,
+    pub(crate) most_started: AtomicUsize,
+    pub(crate) idle: AtomicUsize,
     /// How many may be, and how finely directories are shared: more of
     /// both on a share.
     pub(crate) latency: latency::Latency,
@@ -271,6 +267,7 @@ fn execute(sh: Shared) -> Ran {
             let sources = sh.outstanding.load(Ordering::SeqCst);
             let more = sources.min(sh.latency.max_workers()).saturating_sub(1);
             sh.started.fetch_add(more, Ordering::SeqCst);
+            sh.most_started.fetch_max(1 + more, Ordering::SeqCst);
             for _ in 0..more {
                 w.spawn(|| Worker::new(&sh, w).serve());
             }
@@ -329,6 +326,8 @@ impl<'a> Shared<'a> {
             wake: Condvar::new(),
             outstanding: AtomicUsize::new(0),
             started: AtomicUsize::new(1),
+            most_started: AtomicUsize::new(1),
+            idle: AtomicUsize::new(0),
             latency: latency::Latency::new(opts),
             dst_roots: Mutex::new(Vec::new()),
             counters: Counters::default(),
@@ -378,6 +377,7 @@ impl<'a> Shared<'a> {
     fn into_summary(self) -> Summary {
         let c = &self.counters;
         let get = |a: &AtomicU64| a.load(Ordering::Relaxed);
+        let (round_trips, worker_steps) = self.latency.into_report();
         Summary {
             files: get(&c.files),
             bytes: get(&c.bytes),
@@ -396,9 +396,10 @@ impl<'a> Shared<'a> {
             warnings: self.warnings.into_inner().expect("warnings lock"),
             elapsed: Default::default(),
             cancelled: !self.walked.load(Ordering::SeqCst),
-            workers: self.started.load(Ordering::SeqCst) as u64,
+            workers: self.most_started.load(Ordering::SeqCst) as u64,
             server_side_files: get(&c.server_side),
-            round_trips: self.latency.into_round_trips(),
+            round_trips,
+            worker_steps,
         }
     }
 }

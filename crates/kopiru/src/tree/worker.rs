@@ -40,6 +40,9 @@ impl<'scope, 'env, 'a> Worker<'scope, 'env, 'a> {
 
     pub(crate) fn serve(mut self) {
         loop {
+            if self.surplus() {
+                return;
+            }
             let task = {
                 let mut q = self.sh.queue.lock().expect("queue lock");
                 loop {
@@ -49,7 +52,9 @@ impl<'scope, 'env, 'a> Worker<'scope, 'env, 'a> {
                     if self.sh.outstanding.load(Ordering::SeqCst) == 0 {
                         return;
                     }
+                    self.sh.idle.fetch_add(1, Ordering::Relaxed);
                     q = self.sh.wake.wait(q).expect("queue lock");
+                    self.sh.idle.fetch_sub(1, Ordering::Relaxed);
                 }
             };
             match task {
@@ -70,6 +75,28 @@ impl<'scope, 'env, 'a> Worker<'scope, 'env, 'a> {
         }
     }
 
+    /// This worker is one more than the count now allowed (lowered on a
+    /// share where more did not pay, tree/latency.rs), and leaves, between
+    /// tasks. One always stays: the count is never below one.
+    fn surplus(&self) -> bool {
+        let sh = self.sh;
+        let max = sh.latency.max_workers();
+        sh.started.load(Ordering::Relaxed) > max
+            && sh
+                .started
+                .fetch_update(Ordering::SeqCst, Ordering::SeqCst, |n| {
+                    (n > max).then_some(n - 1)
+                })
+                .is_ok()
+    }
+
+    /// Workers not waiting for work.
+    fn busy(&self) -> usize {
+        let sh = self.sh;
+        let started = sh.started.load(Ordering::Relaxed);
+        started.saturating_sub(sh.idle.load(Ordering::Relaxed))
+    }
+
     /// Queues a task. Workers past the first are started only once there
     /// is work waiting for them: a shared directory, or a second queued
     /// task. A copy of one file or a few needs no thread (starting one cost
@@ -87,6 +114,8 @@ impl<'scope, 'env, 'a> Worker<'scope, 'env, 'a> {
                 })
                 .is_ok()
         {
+            sh.most_started
+                .fetch_max(sh.started.load(Ordering::Relaxed), Ordering::Relaxed);
             let scope = self.scope;
             scope.spawn(move || Worker::new(sh, scope).serve());
         }
@@ -317,6 +346,7 @@ impl<'scope, 'env, 'a> Worker<'scope, 'env, 'a> {
             FileKind::Symlink => self.symlink(dir, &item.name, dst_name),
             _ => self.special(dir, &item.name, dst_name, item.follow),
         }
+        self.sh.latency.entry_finished(|| self.busy());
     }
 
     pub(crate) fn src_error(&self, dir: &DirNode, name: &Name, op: Op, e: &io::Error) {
