@@ -231,8 +231,9 @@ fn slowfs_copy() -> R {
 
 /// The worker count on a share follows the rate: it starts at 32 and
 /// doubles while a doubling raises the rate of finished entries by 15%.
-/// Against a server of 256 threads (5 ms a metadata operation) 64 workers
-/// finish more than 32; against one that works on 6 operations at once
+/// Against a server of 256 threads (10 ms a metadata operation: the rate
+/// is bound by round trips, not by the CPU, even with other tests running)
+/// 64 workers finish more than 32; against one that works on 6 operations at once
 /// (1 ms), more workers finish no more, and the count stops by the rule,
 /// short of the cap of 256. Both copies exact, read behind the share.
 fn workers_follow_rate() -> R {
@@ -273,17 +274,18 @@ fn workers_follow_rate() -> R {
             .unwrap_or_default();
         // The rule, step by step: each count is twice the one before,
         // which had raised the rate by 15% on its own predecessor.
-        let doubling = steps.windows(2).all(|p| p[1].0 == 2 * p[0].0);
+        let doubling = steps.windows(2).all(|p| p[1].0 == (2 * p[0].0).min(256));
         let rose = steps.windows(3).all(|p| p[1].1 >= 1.15 * p[0].1);
         ensure!(
-            steps.first().is_some_and(|s| s.0 == 32) && doubling && rose,
+            // 32, or the CPU count where that is more.
+            steps.first().is_some_and(|s| s.0 == 32u64.max(cpus())) && doubling && rose,
             "steps {steps:?} against the rule: {}",
             show(&o)
         );
         Ok(steps)
     };
     let r = (|| -> R {
-        let wide = copy("5", 256, "wide")?;
+        let wide = copy("10", 256, "wide")?;
         ensure!(
             wide.len() >= 2 && wide[1].1 >= 1.15 * wide[0].1,
             "with a server of 256 threads the count did not double: {wide:?}"

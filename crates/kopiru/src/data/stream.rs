@@ -20,7 +20,9 @@ pub(super) fn copy(
     mut digest: Option<&mut SourceDigest>,
     watch: &Watch,
 ) -> Result<u64, DataError> {
-    let buf = super::buffer(buf, expected);
+    // Zeros are found in whole buffers: 1 MiB always, so that where holes
+    // fall does not depend on what this worker copied before.
+    let buf = super::buffer(buf, if punch_zeros { u64::MAX } else { expected });
     let mut off = from;
     let mut skipped_tail = false;
     loop {

@@ -192,13 +192,15 @@ impl Latency {
         let count = self.max_workers();
         let finished = self.finished.load(Ordering::Relaxed);
         if (busy as f64) < count as f64 * BUSY {
-            // Short of work, or workers still starting: begin again.
+            // Short of work, or workers not yet started: begin again.
             w.start = now;
             w.finished_at_start = finished;
             return RECHECK;
         }
         let done = finished - w.finished_at_start;
-        let took = now - w.start;
+        // `now` was read before the lock: another look may have begun
+        // a later stretch since.
+        let took = now.saturating_duration_since(w.start);
         if took < EPOCH || done < 2 * count as u64 {
             return RECHECK;
         }
@@ -219,7 +221,10 @@ impl Latency {
                 self.adapting.store(false, Ordering::Relaxed);
             }
             _ if count >= WINDOW_MAX => self.adapting.store(false, Ordering::Relaxed),
-            _ => self.max_workers.store(count * 2, Ordering::Relaxed),
+            // (A start above 32, the CPU count, is not a power of two.)
+            _ => self
+                .max_workers
+                .store((count * 2).min(WINDOW_MAX), Ordering::Relaxed),
         }
         w.start = now;
         w.finished_at_start = finished;
