@@ -51,6 +51,11 @@ test('ext4: no clone, the in-kernel copy instead; method "clone" is refused', as
   assert.equal(s.methods.clone, 0)
   assert.ok(s.methods.offload + s.methods.stream === s.files, JSON.stringify(s.methods))
   assert.ok(s.methods.offload > 0, JSON.stringify(s.methods))
+  // A local disk: no round trips, so no steps and no server-side copies.
+  assert.equal(s.roundTripFilesystem, null)
+  assert.deepEqual(s.workerSteps, [])
+  assert.equal(s.serverSideFiles, 0)
+  assert.ok(s.workers >= 1, `workers ${s.workers}`)
   assert.equal((await verify(src, join(ext4, 'fb-dst'))).equal, true)
   const p = await probe(ext4)
   assert.equal(p.paths[0].filesystem, 'ext4')
