@@ -34,13 +34,7 @@ fn timed_creates() -> R {
     use super::fixture::{self, Fs};
     let w = fixture::workdir(Fs::Ext4, "timed-creates")?;
     let src = w.join("src");
-    for d in 0..12 {
-        let dir = src.join(format!("d{d:02}"));
-        std::fs::create_dir_all(&dir)?;
-        for f in 0..12 {
-            std::fs::write(dir.join(format!("f{f:02}")), format!("{d}/{f}\n"))?;
-        }
-    }
+    small_tree(&src, 12, 12, 1)?;
     let plain = w.join("plain");
     let o = super::kopiru(["copy".as_ref(), "--json".as_ref(), src.as_os_str(), plain.as_os_str()]);
     let j = json(&o)?;
@@ -72,6 +66,33 @@ fn timed_creates() -> R {
     for dst in [&plain, &slow] {
         let v = super::kopiru(["verify".as_ref(), src.as_os_str(), dst.as_os_str()]);
         ensure!(code(&v) == 0 && v.stdout.is_empty(), "{}", show(&v));
+    }
+    Ok(())
+}
+
+/// A fresh work directory `name`-PID under the temporary directory, with
+/// its src (not made), root (the share's backing) and mnt.
+fn share_dirs(name: &str) -> std::io::Result<(PathBuf, PathBuf, PathBuf, PathBuf)> {
+    let w = std::env::temp_dir().join(format!("{name}-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&w);
+    let (src, root, mnt) = (w.join("src"), w.join("root"), w.join("mnt"));
+    for d in [&root, &mnt] {
+        std::fs::create_dir_all(d)?;
+    }
+    Ok((w, src, root, mnt))
+}
+
+/// `dirs` directories d00, d01, ... of `files` small files f00, f01, ...;
+/// the file fNN of dDD holds "DD/NN\n" repeated up to `repeat` times (NN+1,
+/// at most `repeat`): files of a few sizes.
+fn small_tree(src: &Path, dirs: usize, files: usize, repeat: usize) -> std::io::Result<()> {
+    for d in 0..dirs {
+        let dir = src.join(format!("d{d:02}"));
+        std::fs::create_dir_all(&dir)?;
+        for f in 0..files {
+            let line = format!("{d}/{f}\n");
+            std::fs::write(dir.join(format!("f{f:02}")), line.repeat((f + 1).min(repeat)))?;
+        }
     }
     Ok(())
 }
@@ -158,20 +179,9 @@ impl Drop for Mounted {
 }
 
 fn slowfs_copy() -> R {
-    let w = std::env::temp_dir().join(format!("kopiru-shares-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&w);
-    let (src, root, mnt) = (w.join("src"), w.join("root"), w.join("mnt"));
-    for d in [&root, &mnt] {
-        std::fs::create_dir_all(d)?;
-    }
+    let (w, src, root, mnt) = share_dirs("kopiru-shares")?;
     // 24 directories of 12 small files, a larger file, a symlink.
-    for d in 0..24 {
-        let dir = src.join(format!("d{d:02}"));
-        std::fs::create_dir_all(&dir)?;
-        for f in 0..12 {
-            std::fs::write(dir.join(format!("f{f:02}")), format!("{d}/{f}\n").repeat(f + 1))?;
-        }
-    }
+    small_tree(&src, 24, 12, 12)?;
     std::fs::write(src.join("big"), vec![7u8; 3 << 20])?;
     std::os::unix::fs::symlink("d00/f00", src.join("link"))?;
     let r = (|| -> R {
@@ -237,20 +247,9 @@ fn slowfs_copy() -> R {
 /// (1 ms), more workers finish no more, and the count stops by the rule,
 /// short of the cap of 256. Both copies exact, read behind the share.
 fn workers_follow_rate() -> R {
-    let w = std::env::temp_dir().join(format!("kopiru-window-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&w);
-    let (src, root, mnt) = (w.join("src"), w.join("root"), w.join("mnt"));
-    for d in [&root, &mnt] {
-        std::fs::create_dir_all(d)?;
-    }
+    let (w, src, root, mnt) = share_dirs("kopiru-window")?;
     // 80 directories of 50 small files: enough work in flight for 128.
-    for d in 0..80 {
-        let dir = src.join(format!("d{d:02}"));
-        std::fs::create_dir_all(&dir)?;
-        for f in 0..50 {
-            std::fs::write(dir.join(format!("f{f:02}")), format!("{d}/{f}\n"))?;
-        }
-    }
+    small_tree(&src, 80, 50, 1)?;
     let copy = |delay_ms: &str, server_threads: u32, name: &str| -> Result<Vec<(u64, f64)>, Failed> {
         let share = Mounted::serving(&root, &mnt, delay_ms, server_threads)?;
         let dst = share.mnt.join(name);
