@@ -209,8 +209,8 @@ pub struct Summary {
     pub elapsed: Duration,
     /// The copy was stopped by its cancel handle before it finished.
     pub cancelled: bool,
-    /// Worker threads that ran (the most at once, for a sharded copy's
-    /// parts).
+    /// Worker threads that ran at once, at most (on a share the count
+    /// changes during the copy; for a sharded copy, the most of its parts).
     pub workers: u64,
     /// The filesystem, source's or destination's, whose operations are round
     /// trips to a server ("nfs", "smb", "fuse", ...), for which the default
