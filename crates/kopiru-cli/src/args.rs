@@ -33,6 +33,7 @@ pub enum Command {
     /// Copy files and directory trees (cp-like destination rules).
     #[command(
         visible_alias = "cp",
+        infer_long_args = true,
         override_usage = "kopiru copy [OPTIONS] <SOURCE>... <DEST>\n       \
                           kopiru copy [OPTIONS] -t <DIR> <SOURCE>...",
         after_help = COPY_AFTER_HELP
@@ -182,33 +183,46 @@ pub struct CopyArgs {
     )]
     pub target_directory: Option<PathBuf>,
 
-    /// Accepted for cp compatibility: directories are always copied whole.
-    /// With --files-from (as rsync's -r), a listed directory is copied
-    /// whole instead of only made.
+    /// cp's -R: directories are copied whole with or without it, but as with
+    /// cp, a symbolic link named as a source is then copied as a link (not
+    /// followed), and a FIFO or device named as a source is made again as
+    /// a node (not read for its data). With --files-from (as rsync's -r), a
+    /// listed directory is copied whole instead of only made.
     #[arg(short = 'r', short_alias = 'R', long = "recursive", action = ArgAction::SetTrue)]
     pub recursive: bool,
 
     /// Keep everything: also owner, group and extended attributes (ACLs
-    /// included). What cannot be kept is reported as a warning.
+    /// included); as cp's -a, implies -R and -P. What cannot be kept is
+    /// reported as a warning.
     #[arg(short = 'a', long)]
     pub archive: bool,
 
-    /// Metadata to keep, comma-separated: mode, times, owner, xattrs, links,
-    /// or all [default: mode,times,links].
-    #[arg(long, value_name = "LIST", value_delimiter = ',')]
+    /// Metadata to keep, replacing the default, comma-separated (cp's
+    /// words, and shorter ones): mode, ownership (owner), timestamps
+    /// (times), links, xattr (xattrs), all; alone, mode,ownership,timestamps
+    /// [default: timestamps,links].
+    #[arg(
+        long,
+        value_name = "LIST",
+        value_delimiter = ',',
+        num_args = 0..=1,
+        require_equals = true,
+        default_missing_value = "mode,ownership,timestamps"
+    )]
     pub preserve: Vec<String>,
 
     /// Also keep mode, times and owner: cp's -p, the same as adding
-    /// --preserve mode,times,owner.
+    /// --preserve=mode,ownership,timestamps.
     #[arg(short = 'p')]
     pub preserve_basic: bool,
 
     /// Follow every symbolic link in the sources (copy what they point to).
-    #[arg(short = 'L', long = "dereference", conflicts_with = "follow_args")]
+    #[arg(short = 'L', long = "dereference", overrides_with_all = ["follow_args", "no_dereference"])]
     pub dereference: bool,
 
-    /// Follow symbolic links given on the command line only.
-    #[arg(short = 'H', id = "follow_args")]
+    /// Follow symbolic links given on the command line only (the default
+    /// without -r and -a, as cp's).
+    #[arg(short = 'H', id = "follow_args", overrides_with_all = ["dereference", "no_dereference"])]
     pub follow_args: bool,
 
     /// How file data is moved.
@@ -275,6 +289,9 @@ pub struct CopyArgs {
 
     #[command(flatten)]
     pub select: crate::select::SelectArgs,
+
+    #[command(flatten)]
+    pub compat: crate::compat::CompatArgs,
 
     #[command(flatten)]
     pub scale: crate::scale::ScaleArgs,
@@ -616,6 +633,31 @@ impl CopyArgs {
         }
     }
 
+    /// cp's and rsync's spellings of other options, applied once parsed:
+    /// --debug is --explain, --info=progress2 is --progress, and
+    /// --strip-trailing-slashes takes them off each path.
+    pub fn normalize(&mut self) {
+        self.explain |= self.compat.debug;
+        self.bar.progress |= self.compat.info_progress();
+        if self.compat.strip_trailing_slashes {
+            for p in &mut self.paths {
+                let s = p.as_os_str().as_encoded_bytes();
+                let keep = s.len() - s.iter().rev().take_while(|&&b| b == b'/').count();
+                if keep > 0 && keep < s.len() {
+                    // SAFETY: cut before ASCII '/' bytes only, so the rest is
+                    // a valid encoded string, as from_encoded_bytes asks.
+                    let cut = unsafe { std::ffi::OsStr::from_encoded_bytes_unchecked(&s[..keep]) };
+                    *p = PathBuf::from(cut);
+                }
+            }
+        }
+    }
+
+    /// Whether cp's -R rules hold (-r, -R or -a).
+    fn recursive(&self) -> bool {
+        self.recursive || self.archive
+    }
+
     /// The engine's options, or a usage error.
     pub fn options(&self) -> Result<CopyOptions, String> {
         let mut preserve = if self.archive {
@@ -624,7 +666,7 @@ impl CopyArgs {
             Preserve::DEFAULT
         };
         if !self.preserve.is_empty() {
-            preserve = Preserve::from_names(self.preserve.iter().map(String::as_str))
+            preserve = crate::compat::preserve_list(self.preserve.iter().map(String::as_str))
                 .map_err(|other| format!("unknown --preserve item '{other}'"))?;
         }
         if self.preserve_basic {
@@ -641,12 +683,16 @@ impl CopyArgs {
             },
             sparse: self.sparse,
             preserve,
+            // cp's: -L, -H, -P as given; else -P with -R (and -a), -H
+            // without.
             follow: if self.dereference {
                 Follow::Always
             } else if self.follow_args {
                 Follow::CommandLine
-            } else {
+            } else if self.compat.never_follow() || self.recursive() {
                 Follow::Never
+            } else {
+                Follow::CommandLine
             },
             jobs: self.jobs.unwrap_or(0),
             sync: self.sync,
@@ -658,6 +704,7 @@ impl CopyArgs {
             ..CopyOptions::default()
         };
         self.select.apply(&mut opts)?;
+        self.compat.apply(&mut opts, self.recursive())?;
         self.scale.apply(&mut opts, self.recursive)?;
         if opts.partial && opts.method == MethodChoice::Clone {
             let clone = match self.reflink {

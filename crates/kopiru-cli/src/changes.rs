@@ -10,12 +10,14 @@ pub enum Style {
     /// The path, as `rsync --dry-run -v`: `dir/`, `file`, `link -> target`,
     /// `name => first name`, `deleting path`.
     Plain,
-    /// rsync's `--itemize-changes`: `YXcstpogz path`, where Y is `>` (file
-    /// data written), `c` (other entry made) or `h` (hard link), X the kind
-    /// (`f`, `d`, `L` symlink, `D` device or special), then seven attribute
-    /// columns, all `+` for a new entry; for a replaced one `s` (size) and `t`
-    /// (time) where they differed, `.` elsewhere. `*deleting path` for a
-    /// deletion.
+    /// rsync's `--itemize-changes`: `YXcstpoguax path`, 11 characters as
+    /// rsync 3 prints them: Y is `>` (file data written), `c` (other entry
+    /// made) or `h` (hard link), X the kind (`f`, `d`, `L` symlink, `D`
+    /// device or special), then nine attribute columns, all `+` for a new
+    /// entry; for a replaced one `s` (size), `t` (time), `p` (permissions),
+    /// `o` (owner) and `g` (group) where they differed and are kept, `.`
+    /// elsewhere (kopiru fills no `c`, `u`, `a` or `x`). `*deleting path`
+    /// for a deletion.
     Itemize,
 }
 
@@ -41,12 +43,24 @@ pub fn line(style: Style, c: &Change) -> String {
                 EntryKind::HardLink => ('h', 'f', format!(" => {target}")),
             };
             let attrs = match change {
-                ChangeKind::Replaced { size, time } => format!(
-                    ".{}{}....",
-                    if size { 's' } else { '.' },
-                    if time { 't' } else { '.' }
-                ),
-                _ => "+++++++".into(),
+                ChangeKind::Replaced {
+                    size,
+                    time,
+                    perms,
+                    owner,
+                    group,
+                } => {
+                    let col = |on: bool, c: char| if on { c } else { '.' };
+                    format!(
+                        ".{}{}{}{}{}...",
+                        col(size, 's'),
+                        col(time, 't'),
+                        col(perms, 'p'),
+                        col(owner, 'o'),
+                        col(group, 'g'),
+                    )
+                }
+                _ => "+++++++++".into(),
             };
             format!("{y}{x}{attrs} {path}{tail}")
         }
@@ -75,17 +89,29 @@ mod tests {
         let st = ChangeKind::Replaced {
             size: true,
             time: true,
+            perms: false,
+            owner: false,
+            group: false,
         };
-        assert_eq!(itemized(EntryKind::File, new, None), ">f+++++++ d/x");
-        assert_eq!(itemized(EntryKind::File, st, None), ">f.st.... d/x");
-        assert_eq!(itemized(EntryKind::Dir, new, None), "cd+++++++ d/x/");
+        let pog = ChangeKind::Replaced {
+            size: false,
+            time: false,
+            perms: true,
+            owner: true,
+            group: true,
+        };
+        // rsync 3's 11 characters: YXcstpoguax.
+        assert_eq!(itemized(EntryKind::File, new, None), ">f+++++++++ d/x");
+        assert_eq!(itemized(EntryKind::File, st, None), ">f.st...... d/x");
+        assert_eq!(itemized(EntryKind::File, pog, None), ">f...pog... d/x");
+        assert_eq!(itemized(EntryKind::Dir, new, None), "cd+++++++++ d/x/");
         assert_eq!(
             itemized(EntryKind::Symlink, new, Some("t")),
-            "cL+++++++ d/x -> t"
+            "cL+++++++++ d/x -> t"
         );
         assert_eq!(
             itemized(EntryKind::HardLink, new, Some("d/a")),
-            "hf+++++++ d/x => d/a"
+            "hf+++++++++ d/x => d/a"
         );
         let gone = ChangeKind::Deleted;
         assert_eq!(itemized(EntryKind::File, gone, None), "*deleting d/x");

@@ -146,6 +146,9 @@ impl Reporter for CliReporter {
 const STOPPED: &str = "stopped; run the same command with --resume to finish";
 
 pub fn run(args: CopyArgs) -> u8 {
+    if let Some(note) = crate::compat::rsync_p_note(std::env::args_os()) {
+        errln!("{note}");
+    }
     let mut opts = match args.options() {
         Ok(o) => o,
         Err(e) => {
@@ -291,10 +294,43 @@ fn finished(
             )
         );
     }
+    if summary.dirs_not_made > 0 {
+        errln!(
+            "kopiru: {} not copied under {} that could not be made",
+            count(summary.not_copied, "entry", "entries"),
+            count(summary.dirs_not_made, "directory", "directories")
+        );
+    }
+    if args.compat.wants_stats() {
+        outln!("{}", stats(summary));
+    }
     if args.json {
         outln!("{}", json_summary(summary, code, args.select.dry_run));
     }
     code
+}
+
+/// `--stats`: rsync's statistics, the lines that map onto a local copy.
+fn stats(s: &Summary) -> String {
+    let created = s.files + s.dirs - s.dirs_merged + s.symlinks + s.specials + s.hardlinks;
+    [
+        format!(
+            "Number of files: {} (reg: {}, dir: {}, link: {}, special: {})",
+            created + s.skipped,
+            s.files,
+            s.dirs,
+            s.symlinks,
+            s.specials
+        ),
+        format!("Number of created files: {created}"),
+        format!("Number of deleted files: {}", s.deleted),
+        format!("Number of regular files transferred: {}", s.files),
+        format!("Number of entries left as they were: {}", s.skipped),
+        format!("Total transferred file size: {} bytes", s.bytes),
+        format!("Number of failures: {}", s.errors.len()),
+        format!("Time: {:.3} seconds", s.elapsed.as_secs_f64()),
+    ]
+    .join("\n")
 }
 
 /// A path as cp -v shows it (GNU's shell-escape quoting): in single

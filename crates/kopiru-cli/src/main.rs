@@ -9,6 +9,7 @@ mod bench;
 #[cfg(unix)]
 mod bench_fsync;
 mod changes;
+mod compat;
 mod copy;
 #[cfg(unix)]
 mod dedupe;
@@ -36,6 +37,7 @@ fn main() -> ExitCode {
         .unwrap_or_else(|e| e.format(&mut args::Cli::command()).exit());
     if let (args::Command::Copy(a), Some(("copy", m))) = (&mut cli.command, matches.subcommand()) {
         a.select.order(m); // --exclude/--include in the order given
+        a.normalize();
     }
     let code = match cli.command {
         args::Command::Copy(a) => copy::run(*a),

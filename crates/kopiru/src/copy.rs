@@ -7,6 +7,7 @@ use crate::error::{Error, Op, Refusal, Side};
 use crate::events::{Phase, Reporter, Summary};
 use crate::options::CopyOptions;
 use crate::plan::{self, PlanError};
+use crate::sys::AsFd;
 use crate::{delete, precheck, preview, sys, tree, verify};
 use std::path::{Path, PathBuf};
 use std::time::Instant;
@@ -32,7 +33,11 @@ pub fn copy(
             ..summary
         });
     }
-    let (mut jobs, mut refused) = plan::plan(sources, dest, opts)?;
+    let (mut jobs, refused) = plan::plan(sources, dest, opts)?;
+    // Copies an earlier run completed: left alone, with a word.
+    let (done, mut refused): (Vec<Error>, Vec<Error>) = refused
+        .into_iter()
+        .partition(|e| matches!(e.refusal(), Some(Refusal::AlreadyCopied { .. })));
     let mut pairs: Vec<(PathBuf, PathBuf)> = jobs
         .iter()
         .map(|j| {
@@ -46,6 +51,7 @@ pub fn copy(
         let refusals = refused.len() as u64;
         let mut summary = preview::run(jobs, opts, reporter, refused);
         summary.refused = refusals;
+        already_copied(done, reporter, &mut summary);
         if opts.delete && !summary.cancelled {
             delete::run(&pairs, opts, reporter, &mut summary);
         }
@@ -59,8 +65,14 @@ pub fn copy(
         pairs.clear();
     }
     let refusals = refused.len() as u64;
+    let parents_made: Vec<plan::ParentMade> = jobs
+        .iter_mut()
+        .flat_map(|j| j.parents_made.drain(..))
+        .collect();
     let (mut summary, hashes) = tree::run(jobs, opts, reporter, refused);
+    parents_meta(parents_made, opts, &mut summary);
     summary.refused = refusals;
+    already_copied(done, reporter, &mut summary);
     if opts.delete && !summary.cancelled {
         delete::run(&pairs, opts, reporter, &mut summary);
     }
@@ -72,6 +84,63 @@ pub fn copy(
     }
     summary.elapsed = start.elapsed();
     Ok(summary)
+}
+
+/// `--parents`: the directories made on the way get their sources'
+/// metadata once the copies inside them are done (deepest first, as their
+/// times change while entries are made in them).
+fn parents_meta(made: Vec<plan::ParentMade>, opts: &CopyOptions, summary: &mut Summary) {
+    let umask = sys::umask();
+    for p in made.iter().rev() {
+        let open = |path: &Path| {
+            let (dir, name) = sys::open_parent(path)?;
+            sys::open_dir(dir.as_fd(), &name)
+        };
+        let (src, dst) = match (open(&p.src), open(&p.dst)) {
+            (Ok(s), Ok(d)) => (s, d),
+            (Err(e), _) => {
+                summary.warnings.push(Error::src(&p.src, Op::Open, &e));
+                continue;
+            }
+            (_, Err(e)) => {
+                summary.warnings.push(Error::dst(&p.dst, Op::Open, &e));
+                continue;
+            }
+        };
+        let st = match sys::fstat(src.as_fd()) {
+            Ok(st) => st,
+            Err(e) => {
+                summary.warnings.push(Error::src(&p.src, Op::Stat, &e));
+                continue;
+            }
+        };
+        let now = crate::meta::Now {
+            perm: p.mode & !umask,
+            owner: None,
+        };
+        let w = crate::meta::apply(
+            crate::meta::Target::Fd(dst.as_fd()),
+            (Some(src.as_fd()), &st),
+            crate::meta::Before::Nothing,
+            now,
+            &opts.preserve,
+            umask,
+        );
+        summary
+            .warnings
+            .extend(w.into_iter().map(|(op, e)| Error::dst(&p.dst, op, &e)));
+    }
+}
+
+/// Copies an earlier run made and completed, left as they are: a warning
+/// each, counted as skipped.
+fn already_copied(done: Vec<Error>, reporter: &dyn Reporter, summary: &mut Summary) {
+    for w in done {
+        reporter.kept(&w.path);
+        reporter.warning(&w);
+        summary.skipped += 1;
+        summary.warnings.push(w);
+    }
 }
 
 /// `--files-from` and `--shard`: copies of listed entries (`None`: neither).

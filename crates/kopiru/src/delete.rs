@@ -5,7 +5,7 @@
 //! source directory that cannot be read deletes nothing in its copy. With
 //! `dry_run` the deletions are only reported.
 
-use crate::error::{Error, Op};
+use crate::error::{Error, Op, Refusal, Side};
 use crate::events::{Change, ChangeKind, EntryKind, Reporter, Summary};
 use crate::options::{CopyOptions, Follow, SyncMode};
 use crate::sys::{self, AsFd, Fd, FileKind, Name, NameBuf};
@@ -104,11 +104,9 @@ impl Deleter<'_> {
             let dst_st = sys::stat_at(at.dst.as_fd(), &e.name, false);
             let dst_is_dir = dst_st.as_ref().is_ok_and(|s| s.kind() == FileKind::Dir);
             if names.binary_search(&e.name).is_err() {
-                let backup = self.opts.backup.is_some()
-                    && sys::os_str(&e.name).as_encoded_bytes().ends_with(b"~");
-                if !backup && !self.opts.filter.excludes(&rel, || dst_is_dir) {
+                if !self.protects(&rel, &e.name, dst_is_dir) {
                     let path = join(at.dst_path, sys::os_str(&e.name));
-                    deleted_here |= self.remove(at.dst, &e.name, &path, dst_is_dir);
+                    deleted_here |= self.remove(at.dst, &e.name, (&path, &rel), dst_is_dir).0 > 0;
                 }
                 continue;
             }
@@ -147,42 +145,76 @@ impl Deleter<'_> {
         }
     }
 
+    /// Whether the entry at `rel` (named `name`) the source lacks is kept:
+    /// an `--exclude` protects it (unless `--delete-excluded`), or it is
+    /// a backup (a name ending in `~`) under `--backup`.
+    fn protects(&self, rel: &Path, name: &Name, is_dir: bool) -> bool {
+        let suffix = self.opts.backup_suffix().as_encoded_bytes();
+        let backup =
+            self.opts.backup.is_some() && sys::os_str(name).as_encoded_bytes().ends_with(suffix);
+        backup || (!self.opts.delete_excluded && self.opts.filter.excludes(rel, || is_dir))
+    }
+
     /// Removes `name` from `dir` (a directory with everything in it,
-    /// deepest first), reporting each entry as it goes. Whether anything
-    /// was removed.
-    fn remove(&mut self, dir: &Fd, name: &Name, path: &Path, is_dir: bool) -> bool {
+    /// deepest first), reporting each entry as it goes. An entry inside
+    /// that an `--exclude` protects is kept, and so is every directory
+    /// above it, with a warning naming the directory (as rsync keeps
+    /// them). Returns how many entries were removed, and whether `name`
+    /// itself is gone.
+    fn remove(
+        &mut self,
+        dir: &Fd,
+        name: &Name,
+        (path, rel): (&Path, &Path),
+        is_dir: bool,
+    ) -> (u64, bool) {
         let kind = if is_dir {
             EntryKind::Dir
         } else {
             EntryKind::File
         };
+        let mut removed = 0;
         if is_dir {
             let inner = match open_dir(dir, name) {
                 Ok(fd) => fd,
                 Err(e) => {
                     self.error(Error::dst(path, Op::Open, &e));
-                    return false;
+                    return (0, false);
                 }
             };
-            match sys::read_dir(inner.as_fd()) {
-                Ok(entries) => {
-                    for e in entries {
-                        let sub = join(path, sys::os_str(&e.name));
-                        let sub_is_dir = sys::stat_at(inner.as_fd(), &e.name, false)
-                            .is_ok_and(|s| s.kind() == FileKind::Dir);
-                        self.remove(&inner, &e.name, &sub, sub_is_dir);
-                    }
-                }
+            let entries = match sys::read_dir(inner.as_fd()) {
+                Ok(entries) => entries,
                 Err(e) => {
                     self.error(Error::dst(path, Op::ReadDirectory, &e));
-                    return false;
+                    return (0, false);
                 }
+            };
+            let mut kept = false;
+            for e in entries {
+                let sub = join(path, sys::os_str(&e.name));
+                let sub_rel = rel.join(sys::os_str(&e.name));
+                let sub_is_dir = sys::stat_at(inner.as_fd(), &e.name, false)
+                    .is_ok_and(|s| s.kind() == FileKind::Dir);
+                if self.protects(&sub_rel, &e.name, sub_is_dir) {
+                    kept = true;
+                    continue;
+                }
+                let (n, gone) = self.remove(&inner, &e.name, (&sub, &sub_rel), sub_is_dir);
+                removed += n;
+                kept |= !gone;
+            }
+            if kept {
+                let why = Refusal::HoldsProtected;
+                let w = Error::refused(Side::Destination, path, Op::Remove, why);
+                self.reporter.warning(&w);
+                self.summary.warnings.push(w);
+                return (removed, false);
             }
         }
         if !self.opts.dry_run {
             if let Err(e) = sys::unlink_at(dir.as_fd(), name, is_dir) {
                 self.error(Error::dst(path, Op::Remove, &e));
-                return false;
+                return (removed, false);
             }
         }
         self.summary.deleted += 1;
@@ -193,7 +225,7 @@ impl Deleter<'_> {
             change: ChangeKind::Deleted,
             target: None,
         });
-        true
+        (removed + 1, true)
     }
 
     /// Deleting changed the times of a directory the copy gave its

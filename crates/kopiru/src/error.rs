@@ -197,6 +197,39 @@ pub enum Refusal {
     NotADirectory,
     /// An entry changed type between listing and opening it.
     ChangedType,
+    /// DEST is the copy of this directory that an earlier kopiru run made
+    /// (its record of copies proves it): the same command run again does
+    /// not copy over it (that would undo edits made in it since), nor
+    /// nest a second copy inside it. Reported as a warning; nothing copied.
+    AlreadyCopied {
+        /// The source as named.
+        source: PathBuf,
+        /// The copy.
+        dest: PathBuf,
+    },
+    /// A new tree was not put in place under its name, since entries in it
+    /// failed: what was copied stays under its staged name, for the same
+    /// command (with `--resume`, keeping what is there) to finish.
+    Incomplete {
+        /// Where the copy is kept.
+        staged: PathBuf,
+        /// How many failures were reported in it.
+        failed: usize,
+    },
+    /// `--delete`: a directory the source lacks was not deleted, since it
+    /// holds entries an `--exclude` protects (rsync: "cannot delete
+    /// non-empty directory").
+    HoldsProtected,
+    /// A file would be written through a symlink that points nowhere (cp:
+    /// "not writing through dangling symlink").
+    DanglingDestination,
+    /// A block device named as the destination is mounted, or holds the
+    /// root filesystem (where: its mount point): a copy would be written
+    /// into a filesystem in use.
+    DeviceInUse {
+        /// Where it (or one of its partitions) is mounted.
+        at: String,
+    },
     /// A copy differs from its source.
     Differs(Mismatch),
     /// Another kopiru is copying to this destination now.
@@ -354,6 +387,40 @@ impl fmt::Display for Refusal {
             ),
             Refusal::NotADirectory => f.write_str("not a directory"),
             Refusal::ChangedType => f.write_str("changed type while being copied"),
+            Refusal::AlreadyCopied { source, dest } => {
+                let (s, d) = (
+                    crate::paths::Escaped(source.as_os_str()),
+                    crate::paths::Escaped(dest.as_os_str()),
+                );
+                write!(
+                    f,
+                    "'{d}' is the copy of '{s}' that an earlier kopiru run made: nothing \
+                     copied, so nothing changed in it since is overwritten (to update it \
+                     from '{s}': -T, kopiru copy -T '{s}' '{d}')"
+                )
+            }
+            Refusal::Incomplete { staged, failed } => write!(
+                f,
+                "not put in place: {failed} {} in it; what was copied is kept under '{}': \
+                 run the same command with --resume to finish it",
+                match failed {
+                    1 => "failure",
+                    _ => "failures",
+                },
+                crate::paths::Escaped(staged.as_os_str())
+            ),
+            Refusal::HoldsProtected => f.write_str(
+                "cannot delete non-empty directory: it holds entries an --exclude protects \
+                 (--delete-excluded deletes them too)",
+            ),
+            Refusal::DanglingDestination => {
+                f.write_str("not writing through a dangling symbolic link")
+            }
+            Refusal::DeviceInUse { at } => write!(
+                f,
+                "is a block device in use (mounted at {at}): nothing is written into it \
+                 (unmount it first; kopiru flash writes images to devices)"
+            ),
             Refusal::Differs(m) => m.fmt(f),
             Refusal::Busy => f.write_str(
                 "another kopiru is copying to this destination now (wait for it, or stop it)",

@@ -93,6 +93,12 @@ pub enum ChangeKind {
         size: bool,
         /// The modification times differ.
         time: bool,
+        /// The permission bits differ, and the source's are kept.
+        perms: bool,
+        /// The owners differ, and the source's is kept.
+        owner: bool,
+        /// The groups differ, and the source's is kept.
+        group: bool,
     },
     /// Removed: not in the source (`--delete`).
     Deleted,
@@ -188,6 +194,11 @@ pub struct Summary {
     /// flush of their filesystem failed (under `--sync end`): none of them
     /// is at the destination.
     pub withdrawn: u64,
+    /// Directories that could not be made (each also an error).
+    pub dirs_not_made: u64,
+    /// Entries inside those directories, at any depth, not copied
+    /// because of it (no error of their own).
+    pub not_copied: u64,
     /// Destination entries removed (or, with `dry_run`, to be removed)
     /// because the source does not have them (`--delete`).
     pub deleted: u64,
@@ -254,6 +265,8 @@ impl Summary {
             hardlinks,
             skipped,
             withdrawn,
+            dirs_not_made,
+            not_copied,
             deleted,
             verified_files,
             methods,
@@ -276,6 +289,8 @@ impl Summary {
         self.hardlinks += hardlinks;
         self.skipped += skipped;
         self.withdrawn += withdrawn;
+        self.dirs_not_made += dirs_not_made;
+        self.not_copied += not_copied;
         self.refused += refused;
         self.deleted += deleted;
         self.verified_files += verified_files;
@@ -304,6 +319,26 @@ impl Summary {
     pub fn copied_anything(&self) -> bool {
         let made = self.files + self.dirs + self.symlinks + self.specials + self.hardlinks;
         made - self.dirs_merged + self.skipped + self.deleted > self.withdrawn
+    }
+}
+
+impl ChangeKind {
+    /// An existing entry `old` replaced by a copy of `new` (`file`: a
+    /// regular file, whose size counts), as far as `preserve` keeps each
+    /// piece.
+    pub(crate) fn replaced(
+        old: &crate::sys::Stat,
+        new: &crate::sys::Stat,
+        file: bool,
+        preserve: &crate::Preserve,
+    ) -> ChangeKind {
+        ChangeKind::Replaced {
+            size: file && old.size != new.size,
+            time: old.mtime != new.mtime,
+            perms: preserve.mode && old.perm() != new.perm(),
+            owner: preserve.owner && old.uid != new.uid,
+            group: preserve.owner && old.gid != new.gid,
+        }
     }
 }
 

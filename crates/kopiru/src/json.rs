@@ -74,6 +74,8 @@ impl Json {
             "hard_links": s.hardlinks,
             "skipped": s.skipped,
             "withdrawn": s.withdrawn,
+            "directories_not_made": s.dirs_not_made,
+            "entries_not_copied": s.not_copied,
             "deleted": s.deleted,
             "refused": s.refused,
             "verified_files": s.verified_files,

@@ -43,8 +43,8 @@ pub use events::{
 };
 pub use filter::{Filter, PatternError, Rule, RuleKind};
 pub use options::{
-    Backup, Basis, BasisKind, Choice, CopyOptions, Follow, MethodChoice, Preserve, SparseMode,
-    SyncMode,
+    Backup, Basis, BasisKind, Choice, CopyOptions, Follow, LinkFiles, MethodChoice, Preserve,
+    SparseMode, SyncMode,
 };
 pub use outcome::Outcome;
 pub use plan::PlanError;

@@ -148,6 +148,8 @@ fn by_parent(
             kind: e.kind,
             follow: opts.follow == Follow::Always,
             shallow: !opts.recursive,
+            read_data: false,
+            write_into: false,
         };
         let same = |(p, _): &(PathBuf, Vec<Item>)| p.as_os_str() == parent.as_os_str();
         let at = match by_parent.last().is_some_and(same) {
@@ -535,6 +537,7 @@ impl Chain {
             name: name.to_owned(),
             source: None,
             _lock: Some(lock),
+            src_path: None,
             merge: true,
         });
         Some((fd, made))
@@ -596,13 +599,19 @@ pub(crate) fn apply_dir_meta(
                 continue;
             }
         };
+        // Made by this process or another rank, or there before: which,
+        // is not known here, so each gets its source's mode less the umask
+        // unless the mode is kept (a directory that was there is not left
+        // as it was, unlike in a copy of a whole tree).
         let owner_now = Some((now.uid, now.gid));
         let w = meta::apply(
             Target::Fd(d.as_fd()),
-            Some(s.as_fd()),
-            &st,
-            now.perm(),
-            owner_now,
+            (Some(s.as_fd()), &st),
+            meta::Before::Nothing,
+            meta::Now {
+                perm: now.perm(),
+                owner: owner_now,
+            },
             &opts.preserve,
             umask,
         );

@@ -1,11 +1,20 @@
-//! Applying metadata to a copy, in the order that keeps each piece: xattrs,
-//! then owner (which clears setuid bits), then mode, then times (last, since
-//! every other change touches ctime only but writes would touch mtime).
+//! Applying metadata to a copy, in the order that keeps each piece: owner
+//! (a chown clears set-uid bits and file capabilities), then xattrs (ACLs
+//! and capabilities among them), then mode, then times (last, since every
+//! other change touches ctime only but writes would touch mtime).
+//!
+//! cp's rules, where the source's pieces are not asked for: a new entry's
+//! mode is the source's permission bits less the umask, without set-uid,
+//! set-gid or sticky; a file that replaces another takes the replaced one's
+//! mode, owner, group and extended attributes (its ACL among them), as cp
+//! keeps them by writing into it; a directory merged into keeps its mode.
+//! Set-uid and set-gid survive only where the owner (group) they were set
+//! for still owns the copy.
 
 use crate::error::Op;
 use crate::options::Preserve;
 use crate::sys::{self, FdRef, FileKind, Stat};
-use std::ffi::CStr;
+use std::ffi::{CStr, CString};
 use std::io;
 
 /// Where metadata goes: an open descriptor, or a name in a directory (for
@@ -15,32 +24,75 @@ pub(crate) enum Target<'a> {
     At(FdRef<'a>, &'a CStr),
 }
 
+/// What was at the destination before, whose metadata a copy keeps where
+/// the source's is not asked for.
+#[derive(Clone, Copy)]
+pub(crate) enum Before<'a> {
+    /// Nothing: a new entry.
+    Nothing,
+    /// A regular file this one replaces under its name (`old`; `fd`: open
+    /// to read its extended attributes, where it could be opened).
+    Replaced {
+        old: &'a Stat,
+        fd: Option<FdRef<'a>>,
+    },
+    /// The same entry, written into or merged into: what it has stays.
+    Same,
+}
+
+/// The copy as it is now: the permission bits it was made with (or has)
+/// and its owner if known, so that an unneeded chmod or chown is skipped.
+#[derive(Clone, Copy)]
+pub(crate) struct Now {
+    pub(crate) perm: u32,
+    pub(crate) owner: Option<(u32, u32)>,
+}
+
 /// A piece of metadata that could not be kept.
 pub(crate) type Warning = (crate::error::Op, io::Error);
 
-/// Applies the metadata `preserve` asks for. `created_perm` is the permission
-/// the object has now and `owner_now` its owner if known, so that an unneeded
-/// chmod or chown is skipped. `src` gives access to the source's xattrs.
-/// Failures are returned as warnings: the data is there, a piece of metadata
-/// is not.
+/// The permission bits a new file is created with: its final ones where
+/// they are known now (so that nothing is readable for a moment that will
+/// not be; a file replacing a 0600 one is 0600 from its first byte), less
+/// group and other while an owner is still to be given to it (cp's rule:
+/// the wrong group must not read it before the chown).
+/// With xattrs kept, the owner may write it until they are set (a user's
+/// `user.*` attributes need write permission even through a descriptor,
+/// so a read-only file's were lost).
+pub(crate) fn create_perm(
+    st: &Stat,
+    before: Before,
+    preserve: &Preserve,
+    owner_changes: bool,
+) -> u32 {
+    let perm = match (before, preserve.mode) {
+        (Before::Replaced { old, .. }, false) => old.perm(),
+        _ => st.perm(),
+    } & 0o777;
+    let perm = match owner_changes {
+        true => perm & 0o700,
+        false => perm,
+    };
+    match preserve.xattrs {
+        true => perm | 0o200,
+        false => perm,
+    }
+}
+
+/// Applies the metadata `preserve` asks for to `target`, a copy of the
+/// source `st` (`src`: open, for its xattrs), where `before` was. `now`:
+/// the copy as made. Failures are returned as warnings: the data is
+/// there, a piece of metadata is not.
 pub(crate) fn apply(
     target: Target,
-    src: Option<FdRef>,
-    st: &Stat,
-    created_perm: u32,
-    owner_now: Option<(u32, u32)>,
+    (src, st): (Option<FdRef>, &Stat),
+    before: Before,
+    now: Now,
     preserve: &Preserve,
     umask: u32,
 ) -> Vec<Warning> {
     let mut warnings = Vec::new();
     let is_link = st.kind() == FileKind::Symlink;
-    if preserve.xattrs {
-        if let (Some(src), Target::Fd(dst)) = (src, &target) {
-            if let Err(e) = copy_xattrs(src, *dst) {
-                warnings.push((Op::Xattr, e));
-            }
-        }
-    }
     // Windows: the security descriptor, with the owner (nothing on Unix,
     // whose owners are the chown below).
     if let (true, Some(src), Target::Fd(dst)) = (preserve.owner, src, &target) {
@@ -52,38 +104,77 @@ pub(crate) fn apply(
             warnings.push((Op::Chown, e));
         }
     }
+    // The owner the copy should have: the source's when kept, a replaced
+    // file's otherwise (cp writes into it, keeping its owner).
+    let owner_wanted = match (preserve.owner, before) {
+        (true, _) => Some((st.uid, st.gid)),
+        (false, Before::Replaced { old, .. }) => Some((old.uid, old.gid)),
+        _ => None,
+    };
+    let mut owner = now.owner;
     let mut owner_changed = false;
-    if preserve.owner && owner_now != Some((st.uid, st.gid)) {
-        match chown(&target, st.uid, st.gid) {
-            Ok(()) => owner_changed = true,
+    if let Some((uid, gid)) = owner_wanted.filter(|w| now.owner != Some(*w)) {
+        match chown(&target, uid, gid) {
+            Ok(()) => {
+                owner_changed = true;
+                owner = Some((uid, gid));
+            }
             Err(e) => {
                 // Not permitted to give the file away: keep at least the group,
                 // if we are a member of it.
-                let group_kept = chown(&target, u32::MAX, st.gid).is_ok();
+                let group_kept = chown(&target, u32::MAX, gid).is_ok();
                 owner_changed = group_kept;
-                let what = if group_kept {
-                    Op::ChownGroupOnly
-                } else {
-                    Op::Chown
+                let what = match group_kept {
+                    true => Op::ChownGroupOnly,
+                    false => Op::Chown,
                 };
+                owner = None;
                 warnings.push((what, e));
             }
         }
     }
-    if !is_link {
-        let want = if preserve.mode {
-            st.perm()
-        } else {
-            st.perm() & 0o777 & !umask
+    // After the owner: a chown clears file capabilities.
+    if let Target::Fd(dst) = &target {
+        let xattrs = match (preserve.xattrs, before) {
+            (true, _) => src.map(|s| (s, false)),
+            (false, Before::Replaced { fd, .. }) => fd.map(|o| (o, true)),
+            _ => None,
         };
-        let suid_bits_lost = owner_changed && want & 0o6000 != 0;
-        if want != created_perm || suid_bits_lost {
-            let r = match target {
-                Target::Fd(fd) => sys::fchmod(fd, want),
-                Target::At(dir, name) => sys::chmod_at(dir, name, want),
-            };
-            if let Err(e) = r {
-                warnings.push((Op::Chmod, e));
+        if let Some((from, replaced)) = xattrs {
+            if let Err(e) = copy_xattrs(from, *dst, replaced) {
+                warnings.push((Op::Xattr, e));
+            }
+        }
+    }
+    if !is_link {
+        // The mode wanted, and whose owner its set-uid and set-gid bits
+        // were set for.
+        let want = match (preserve.mode, before) {
+            (true, _) => Some((st.perm(), (st.uid, st.gid))),
+            (false, Before::Replaced { old, .. }) => Some((old.perm(), (old.uid, old.gid))),
+            (false, Before::Same) => None,
+            (false, Before::Nothing) => Some((st.perm() & 0o777 & !umask, (st.uid, st.gid))),
+        };
+        if let Some((mut want, (uid, gid))) = want {
+            if want & 0o6000 != 0 {
+                let owner = owner.or_else(|| owner_of(&target));
+                if owner.is_none_or(|(u, _)| u != uid) {
+                    want &= !0o4000;
+                }
+                if owner.is_none_or(|(_, g)| g != gid) {
+                    want &= !0o2000;
+                }
+            }
+            // A chown clears set-uid and set-gid: they are set again.
+            let suid_bits_lost = owner_changed && want & 0o6000 != 0;
+            if want != now.perm || suid_bits_lost {
+                let r = match target {
+                    Target::Fd(fd) => sys::fchmod(fd, want),
+                    Target::At(dir, name) => sys::chmod_at(dir, name, want),
+                };
+                if let Err(e) = r {
+                    warnings.push((Op::Chmod, e));
+                }
             }
         }
     }
@@ -117,7 +208,21 @@ fn chown(target: &Target, uid: u32, gid: u32) -> io::Result<()> {
     }
 }
 
-fn copy_xattrs(src: FdRef, dst: FdRef) -> io::Result<()> {
+/// The owner of `target` now, by a stat (needed only for a mode with
+/// set-uid or set-gid bits).
+fn owner_of(target: &Target) -> Option<(u32, u32)> {
+    let st = match *target {
+        Target::Fd(fd) => sys::fstat(fd),
+        Target::At(dir, name) => sys::stat_at(dir, name, false),
+    };
+    st.ok().map(|st| (st.uid, st.gid))
+}
+
+/// Copies the extended attributes of `src` to `dst`. `replaced`: `src` is
+/// the file `dst` replaces, whose attributes stay with its name as cp's
+/// write into it keeps them, all but file capabilities (a write clears
+/// those: a changed program must not keep its privileges).
+fn copy_xattrs(src: FdRef, dst: FdRef, replaced: bool) -> io::Result<()> {
     let names = match sys::xattr_list(src) {
         Ok(n) => n,
         // The source filesystem has no xattrs: nothing to keep.
@@ -125,7 +230,9 @@ fn copy_xattrs(src: FdRef, dst: FdRef) -> io::Result<()> {
         Err(e) => return Err(e),
     };
     let mut first_err = None;
-    for name in names.into_iter().filter(|n| !fs_internal_xattr(n)) {
+    let keep =
+        |n: &CString| !(fs_internal_xattr(n) || replaced && n.as_bytes() == b"security.capability");
+    for name in names.into_iter().filter(keep) {
         let r = sys::xattr_get(src, &name).and_then(|v| sys::xattr_set(dst, &name, &v));
         if let Err(e) = r {
             first_err.get_or_insert(e);

@@ -43,7 +43,8 @@ pub enum Follow {
 /// Which metadata is kept.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Preserve {
-    /// Permission bits, including setuid/setgid/sticky.
+    /// Permission bits, including sticky, set-uid and set-gid (those two
+    /// only where the copy keeps the owner and group they were set for).
     pub mode: bool,
     /// Access and modification times, to the nanosecond.
     pub times: bool,
@@ -56,9 +57,11 @@ pub struct Preserve {
 }
 
 impl Preserve {
-    /// The default: mode, times and hard links.
+    /// The default: times and hard links. The mode is cp's without `-p`:
+    /// the source's permission bits less the umask, without set-uid,
+    /// set-gid and sticky; a file that replaces another keeps that one's.
     pub const DEFAULT: Preserve = Preserve {
-        mode: true,
+        mode: false,
         times: true,
         owner: false,
         xattrs: false,
@@ -260,6 +263,15 @@ pub enum Backup {
     Existing,
 }
 
+/// cp's `-l` and `-s`: links to the source made instead of copies.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum LinkFiles {
+    /// A hard link to each source entry that is not a directory (`cp -l`).
+    Hard,
+    /// A symbolic link to each, naming the source's path as given (`cp -s`).
+    Symbolic,
+}
+
 /// What `--link-dest` and `--clone-dest` do with an unchanged file.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum BasisKind {
@@ -292,6 +304,11 @@ pub struct CopyOptions {
     pub preserve: Preserve,
     /// Symlink following.
     pub follow: Follow,
+    /// A FIFO or device named as a source (not one inside a copied tree)
+    /// is read for its data, which becomes a regular file (cp without
+    /// `-R`): `/dev/stdin`, a process substitution, a disk. Otherwise it
+    /// is made again as a node (cp `-R`).
+    pub read_named_specials: bool,
     /// Worker threads; 0 picks from the machine.
     pub jobs: usize,
     /// Durability.
@@ -329,9 +346,38 @@ pub struct CopyOptions {
     /// destination is the copy itself: `no_target_directory` or sources
     /// without a name of their own (`SOURCE/.`).
     pub delete: bool,
+    /// rsync's `--inplace`: an existing destination file is written into
+    /// (truncated, then filled) instead of replaced by a new file renamed
+    /// over it, so its other hard links see the new data. Not atomic: a
+    /// reader (or a crash) can see it half-written.
+    pub inplace: bool,
+    /// cp's `--remove-destination`: an existing destination entry is
+    /// replaced by a new one made from the source alone (a file does not
+    /// take the replaced file's mode, owner or attributes, and a symlink
+    /// or device named as DEST is replaced, not written through).
+    pub remove_destination: bool,
+    /// rsync's `--delete-excluded`: with `delete`, entries the filter
+    /// excludes are deleted too instead of protected.
+    pub delete_excluded: bool,
     /// Before an existing destination entry is replaced, it gets a backup
     /// name (`cp --backup`).
     pub backup: Option<Backup>,
+    /// The suffix of a simple backup name (`cp -S`; `~` when `None`).
+    pub backup_suffix: Option<std::ffi::OsString>,
+    /// cp's `-l`/`-s`: every entry that is not a directory becomes a link to
+    /// its source instead of a copy; directories are made as usual.
+    pub link_files: Option<LinkFiles>,
+    /// cp's `--parents`: each source is copied into DEST (a directory) under
+    /// its whole path as given (`a/b/c` to `DEST/a/b/c`), the directories on
+    /// the way made as copies of the source's.
+    pub parents: bool,
+    /// cp's `--attributes-only`: files get their metadata and no data (a
+    /// new one is empty; an existing one keeps its data).
+    pub attributes_only: bool,
+    /// cp's `--copy-contents`: FIFOs and devices inside copied trees are read
+    /// for their data too (a FIFO with no writer waits for one), as those
+    /// named as sources are ([`CopyOptions::read_named_specials`]).
+    pub copy_contents: bool,
     /// Report every entry created or replaced through
     /// [`crate::Reporter::change`] (`--itemize-changes`); off by default, as
     /// it costs a path per entry.
@@ -384,6 +430,7 @@ impl Default for CopyOptions {
             sparse: SparseMode::Auto,
             preserve: Preserve::DEFAULT,
             follow: Follow::Never,
+            read_named_specials: false,
             jobs: 0,
             sync: SyncMode::End,
             resume: false,
@@ -396,7 +443,15 @@ impl Default for CopyOptions {
             one_file_system: false,
             checksum: false,
             delete: false,
+            inplace: false,
+            remove_destination: false,
+            delete_excluded: false,
             backup: None,
+            backup_suffix: None,
+            link_files: None,
+            parents: false,
+            attributes_only: false,
+            copy_contents: false,
             report_changes: false,
             cancel: crate::Cancel::new(),
             copies_record: None,
@@ -411,6 +466,13 @@ impl Default for CopyOptions {
 }
 
 impl CopyOptions {
+    /// The suffix of a simple backup name: `-S`'s, else `~`.
+    pub(crate) fn backup_suffix(&self) -> &std::ffi::OsStr {
+        self.backup_suffix
+            .as_deref()
+            .unwrap_or(std::ffi::OsStr::new("~"))
+    }
+
     pub(crate) fn worker_count(&self) -> usize {
         // Questions come in the order of the walk, one worker's.
         let per_node = self.shard.and_then(|s| s.per_node);

@@ -20,6 +20,21 @@ pub enum PlanError {
     /// `--delete` where DEST would hold the copy inside it (no `-T`, a
     /// source that ends in a name).
     DeleteNeedsT,
+    /// `--delete` where SOURCE is DEST or lies inside it (it would delete
+    /// the source's own entries), or DEST lies inside SOURCE, by any name.
+    DeleteNested {
+        /// SOURCE as given.
+        source: PathBuf,
+        /// DEST as given.
+        dest: PathBuf,
+        /// SOURCE is at or below DEST (else DEST is below SOURCE).
+        source_inside: bool,
+    },
+    /// `--parents` with a destination that is not a directory.
+    ParentsNeedDirectory {
+        /// The destination as given.
+        dest: PathBuf,
+    },
     /// Several sources and a destination that is not a directory.
     NotADirectory {
         /// The destination as given.
@@ -64,6 +79,33 @@ impl fmt::Display for PlanError {
                 "--delete removes from DEST what the source does not have, so DEST must be \
                  the copy itself: give -T (SOURCE DEST), or write SOURCE/. to copy the \
                  contents of SOURCE into DEST",
+            ),
+            PlanError::DeleteNested {
+                source,
+                dest,
+                source_inside,
+            } => {
+                let (s, d) = (
+                    crate::paths::escape(source.as_os_str()),
+                    crate::paths::escape(dest.as_os_str()),
+                );
+                match source_inside {
+                    true => write!(
+                        f,
+                        "--delete: the source '{s}' is '{d}' or inside it, so deleting what \
+                         the source lacks would delete the source itself; nothing was copied"
+                    ),
+                    false => write!(
+                        f,
+                        "--delete: the destination '{d}' is inside the source '{s}'; nothing \
+                         was copied"
+                    ),
+                }
+            }
+            PlanError::ParentsNeedDirectory { dest } => write!(
+                f,
+                "with --parents, the destination must be a directory: '{}' is not one",
+                crate::paths::escape(dest.as_os_str())
             ),
             PlanError::NotADirectory { dest } => write!(
                 f,
@@ -111,6 +153,15 @@ pub(crate) struct Job {
     pub dst_parent: PathBuf,
     /// Follow the source if it is a symlink (`-H`/`-L`).
     pub follow: bool,
+    /// A FIFO or device read for its data into a regular file
+    /// ([`CopyOptions::read_named_specials`]).
+    pub read_data: bool,
+    /// DEST is an existing FIFO or device (named, or reached through a
+    /// symlink): the data is written into it, as cp writes, never replacing it.
+    pub write_into: bool,
+    /// `--parents`: the directories made on the way to the copy, whose
+    /// metadata is applied once it is done.
+    pub parents_made: Vec<ParentMade>,
     /// `--link-dest`/`--clone-dest`: the path in the basis directory that
     /// mirrors this job's copy.
     pub basis: Option<PathBuf>,
@@ -128,8 +179,24 @@ pub(crate) fn plan(
     if opts.no_target_directory && sources.len() > 1 {
         return Err(PlanError::OneSourceWithT);
     }
+    if opts.parents && !sys::stat_path(dest, true).is_ok_and(|st| st.kind() == FileKind::Dir) {
+        return Err(PlanError::ParentsNeedDirectory {
+            dest: dest.to_path_buf(),
+        });
+    }
     if opts.delete && !opts.no_target_directory && sources.iter().any(|s| ends_in_name(s)) {
         return Err(PlanError::DeleteNeedsT);
+    }
+    if opts.delete {
+        for src in sources {
+            if let Some(source_inside) = delete_nested(src, dest) {
+                return Err(PlanError::DeleteNested {
+                    source: src.clone(),
+                    dest: dest.to_path_buf(),
+                    source_inside,
+                });
+            }
+        }
     }
     // With -T the destination is the copy itself, never a directory to copy
     // into.
@@ -178,6 +245,36 @@ pub(crate) fn plan(
         }
     }
     Ok((jobs, refused))
+}
+
+/// With `--delete`: whether the directory `src` is `dest` or inside it
+/// (`Some(true)`: deleting what the source lacks would delete in the
+/// source itself), or `dest` is inside `src` (`Some(false)`), by identity
+/// (device and inode, walking `..`), so `..`, symlinks and bind mounts are
+/// seen through. A `dest` that does not exist yet is placed by its nearest
+/// existing ancestor.
+fn delete_nested(src: &Path, dest: &Path) -> Option<bool> {
+    let s = sys::stat_path(src, true).ok()?;
+    if s.kind() != FileKind::Dir {
+        return None;
+    }
+    let src_dir = sys::open_path(src, sys::OPEN_DIR_FLAGS).ok()?;
+    let mut at = dest.to_path_buf();
+    let (dest_dir, exists) = loop {
+        match sys::open_path(&at, sys::OPEN_DIR_FLAGS) {
+            Ok(fd) => break (fd, at == dest),
+            Err(_) => match at.parent() {
+                Some(p) if !p.as_os_str().is_empty() => at = p.to_path_buf(),
+                Some(_) => at = PathBuf::from("."),
+                None => return None,
+            },
+        }
+    };
+    let d = sys::fstat(dest_dir.as_fd()).ok()?;
+    if exists && is_at_or_below(&src_dir, (d.dev, d.ino)) {
+        return Some(true);
+    }
+    is_at_or_below(&dest_dir, (s.dev, s.ino)).then_some(false)
 }
 
 /// The directory of `--link-dest`/`--clone-dest`, which must exist. A
@@ -293,12 +390,22 @@ fn plan_one(
     let src_is_dir = src_st.kind() == FileKind::Dir;
 
     // cp: into an existing directory under the source's name; "." and ".."
-    // (no name of their own) merge into the directory itself.
+    // (no name of their own) merge into the directory itself. A DEST that
+    // is this source's copy made by an earlier run is left alone: the same
+    // command run again neither nests a second copy in it nor overwrites
+    // what changed in it since.
     let named = ends_in_name(src);
+    if dest_is_dir && named && is_recorded_copy(dest, src, &src_st, opts) {
+        let why = Refusal::AlreadyCopied {
+            source: src.to_path_buf(),
+            dest: dest.to_path_buf(),
+        };
+        return Err(Error::refused(Side::Destination, dest, Op::Copy, why));
+    }
+    let mut parents_made = Vec::new();
     let dst_path = match (dest_is_dir, named) {
-        (true, true) if !is_recorded_copy(dest, src, &src_st, opts) => {
-            dest.join(src.file_name().expect("named"))
-        }
+        _ if opts.parents => parents_path(src, dest, &mut parents_made)?,
+        (true, true) => dest.join(src.file_name().expect("named")),
         _ => dest.to_path_buf(),
     };
     let trailing_sep = ends_in_separator(&dst_path);
@@ -312,6 +419,14 @@ fn plan_one(
     }
 
     check_existing(src, &src_st, &dst_path)?;
+    // cp reads a FIFO or device named as a source (without -R), and writes
+    // a file's data through a symlinked DEST and into a FIFO or device.
+    let read_data = opts.read_named_specials && reads_as_data(src_st.kind());
+    let copies_data = src_st.kind() == FileKind::File || read_data;
+    let (dst_path, write_into) = match copies_data && !opts.remove_destination {
+        true => data_destination(src, dst_path)?,
+        false => (dst_path, false),
+    };
 
     let (src_parent, src_name) = split(src).map_err(|e| Error::src(src, Op::Resolve, &e))?;
     let (dst_parent, dst_name) =
@@ -355,7 +470,129 @@ fn plan_one(
         src_parent,
         dst_parent,
         follow,
+        read_data,
+        write_into,
+        parents_made,
     })
+}
+
+/// `--parents`: SOURCE's copy is `DEST/SOURCE` (a leading `/` and `.`
+/// components left out); the directories on the way that are missing are
+/// made, each writable by us until the copy ends (`made`: the source
+/// directory, the one made, and the bits it was made with, for its
+/// metadata then).
+fn parents_path(src: &Path, dest: &Path, made: &mut Vec<ParentMade>) -> Result<PathBuf, Error> {
+    let rel: PathBuf = src
+        .components()
+        .filter(|c| matches!(c, Component::Normal(_) | Component::ParentDir))
+        .collect();
+    let mut src_at = PathBuf::new();
+    for c in src.components() {
+        if matches!(c, Component::RootDir | Component::Prefix(_)) {
+            src_at.push(c);
+        }
+    }
+    let mut at = dest.to_path_buf();
+    let parents: Vec<_> = rel.components().collect();
+    for c in parents.iter().take(parents.len().saturating_sub(1)) {
+        at.push(c);
+        src_at.push(c);
+        if *c == Component::ParentDir {
+            continue;
+        }
+        let st = sys::stat_path(&src_at, true).map_err(|e| Error::src(&src_at, Op::Stat, &e))?;
+        match sys::stat_path(&at, true) {
+            Ok(d) if d.kind() == FileKind::Dir => continue,
+            Ok(_) => {
+                let why = Refusal::NotADirectory;
+                return Err(Error::refused(Side::Destination, &at, Op::Mkdir, why));
+            }
+            Err(_) => {}
+        }
+        let perm = st.perm() & 0o777;
+        let mode = if perm & 0o300 == 0o300 { perm } else { 0o700 };
+        let (dir, name) = sys::open_parent(&at).map_err(|e| Error::dst(&at, Op::Open, &e))?;
+        sys::mkdir_at(dir.as_fd(), &name, mode).map_err(|e| Error::dst(&at, Op::Mkdir, &e))?;
+        made.push(ParentMade {
+            src: src_at.clone(),
+            dst: at.clone(),
+            mode,
+        });
+    }
+    Ok(dest.join(rel))
+}
+
+/// A directory `--parents` made on the way to a source's copy.
+pub(crate) struct ParentMade {
+    /// The source directory it copies.
+    pub src: PathBuf,
+    /// The directory made.
+    pub dst: PathBuf,
+    /// The permission bits it was made with (before the umask).
+    pub mode: u32,
+}
+
+/// Whether an entry of this kind named as a source is read for its data
+/// ([`CopyOptions::read_named_specials`]): a FIFO or a device.
+fn reads_as_data(kind: FileKind) -> bool {
+    matches!(
+        kind,
+        FileKind::Fifo | FileKind::CharDevice | FileKind::BlockDevice
+    )
+}
+
+/// Where a file's data named for `dst` goes, as cp writes it: through a
+/// symlink to the file it points to (the path of that file: the copy
+/// replaces it there, keeping its mode and owner); into an existing FIFO
+/// or device (`true`: written into, never replaced). Refused: a symlink
+/// that points nowhere, or to a directory; a block device in use.
+fn data_destination(src: &Path, dst: PathBuf) -> Result<(PathBuf, bool), Error> {
+    let Ok(entry) = sys::stat_path(&dst, false) else {
+        return Ok((dst, false));
+    };
+    let is_link = entry.kind() == FileKind::Symlink;
+    let st = match is_link {
+        false => entry,
+        true => match sys::stat_path(&dst, true) {
+            Ok(st) => st,
+            Err(e) if sys::is_not_found(&e) => {
+                let why = Refusal::DanglingDestination;
+                return Err(Error::refused(Side::Destination, &dst, Op::Copy, why));
+            }
+            Err(e) => return Err(Error::dst(&dst, Op::Stat, &e)),
+        },
+    };
+    match st.kind() {
+        FileKind::File if is_link => match std::fs::canonicalize(&dst) {
+            Ok(real) => Ok((real, false)),
+            Err(e) => Err(Error::dst(&dst, Op::Resolve, &e)),
+        },
+        FileKind::File => Ok((dst, false)),
+        FileKind::Dir => {
+            let why = Refusal::NonDirOverDir {
+                source: Some(src.to_path_buf()),
+            };
+            Err(Error::refused(Side::Destination, &dst, Op::Copy, why))
+        }
+        FileKind::BlockDevice => match device_in_use(&st) {
+            Some(at) => {
+                let why = Refusal::DeviceInUse { at };
+                Err(Error::refused(Side::Destination, &dst, Op::Copy, why))
+            }
+            None => Ok((dst, true)),
+        },
+        _ => Ok((dst, true)),
+    }
+}
+
+/// Where the block device `st`, or one of its partitions, is mounted.
+fn device_in_use(st: &Stat) -> Option<String> {
+    let mut ours = vec![st.rdev];
+    ours.extend(sys::partitions(st.rdev));
+    sys::mounts()
+        .into_iter()
+        .find(|(d, _)| ours.contains(d))
+        .map(|(_, at)| at)
 }
 
 /// Refuses a destination that already exists and is the source itself, or

@@ -129,6 +129,9 @@ impl Preview<'_> {
                     Some(_) => ChangeKind::Replaced {
                         size: false,
                         time: false,
+                        perms: false,
+                        owner: false,
+                        group: false,
                     },
                 };
                 let first = first.clone();
@@ -155,10 +158,7 @@ impl Preview<'_> {
                 s.skipped += 1;
                 return;
             }
-            Some(d) => ChangeKind::Replaced {
-                size: d.size != st.size,
-                time: d.mtime != st.mtime,
-            },
+            Some(d) => ChangeKind::replaced(&d, st, true, &self.opts.preserve),
         };
         let (kind, target) = match kind {
             FileKind::File => {

@@ -261,6 +261,33 @@ pub(crate) fn copy_data(
     })
 }
 
+/// Copies the data of `src` into `dst`, an existing FIFO, device or pipe
+/// that cp would write into: read and written in order, no holes, no
+/// offsets (`seekable`: a block device, written from its start).
+pub(crate) fn copy_into(
+    src: FdRef,
+    dst: FdRef,
+    seekable: bool,
+    opts: &CopyOptions,
+    buf: &mut Vec<u8>,
+    reporter: &dyn Reporter,
+) -> Result<Moved, DataError> {
+    let watch = Watch {
+        reporter,
+        cancel: &opts.cancel,
+    };
+    let bytes = match seekable {
+        true => stream::copy(src, dst, 0, u64::MAX, false, buf, None, &watch)?,
+        false => stream::pipe(src, dst, buf, None, &watch)?,
+    };
+    Ok(Moved {
+        method: Method::Stream,
+        bytes,
+        why_not: Some("written into an existing FIFO or device, in order".into()),
+        source_hash: None,
+    })
+}
+
 /// Whether [`copy_creating`] is tried with these options (never on Unix).
 fn copy_creating_wanted(opts: &CopyOptions) -> bool {
     sys::COPY_CREATES_FILE

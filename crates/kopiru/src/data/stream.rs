@@ -53,3 +53,31 @@ pub(super) fn copy(
     }
     Ok(off)
 }
+
+/// Copies everything `src` yields into `dst` by plain reads and writes, at
+/// no offsets: a FIFO, a character device or a pipe named as DEST (cp
+/// writes into it). No holes are made. What is read is added to `digest`.
+/// Returns the bytes copied.
+pub(super) fn pipe(
+    src: FdRef,
+    dst: FdRef,
+    buf: &mut Vec<u8>,
+    mut digest: Option<&mut SourceDigest>,
+    watch: &Watch,
+) -> Result<u64, DataError> {
+    let buf = super::buffer(buf, u64::MAX);
+    let mut off = 0;
+    loop {
+        watch.check(Op::Read)?;
+        let n = sys::read(src, buf).map_err(|e| (Op::Read, e))?;
+        if n == 0 {
+            return Ok(off);
+        }
+        if let Some(d) = digest.as_deref_mut() {
+            d.update_at(off, &buf[..n]);
+        }
+        sys::write_all(dst, &buf[..n]).map_err(|e| (Op::Write, e))?;
+        off += n as u64;
+        watch.bytes(n as u64);
+    }
+}

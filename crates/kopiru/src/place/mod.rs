@@ -37,6 +37,9 @@ pub(crate) trait Sink {
     fn warn(&self, e: Error);
     /// An existing destination entry left as it was (`--no-clobber`).
     fn kept(&self, dir: &Path, name: &Name);
+    /// How many failures were reported for paths at or under `dst` or
+    /// `src` (a staged tree and its source).
+    fn failures_under(&self, dst: &Path, src: &Path) -> usize;
 }
 
 /// A destination directory as placement sees it.

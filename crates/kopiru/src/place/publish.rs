@@ -4,7 +4,7 @@
 
 use super::leftovers::remove_tree;
 use super::{Placement, Sink, StagedTree};
-use crate::error::{Error, Op};
+use crate::error::{Error, Op, Refusal, Side};
 use crate::options::{CopyOptions, SyncMode};
 use crate::paths::join;
 use crate::sys::{self, AsFd, Fd, Name};
@@ -200,6 +200,19 @@ impl Placement<'_> {
         renamed_on: &mut Vec<u64>,
         sink: &dyn Sink,
     ) -> u64 {
+        // A new tree with failures in it is not a copy: it stays under its
+        // staged name (not removed: the same command finishes it).
+        if let Some(src) = &t.src_path {
+            let failures = sink.failures_under(&t.path(), src);
+            if failures > 0 {
+                let why = Refusal::Incomplete {
+                    staged: join(&t.parent_path, sys::os_str(&t.tmp)),
+                    failed: failures,
+                };
+                sink.error(Error::refused(Side::Destination, t.path(), Op::Copy, why));
+                return 0;
+            }
+        }
         let file_sync = self.opts.sync == SyncMode::File;
         let outcome = match failed.get(&t.dev) {
             Some(&errno) => Err((Op::Sync, io::Error::from_raw_os_error(errno))),

@@ -27,6 +27,11 @@ pub(crate) struct StagedTree {
     /// The staged directory, locked ([`Placement::lock_staged`]) until it
     /// is published or the run ends; `None` for a macOS whole-tree clone.
     pub(crate) _lock: Option<Fd>,
+    /// The source directory of a command-line source's tree: such a tree is
+    /// put in place only when nothing in it failed (else it stays under its
+    /// staged name for the same command to finish). `None`: a listed or
+    /// sharded copy's, put in place by its own rules.
+    pub(crate) src_path: Option<PathBuf>,
     /// A directory of a listed copy: when its name was made meanwhile (by
     /// another process copying other entries of the same tree), its
     /// entries are moved into that directory ([`merge_into`]) instead of

@@ -512,6 +512,7 @@ impl End<'_> {
                 .as_ref()
                 .and_then(|_| crate::record::identity_of(self.src)),
             _lock: None,
+            src_path: None,
             merge: false,
         })
     }

@@ -271,6 +271,26 @@ pub fn open_existing_rw(dir: FdRef, name: &CStr) -> io::Result<Fd> {
     open_raw(dir, name, libc::O_RDWR | libc::O_NOFOLLOW, 0)
 }
 
+/// Opens an existing entry to write into it, as cp writes into an
+/// existing destination: a FIFO or device (`follow`: reached through a
+/// symlink, as `/dev/stdout` is), or a regular file written in place
+/// (`--inplace`), emptied first (`truncate`).
+pub fn open_write_existing(
+    dir: FdRef,
+    name: &CStr,
+    follow: bool,
+    truncate: bool,
+) -> io::Result<Fd> {
+    let mut flags = libc::O_WRONLY;
+    if !follow {
+        flags |= libc::O_NOFOLLOW;
+    }
+    if truncate {
+        flags |= libc::O_TRUNC;
+    }
+    open_raw(dir, name, flags, 0)
+}
+
 /// Opens an existing directory (not through a symlink) for `*at` calls.
 pub fn open_dir(dir: FdRef, name: &CStr) -> io::Result<Fd> {
     open_raw(
@@ -457,6 +477,22 @@ pub fn pread(fd: FdRef, buf: &mut [u8], offset: u64) -> io::Result<usize> {
             )
         })
     })
+}
+
+/// Writes all of `buf` at the current position: into a pipe, a FIFO or a
+/// character device, which have no offsets.
+pub fn write_all(fd: FdRef, mut buf: &[u8]) -> io::Result<()> {
+    while !buf.is_empty() {
+        let n = retry(|| {
+            // SAFETY: `buf` is valid for reads of `buf.len()` bytes; `fd` is borrowed.
+            cvt_size(unsafe { libc::write(fd.as_raw_fd(), buf.as_ptr().cast(), buf.len()) })
+        })?;
+        if n == 0 {
+            return Err(io::Error::from(io::ErrorKind::WriteZero));
+        }
+        buf = &buf[n..];
+    }
+    Ok(())
 }
 
 /// Writes all of `buf` at `offset`.

@@ -246,7 +246,7 @@ impl<'scope, 'env, 'a> Worker<'scope, 'env, 'a> {
                 continue;
             }
             let name = &a.files[f.index].name;
-            let perm = f.st.perm() & 0o777;
+            let perm = self.create_perm(&shard.dir, &f.st, None);
             f.created = Some(sys::create_new(shard.dir.dst.as_fd(), name, perm));
         }
     }
@@ -261,6 +261,7 @@ impl<'scope, 'env, 'a> Worker<'scope, 'env, 'a> {
                 st: &f.st,
                 name,
                 dst_name: name,
+                write_into: false,
             };
             self.file_opened(&file, f.created);
         }

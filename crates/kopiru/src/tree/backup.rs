@@ -15,7 +15,8 @@ impl Worker<'_, '_, '_> {
     /// Gives the entry `name` in `dir` its backup name (`kind` from the
     /// options), before it is replaced.
     pub(crate) fn back_up(&self, dir: &DirNode, name: &Name, kind: Backup) -> io::Result<()> {
-        let backup = backup_name(dir, name, kind)?;
+        let suffix = self.sh.opts.backup_suffix();
+        let backup = backup_name(dir, name, kind, suffix)?;
         let fd = dir.dst.as_fd();
         let tmp = self.sh.place.tmp_name();
         match sys::link_at(fd, name, fd, &tmp) {
@@ -30,7 +31,12 @@ impl Worker<'_, '_, '_> {
 
 /// `name~`, or `name.~N~` with N one more than the highest numbered backup
 /// of `name` in `dir` (`Existing`: numbered if there is one already).
-fn backup_name(dir: &DirNode, name: &Name, kind: Backup) -> io::Result<NameBuf> {
+fn backup_name(
+    dir: &DirNode,
+    name: &Name,
+    kind: Backup,
+    suffix: &std::ffi::OsStr,
+) -> io::Result<NameBuf> {
     let base = sys::os_str(name).as_encoded_bytes();
     let highest = match kind {
         Backup::Simple => None,
@@ -54,7 +60,7 @@ fn backup_name(dir: &DirNode, name: &Name, kind: Backup) -> io::Result<NameBuf> 
     };
     let mut s = OsString::from(sys::os_str(name));
     match (kind, highest) {
-        (Backup::Simple, _) | (Backup::Existing, None) => s.push("~"),
+        (Backup::Simple, _) | (Backup::Existing, None) => s.push(suffix),
         (_, n) => s.push(format!(".~{}~", n.unwrap_or(0) + 1)),
     }
     sys::cstring(&s)

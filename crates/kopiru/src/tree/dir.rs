@@ -43,11 +43,16 @@ impl<'scope, 'env, 'a> Worker<'scope, 'env, 'a> {
             && self.clone_whole_dir(parent, &src, name, target)
         {
             if let Some(tmp) = staged_tmp {
-                self.stage_tree(parent, (tmp, dst_name), source, None);
+                self.stage_tree(parent, (tmp, name, dst_name), source, None);
             }
             return;
         }
         let Some(mut made) = self.make_dir(parent, &st, target, dst_name) else {
+            // Nothing below it is copied: counted, so that the summary
+            // accounts for every entry.
+            let c = &self.sh.counters;
+            c.dirs_not_made.fetch_add(1, Ordering::Relaxed);
+            c.not_copied.fetch_add(count_below(&src), Ordering::Relaxed);
             return;
         };
         // Another rank of a sharded copy made this listed directory in the
@@ -76,7 +81,7 @@ impl<'scope, 'env, 'a> Worker<'scope, 'env, 'a> {
         let staged = parent.staged || staged_tmp.is_some();
         let (node, enter) = self.dir_node(parent, item, (src, st), made, dst_path, staged);
         if let Some(tmp) = staged_tmp {
-            self.stage_tree(parent, (tmp, dst_name), source, lock);
+            self.stage_tree(parent, (tmp, name, dst_name), source, lock);
         }
         parent.pending.fetch_add(1, Ordering::SeqCst);
         self.sh.counters.dirs.fetch_add(1, Ordering::Relaxed);
@@ -116,7 +121,7 @@ impl<'scope, 'env, 'a> Worker<'scope, 'env, 'a> {
     fn stage_tree(
         &self,
         parent: &DirNode,
-        (tmp, dst_name): (NameBuf, &Name),
+        (tmp, src_name, dst_name): (NameBuf, &Name, &Name),
         source: Option<Vec<u8>>,
         lock: Option<Fd>,
     ) {
@@ -129,6 +134,7 @@ impl<'scope, 'env, 'a> Worker<'scope, 'env, 'a> {
                 name: dst_name.to_owned(),
                 source,
                 _lock: lock,
+                src_path: Some(join(&parent.src_path, sys::os_str(src_name))),
                 merge: false,
             }),
             Err(e) => self.dst_error(parent, dst_name, Op::Open, &e),
@@ -303,6 +309,35 @@ impl<'scope, 'env, 'a> Worker<'scope, 'env, 'a> {
         self.sh.reporter.bytes(tally.bytes);
         true
     }
+}
+
+/// How many entries the directory `root` holds at every depth (those
+/// that can be listed).
+fn count_below(root: &Fd) -> u64 {
+    let mut n = 0;
+    let mut stack = match sys::open_dir(root.as_fd(), sys::DOT) {
+        Ok(fd) => vec![fd],
+        Err(_) => return 0,
+    };
+    while let Some(dir) = stack.pop() {
+        let Ok(entries) = sys::read_dir(dir.as_fd()) else {
+            continue;
+        };
+        for e in entries {
+            n += 1;
+            let is_dir = match e.kind {
+                Some(k) => k == FileKind::Dir,
+                None => sys::stat_at(dir.as_fd(), &e.name, false)
+                    .is_ok_and(|st| st.kind() == FileKind::Dir),
+            };
+            if is_dir {
+                if let Ok(fd) = sys::open_dir(dir.as_fd(), &e.name) {
+                    stack.push(fd);
+                }
+            }
+        }
+    }
+    n
 }
 
 /// What a tree holds, counted by [`plain_tree`].

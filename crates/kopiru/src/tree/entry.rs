@@ -2,7 +2,7 @@
 //! name, opening its source, hard links, symlinks and special files.
 
 use super::join;
-use super::node::{DirNode, Existing, LinkCell, LinkTarget, SourceFile};
+use super::node::{DirNode, Existing, Item, LinkCell, LinkTarget, SourceFile};
 use super::worker::Worker;
 use crate::error::{Op, Refusal};
 use crate::events::{Change, ChangeKind, EntryKind};
@@ -57,6 +57,11 @@ impl<'scope, 'env, 'a> Worker<'scope, 'env, 'a> {
             return Existing::Refused;
         }
         if (d.dev, d.ino) == (src.dev, src.ino) {
+            // Already the hard link `-l` would make.
+            if self.sh.opts.link_files == Some(crate::options::LinkFiles::Hard) {
+                self.sh.kept(&dir.dst_path, dst_name);
+                return Existing::Keep;
+            }
             let same = Refusal::SameFile {
                 source: join(&dir.src_path, sys::os_str(dst_name)),
                 dest: join(&dir.dst_path, sys::os_str(dst_name)),
@@ -119,11 +124,19 @@ impl<'scope, 'env, 'a> Worker<'scope, 'env, 'a> {
         }
     }
 
-    pub(crate) fn file(&mut self, dir: &Arc<DirNode>, name: &Name, dst_name: &Name, follow: bool) {
-        let Some((src, st)) = self.open_and_stat(dir, name, false, follow) else {
+    /// Copies the regular file `item` (or, named as a source, a FIFO or
+    /// device read for its data) to `dst_name` in `dir`'s destination.
+    pub(crate) fn file(&mut self, dir: &Arc<DirNode>, item: &Item, dst_name: &Name) {
+        let name = item.name.as_c_str();
+        let Some((src, st)) = self.open_and_stat(dir, name, false, item.follow) else {
             return;
         };
-        if st.kind() != FileKind::File {
+        let data = match st.kind() {
+            FileKind::File => true,
+            FileKind::Fifo | FileKind::CharDevice | FileKind::BlockDevice => item.read_data,
+            _ => false,
+        };
+        if !data {
             let e = io::Error::other("changed type while being copied");
             return self.src_error(dir, name, Op::Open, &e);
         }
@@ -133,6 +146,7 @@ impl<'scope, 'env, 'a> Worker<'scope, 'env, 'a> {
             st: &st,
             name,
             dst_name,
+            write_into: item.write_into,
         };
         self.file_opened(&f, None);
     }
@@ -283,6 +297,9 @@ impl<'scope, 'env, 'a> Worker<'scope, 'env, 'a> {
             Ok(t) => t,
             Err(e) => return self.src_error(dir, name, Op::Readlink, &e),
         };
+        if self.sh.opts.link_files.is_some() {
+            return self.link_entry(dir, name, dst_name, &st);
+        }
         let make = |n: &Name| sys::symlink_at(&target, dir.dst.as_fd(), n);
         let shown = (EntryKind::Symlink, Some(Path::new(sys::os_str(&target))));
         if self.create_or_replace(dir, (name, dst_name), &st, (Op::Symlink, shown), make) {
@@ -295,11 +312,44 @@ impl<'scope, 'env, 'a> Worker<'scope, 'env, 'a> {
             Ok(st) => st,
             Err(e) => return self.src_error(dir, name, Op::Stat, &e),
         };
+        if self.sh.opts.link_files.is_some() {
+            return self.link_entry(dir, name, dst_name, &st);
+        }
         let mode = st.type_and_perm();
         let make = |n: &Name| sys::mknod_at(dir.dst.as_fd(), n, mode, st.rdev);
         let shown = (EntryKind::Special, None);
         if self.create_or_replace(dir, (name, dst_name), &st, (Op::Mknod, shown), make) {
             self.sh.counters.specials.fetch_add(1, Ordering::Relaxed);
+        }
+    }
+
+    /// cp's `-l`/`-s` for a symlink or special file: a hard link to it, or
+    /// a symbolic link naming it.
+    fn link_entry(&mut self, dir: &DirNode, name: &Name, dst_name: &Name, st: &Stat) {
+        let (src, dst) = (dir.src.as_fd(), dir.dst.as_fd());
+        let target = match self.sh.opts.link_files {
+            Some(crate::options::LinkFiles::Symbolic) => match self.source_target(dir, name) {
+                Ok(target) => Some(target),
+                Err(e) => return self.dst_error(dir, dst_name, Op::Symlink, &e),
+            },
+            _ => None,
+        };
+        let op = match target {
+            Some(_) => Op::Symlink,
+            None => Op::Link,
+        };
+        let make = |n: &Name| match &target {
+            Some(t) => sys::symlink_at(t, dst, n),
+            None => sys::link_at(src, name, dst, n),
+        };
+        // No metadata is applied: a hard link is the source's own inode.
+        match self.make_or_replace(dir, dst_name, st, true, make) {
+            None => {}
+            Some(Err(e)) => self.dst_error(dir, dst_name, op, &e),
+            Some(Ok(old)) => {
+                self.changed(dir, (name, dst_name), EntryKind::HardLink, old, st, None);
+                self.sh.counters.hardlinks.fetch_add(1, Ordering::Relaxed);
+            }
         }
     }
 
@@ -323,15 +373,16 @@ impl<'scope, 'env, 'a> Worker<'scope, 'env, 'a> {
             }
             Some(Ok(old)) => self.changed(dir, (src_name, dst_name), kind, old, st, shown),
         }
-        let created_perm = st.perm() & 0o777 & !self.sh.umask;
-        let owner_now = self.new_owner(dir, || sys::stat_at(dir.dst.as_fd(), dst_name, false));
+        let now = meta::Now {
+            perm: st.perm() & 0o777 & !self.sh.umask,
+            owner: self.new_owner(dir, || sys::stat_at(dir.dst.as_fd(), dst_name, false)),
+        };
         let target = Target::At(dir.dst.as_fd(), dst_name);
         let w = meta::apply(
             target,
-            None,
-            st,
-            created_perm,
-            owner_now,
+            (None, st),
+            meta::Before::Nothing,
+            now,
             &self.sh.opts.preserve,
             self.sh.umask,
         );
@@ -359,10 +410,10 @@ impl Worker<'_, '_, '_> {
         }
         let change = match old {
             None => ChangeKind::Created,
-            Some(d) => ChangeKind::Replaced {
-                size: kind == EntryKind::File && d.size != new.size,
-                time: d.mtime != new.mtime,
-            },
+            Some(d) => {
+                let file = kind == EntryKind::File;
+                ChangeKind::replaced(&d, new, file, &self.sh.opts.preserve)
+            }
         };
         self.sh.reporter.change(&Change {
             path: &join(&dir.dst_path, sys::os_str(name)),

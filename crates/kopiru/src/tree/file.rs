@@ -9,7 +9,7 @@ use crate::error::Op;
 use crate::events::{EntryKind, FileDone, Method};
 use crate::meta::{self, Target};
 use crate::options::BasisKind;
-use crate::sys::{self, AsFd, Fd, FileKind, Name, NameBuf};
+use crate::sys::{self, AsFd, Fd, FileKind, Name, NameBuf, Stat};
 use crate::verify::SourceHash;
 use std::io;
 use std::sync::atomic::Ordering;
@@ -32,6 +32,9 @@ impl<'scope, 'env, 'a> Worker<'scope, 'env, 'a> {
             }
             return None;
         }
+        if f.write_into {
+            return self.write_in_place(f, None);
+        }
         let mut old = None;
         if !dir.fresh {
             match self.existing(dir, f.dst_name, (f.st, Some(f.src)), true) {
@@ -40,6 +43,16 @@ impl<'scope, 'env, 'a> Worker<'scope, 'env, 'a> {
                 Existing::Absent => {}
                 Existing::Replace(d) => old = Some(d),
             }
+        }
+        if let Some(kind) = self.sh.opts.link_files {
+            return self.link_to_source(f, kind, old);
+        }
+        let in_place = old.filter(|d| d.kind() == FileKind::File);
+        if let (true, Some(d)) = (
+            self.sh.opts.inplace || self.sh.opts.attributes_only,
+            in_place,
+        ) {
+            return self.write_in_place(f, Some(d));
         }
         let basis = match created {
             None => self.unchanged_basis(f),
@@ -86,7 +99,7 @@ impl<'scope, 'env, 'a> Worker<'scope, 'env, 'a> {
                 self.dst_error(dir, f.dst_name, Op::Clone, &e);
                 return None;
             }
-            None => self.write_new(f, &tmp, start)?,
+            None => self.write_new(f, &tmp, start, self.replaced(old.as_ref()))?,
         };
         let (place, dest, sh) = (&self.sh.place, dir.dest(), self.sh);
         let placed = match written.named {
@@ -100,6 +113,172 @@ impl<'scope, 'env, 'a> Worker<'scope, 'env, 'a> {
         self.file_done(f, moved.bytes, moved.method, moved.why_not.as_deref());
         self.changed(dir, (f.name, f.dst_name), EntryKind::File, old, f.st, None);
         Some(placed)
+    }
+
+    /// Writes `f`'s data into what is at its destination name, as cp
+    /// writes: an existing FIFO or device named as DEST (`old` `None`;
+    /// never replaced, never backed up, its metadata left alone), or with
+    /// `--inplace` the regular file `old`, emptied first (its other hard
+    /// links see the new data; its mode and owner stay unless kept from
+    /// the source). Not atomic: a reader, or a crash, can see it part-way.
+    /// `None`: nothing else may link to it (reported, kept or done).
+    fn write_in_place(&mut self, f: &SourceFile, old: Option<Stat>) -> Option<NameBuf> {
+        let (dir, opts) = (f.dir, self.sh.opts);
+        let dst = dir.dst.as_fd();
+        let d = match old {
+            Some(d) => d,
+            None => {
+                let d = match sys::stat_at(dst, f.dst_name, true) {
+                    Ok(d) => d,
+                    Err(e) => {
+                        self.dst_error(dir, f.dst_name, Op::Stat, &e);
+                        return None;
+                    }
+                };
+                let path = || join(&dir.dst_path, sys::os_str(f.dst_name));
+                if opts.no_clobber
+                    || (opts.update && d.mtime >= f.st.mtime)
+                    || (opts.interactive && !self.sh.reporter.confirm_replace(&path()))
+                {
+                    self.sh.kept(&dir.dst_path, f.dst_name);
+                    return None;
+                }
+                d
+            }
+        };
+        let regular = d.kind() == FileKind::File;
+        // --attributes-only: an existing file keeps its data.
+        let data = !opts.attributes_only;
+        let fd = match sys::open_write_existing(dst, f.dst_name, !regular, regular && data) {
+            Ok(fd) => fd,
+            Err(e) => {
+                self.dst_error(dir, f.dst_name, Op::Open, &e);
+                return None;
+            }
+        };
+        let moved = match (regular, data) {
+            (true, false) => Ok(attributes_only()),
+            (true, true) => {
+                let pair = self.pair_caps(f.st.dev, dir.dst_dev);
+                let (src, buf, reporter) = (f.src.as_fd(), &mut self.buf, self.sh.reporter);
+                data::copy_data(src, f.st, fd.as_fd(), &pair, opts, buf, reporter)
+            }
+            (false, _) => {
+                let seekable = d.kind() == FileKind::BlockDevice;
+                let (src, buf, reporter) = (f.src.as_fd(), &mut self.buf, self.sh.reporter);
+                data::copy_into(src, fd.as_fd(), seekable, opts, buf, reporter)
+            }
+        };
+        let moved = match moved {
+            Ok(m) => m,
+            Err((op, e)) => {
+                if opts.cancel.is_cancelled() {
+                } else if matches!(op, Op::Read | Op::Seek) {
+                    self.src_error(dir, f.name, op, &e);
+                } else {
+                    self.dst_error(dir, f.dst_name, op, &e);
+                }
+                return None;
+            }
+        };
+        if regular {
+            let now = meta::Now {
+                perm: d.perm(),
+                owner: Some((d.uid, d.gid)),
+            };
+            let (preserve, umask) = (&opts.preserve, self.sh.umask);
+            let target = Target::Fd(fd.as_fd());
+            let w = meta::apply(
+                target,
+                (Some(f.src.as_fd()), f.st),
+                meta::Before::Same,
+                now,
+                preserve,
+                umask,
+            );
+            if !w.is_empty() {
+                self.warnings(&join(&dir.dst_path, sys::os_str(f.dst_name)), w);
+            }
+        }
+        // A device's data is made durable by flushing it, not its
+        // filesystem; a FIFO or a terminal has nothing to flush.
+        let synced = match (regular, d.kind(), opts.sync) {
+            (_, _, crate::options::SyncMode::None) => Ok(()),
+            (true, _, _) => self.sh.place.sync_written(fd.as_fd(), moved.method),
+            (false, FileKind::BlockDevice, _) => sys::sync_file(fd.as_fd()),
+            (false, _, _) => Ok(()),
+        };
+        if let Err(e) = synced {
+            self.dst_error(dir, f.dst_name, Op::Sync, &e);
+            return None;
+        }
+        drop(fd);
+        self.file_done(f, moved.bytes, moved.method, moved.why_not.as_deref());
+        self.changed(
+            dir,
+            (f.name, f.dst_name),
+            EntryKind::File,
+            Some(d),
+            f.st,
+            None,
+        );
+        regular.then(|| f.dst_name.to_owned())
+    }
+
+    /// cp's `-l` and `-s`: `f` becomes a hard link to its source, or a
+    /// symbolic link naming it, put in place as a copy would be (`old`:
+    /// what it replaces). `None`: failed, reported.
+    fn link_to_source(
+        &mut self,
+        f: &SourceFile,
+        kind: crate::options::LinkFiles,
+        old: Option<Stat>,
+    ) -> Option<NameBuf> {
+        let dir = f.dir;
+        let (place, dest) = (&self.sh.place, dir.dest());
+        let tmp = place.write_name(&dest, f.dst_name);
+        let dst = dir.dst.as_fd();
+        let (made, op, why) = match kind {
+            crate::options::LinkFiles::Hard => (
+                // Through the open source: a followed symlink's target.
+                sys::link_anonymous(f.src.as_fd(), dst, &tmp)
+                    .or_else(|_| sys::link_at(dir.src.as_fd(), f.name, dst, &tmp)),
+                Op::Link,
+                "hard link to the source (-l)",
+            ),
+            crate::options::LinkFiles::Symbolic => (
+                self.source_target(dir, f.name)
+                    .and_then(|target| sys::symlink_at(&target, dst, &tmp)),
+                Op::Symlink,
+                "symbolic link to the source (-s)",
+            ),
+        };
+        if let Err(e) = made {
+            self.dst_error(dir, f.dst_name, op, &e);
+            return None;
+        }
+        let placed = self.sh.place.place(&dir.dest(), tmp, f.dst_name, self.sh)?;
+        self.file_done(f, 0, Method::Link, Some(why));
+        self.changed(dir, (f.name, f.dst_name), EntryKind::File, old, f.st, None);
+        Some(placed)
+    }
+
+    /// What a symbolic link to the source entry `name` in `dir` holds
+    /// (`-s`): its path as given. A relative one names the right entry only
+    /// from the current directory, so it is refused elsewhere (as cp does).
+    pub(crate) fn source_target(
+        &self,
+        dir: &DirNode,
+        name: &Name,
+    ) -> io::Result<std::ffi::CString> {
+        let path = join(&dir.src_path, sys::os_str(name));
+        if path.is_relative() && dir.dst_path != std::path::Path::new(".") {
+            return Err(io::Error::other(
+                "can make relative symbolic links only in the current directory \
+                 (name the source by its absolute path)",
+            ));
+        }
+        sys::cstring(path.as_os_str())
     }
 
     /// The file that mirrors `f` in the basis directory (`--link-dest`,
@@ -197,8 +376,9 @@ impl<'scope, 'env, 'a> Worker<'scope, 'env, 'a> {
         f: &SourceFile,
         tmp: &Name,
         start: Start,
+        replaced: Option<Stat>,
     ) -> Option<Written> {
-        let mut new = self.create_new(f, tmp, start)?;
+        let mut new = self.create_new(f, tmp, start, replaced)?;
         let moved = match self.fill(f, &mut new) {
             Ok(m) => m,
             Err((op, e)) => {
@@ -213,11 +393,18 @@ impl<'scope, 'env, 'a> Worker<'scope, 'env, 'a> {
     /// Creates the new file: without a name ([`Start::Anonymous`]) where
     /// placement allows, else under `tmp` (on Windows, by `CopyFile2` with
     /// its data). `None`: failed, reported.
-    fn create_new(&mut self, f: &SourceFile, tmp: &Name, start: Start) -> Option<NewFile> {
+    fn create_new(
+        &mut self,
+        f: &SourceFile,
+        tmp: &Name,
+        start: Start,
+        replaced: Option<Stat>,
+    ) -> Option<NewFile> {
         let (dir, st) = (f.dir, f.st);
         let opts = self.sh.opts;
-        let perm = st.perm() & 0o777;
+        let perm = self.create_perm(dir, st, replaced.as_ref());
         let mut new = NewFile {
+            replaced,
             fd: None,
             copied: None,
             from: 0,
@@ -296,6 +483,7 @@ impl<'scope, 'env, 'a> Worker<'scope, 'env, 'a> {
             .and_then(|b| sys::clone_fd(b.as_fd(), dst).ok());
         let reporter = self.sh.reporter;
         let mut moved = match (new.copied.take(), cloned, new.from) {
+            _ if opts.attributes_only => Ok(attributes_only()),
             (Some(moved), _, _) => Ok(moved),
             (None, Some(()), _) => {
                 reporter.bytes(st.size);
@@ -348,16 +536,34 @@ impl<'scope, 'env, 'a> Worker<'scope, 'env, 'a> {
             _ => None,
         };
         let owner_now = self.new_owner(dir, || dst_stat.unwrap_or_else(|| sys::fstat(dst.as_fd())));
-        let created_perm = st.perm() & 0o777 & !self.sh.umask;
+        let now = meta::Now {
+            perm: self.create_perm(dir, st, new.replaced.as_ref()) & !self.sh.umask,
+            owner: owner_now,
+        };
+        // The file it replaces is still under its name: its extended
+        // attributes stay with the name, unless the source's are kept.
+        let old_fd = match (&new.replaced, self.sh.opts.preserve.xattrs) {
+            (Some(_), false) => {
+                sys::open_source(dir.dst.as_fd(), f.dst_name, false, false, false).ok()
+            }
+            _ => None,
+        };
+        let before = match &new.replaced {
+            Some(old) => meta::Before::Replaced {
+                old,
+                fd: old_fd.as_ref().map(|fd| fd.as_fd()),
+            },
+            None => meta::Before::Nothing,
+        };
         let warnings = meta::apply(
             Target::Fd(dst.as_fd()),
-            Some(f.src.as_fd()),
-            st,
-            created_perm,
-            owner_now,
+            (Some(f.src.as_fd()), st),
+            before,
+            now,
             &self.sh.opts.preserve,
             self.sh.umask,
         );
+        drop(old_fd);
         let place = &self.sh.place;
         if let Err(e) = place.sync_written(dst.as_fd(), moved.method) {
             drop(dst);
@@ -404,6 +610,32 @@ impl<'scope, 'env, 'a> Worker<'scope, 'env, 'a> {
         } else {
             self.dst_error(dir, f.dst_name, op, e);
         }
+    }
+
+    /// The file a copy replaces, when it takes that file's metadata: a
+    /// regular file that cp would write into. Not with `--backup` (the old
+    /// file keeps its own under its backup name, and cp makes a new one).
+    pub(crate) fn replaced(&self, old: Option<&Stat>) -> Option<Stat> {
+        let opts = self.sh.opts;
+        old.filter(|d| d.kind() == FileKind::File && opts.backup.is_none())
+            .copied()
+    }
+
+    /// The permission bits a new file in `dir` is created with
+    /// ([`meta::create_perm`]): it gets an owner other than ours later
+    /// when the owner is kept and differs from what new files here get.
+    pub(crate) fn create_perm(&self, dir: &DirNode, st: &Stat, replaced: Option<&Stat>) -> u32 {
+        let preserve = &self.sh.opts.preserve;
+        let owner_changes = preserve.owner
+            && dir
+                .new_owner
+                .get()
+                .is_none_or(|o| *o != Some((st.uid, st.gid)));
+        let before = match replaced {
+            Some(old) => meta::Before::Replaced { old, fd: None },
+            None => meta::Before::Nothing,
+        };
+        meta::create_perm(st, before, preserve, owner_changes)
     }
 
     pub(crate) fn file_done(
@@ -454,6 +686,16 @@ impl<'scope, 'env, 'a> Worker<'scope, 'env, 'a> {
     }
 }
 
+/// What `--attributes-only` moves of a file's data: nothing.
+fn attributes_only() -> data::Moved {
+    data::Moved {
+        method: Method::Stream,
+        bytes: 0,
+        why_not: Some("--attributes-only: no data copied".into()),
+        source_hash: None,
+    }
+}
+
 /// How a new file's data begins ([`Worker::write_new`]).
 pub(crate) enum Start {
     /// Empty: created now, or already (`Some`, by [`Ahead`] under its
@@ -469,6 +711,10 @@ pub(crate) enum Start {
 
 /// A new file, created and open, before its data ([`Worker::create_new`]).
 struct NewFile {
+    /// The regular file it replaces, whose mode, owner and extended
+    /// attributes it takes where the source's are not kept (cp's write
+    /// into an existing file keeps them).
+    replaced: Option<Stat>,
     /// `None` only until it is created.
     fd: Option<Fd>,
     /// Its data, where creating it copied that too (Windows' `CopyFile2`).

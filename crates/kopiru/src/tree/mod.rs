@@ -61,6 +61,10 @@ pub(crate) struct Counters {
     pub(crate) skipped: AtomicU64,
     /// Entries counted above and then removed by a failed final flush.
     pub(crate) withdrawn: AtomicU64,
+    /// Directories that could not be made, and the entries below them,
+    /// which were therefore not copied.
+    pub(crate) dirs_not_made: AtomicU64,
+    pub(crate) not_copied: AtomicU64,
     pub(crate) methods: [AtomicU64; 5],
     /// Files the server cloned or copied ([`latency::Latency::server_side`]).
     pub(crate) server_side: AtomicU64,
@@ -181,6 +185,8 @@ pub(crate) fn run(
             kind: None,
             follow: job.follow,
             shallow: false,
+            read_data: job.read_data,
+            write_into: job.write_into,
         };
         sh.push(Task::Items(node, vec![item]));
     }
@@ -388,6 +394,8 @@ impl<'a> Shared<'a> {
             hardlinks: get(&c.hardlinks),
             skipped: get(&c.skipped),
             withdrawn: get(&c.withdrawn),
+            dirs_not_made: get(&c.dirs_not_made),
+            not_copied: get(&c.not_copied),
             deleted: 0,
             verified_files: 0,
             methods: std::array::from_fn(|i| get(&c.methods[i])),
@@ -415,5 +423,13 @@ impl place::Sink for Shared<'_> {
 
     fn kept(&self, dir: &Path, name: &Name) {
         Shared::kept(self, dir, name)
+    }
+
+    fn failures_under(&self, dst: &Path, src: &Path) -> usize {
+        let errors = self.errors.lock().expect("errors lock");
+        errors
+            .iter()
+            .filter(|e| e.path.starts_with(dst) || e.path.starts_with(src))
+            .count()
     }
 }

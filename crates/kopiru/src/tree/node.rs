@@ -186,6 +186,11 @@ pub(crate) struct Item {
     /// A directory listed by itself (`--files-from`, a shard): made, not
     /// entered, its metadata applied by the caller at the end.
     pub(crate) shallow: bool,
+    /// A FIFO or device named as a source, read for its data into a
+    /// regular file ([`crate::CopyOptions::read_named_specials`]).
+    pub(crate) read_data: bool,
+    /// Its destination is an existing FIFO or device, written into.
+    pub(crate) write_into: bool,
 }
 
 pub(crate) enum Task {
@@ -242,4 +247,7 @@ pub(crate) struct SourceFile<'a> {
     pub(crate) name: &'a Name,
     /// Its name in the destination directory.
     pub(crate) dst_name: &'a Name,
+    /// Its destination is an existing FIFO or device, written into
+    /// ([`Item::write_into`]).
+    pub(crate) write_into: bool,
 }

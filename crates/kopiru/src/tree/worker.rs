@@ -158,6 +158,9 @@ impl<'scope, 'env, 'a> Worker<'scope, 'env, 'a> {
                         kind: e.kind,
                         follow,
                         shallow: false,
+                        // --copy-contents: FIFOs and devices read for data.
+                        read_data: self.sh.opts.copy_contents,
+                        write_into: false,
                     })
                     .collect();
                 if items.len() > self.sh.latency.share_above() {
@@ -284,12 +287,20 @@ impl<'scope, 'env, 'a> Worker<'scope, 'env, 'a> {
                     (Some(p), true) => p.new_owner.get().copied().flatten(),
                     _ => None,
                 };
+                // A directory merged into keeps its own mode (cp's rule).
+                let before = match cur.fresh {
+                    true => meta::Before::Nothing,
+                    false => meta::Before::Same,
+                };
+                let now = meta::Now {
+                    perm: cur.created_perm,
+                    owner: owner_now,
+                };
                 let w = meta::apply(
                     Target::Fd(cur.dst.as_fd()),
-                    Some(cur.src.as_fd()),
-                    st,
-                    cur.created_perm,
-                    owner_now,
+                    (Some(cur.src.as_fd()), st),
+                    before,
+                    now,
                     &opts.preserve,
                     self.sh.umask,
                 );
@@ -341,9 +352,12 @@ impl<'scope, 'env, 'a> Worker<'scope, 'env, 'a> {
             },
         };
         match kind {
-            FileKind::File => self.file(dir, &item.name, dst_name, item.follow),
+            FileKind::File => self.file(dir, item, dst_name),
             FileKind::Dir => self.dir(dir, item, dst_name),
             FileKind::Symlink => self.symlink(dir, &item.name, dst_name),
+            FileKind::Fifo | FileKind::CharDevice | FileKind::BlockDevice if item.read_data => {
+                self.file(dir, item, dst_name)
+            }
             _ => self.special(dir, &item.name, dst_name, item.follow),
         }
         self.sh.latency.entry_finished(|| self.busy());

@@ -58,6 +58,22 @@ pub fn pread(fd: FdRef, buf: &mut [u8], offset: u64) -> io::Result<usize> {
     read_at(fd, buf, Some(offset))
 }
 
+/// Writes all of `buf` at the handle's current position.
+pub fn write_all(fd: FdRef, mut buf: &[u8]) -> io::Result<()> {
+    let h = fd.handle()?;
+    while !buf.is_empty() {
+        let len = buf.len().min(1 << 30) as u32;
+        let mut put = 0u32;
+        // SAFETY: `h` is an open synchronous handle; `buf` holds at least `len` bytes; no OVERLAPPED is passed, so the handle's own position is used.
+        cvt(unsafe { WriteFile(h, buf.as_ptr(), len, &mut put, std::ptr::null_mut()) })?;
+        if put == 0 {
+            return Err(io::Error::from(io::ErrorKind::WriteZero));
+        }
+        buf = &buf[put as usize..];
+    }
+    Ok(())
+}
+
 /// Writes all of `buf` at `offset`.
 pub fn pwrite_all(fd: FdRef, mut buf: &[u8], mut offset: u64) -> io::Result<()> {
     let h = fd.handle()?;

@@ -123,6 +123,31 @@ pub fn open_existing_rw(dir: FdRef, name: &CStr) -> io::Result<Fd> {
     }
 }
 
+/// Opens an existing file to write into it (`--inplace`), emptied first
+/// (`truncate`); Windows' devices are not files kopiru writes into, so
+/// `follow` only allows a link to be followed.
+pub fn open_write_existing(
+    dir: FdRef,
+    name: &CStr,
+    follow: bool,
+    truncate: bool,
+) -> io::Result<Fd> {
+    let flags = match follow {
+        true => 0,
+        false => FILE_FLAG_OPEN_REPARSE_POINT,
+    };
+    let fd = create_file(full(dir, name)?, GENERIC_WRITE, OPEN_EXISTING, flags)?;
+    match fstat(fd.as_fd())?.kind() {
+        FileKind::File => {}
+        FileKind::Symlink => return Err(super::loop_error()),
+        _ => return Err(io::Error::from_raw_os_error(ERROR_ACCESS_DENIED as i32)),
+    }
+    if truncate {
+        super::ftruncate(fd.as_fd(), 0)?;
+    }
+    Ok(fd)
+}
+
 /// Opens an existing directory (not through a link), with the right to set
 /// its times and attributes where that is granted.
 pub fn open_dir(dir: FdRef, name: &CStr) -> io::Result<Fd> {
