@@ -32,6 +32,10 @@ export interface Summary {
   skipped: number
   /** Counted, then removed again because the final flush failed. */
   withdrawn: number
+  /** Directories that could not be made (each also in `errors`). */
+  directoriesNotMade: number
+  /** Entries inside those directories, at any depth, not copied because of it. */
+  entriesNotCopied: number
   /** Removed from the destination by `delete`. */
   deleted: number
   /** Of `errors`, the first this many are sources turned down whole before anything was
@@ -73,7 +77,8 @@ export interface CopyProgress {
 export interface CopyOptions {
   /** Keep everything (`cp -a`): mode, times, owner, xattrs (ACLs), hard links. */
   archive?: boolean
-  /** Metadata to keep, replacing the default (mode, times, links). */
+  /** Metadata to keep, replacing the default (times, links; the mode is then cp's: the
+   * source's less the umask, no set-uid/set-gid; a file replacing another keeps its mode). */
   preserve?: Array<'mode' | 'times' | 'timestamps' | 'owner' | 'ownership' | 'xattrs' | 'xattr' | 'links' | 'all'>
   /** 'auto' (default): clone, else in-kernel copy, else stream, per file. 'clone' refuses the
    * whole request when the filesystems cannot clone. */

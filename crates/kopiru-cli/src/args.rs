@@ -34,6 +34,7 @@ pub enum Command {
     #[command(
         visible_alias = "cp",
         infer_long_args = true,
+        args_override_self = true,
         override_usage = "kopiru copy [OPTIONS] <SOURCE>... <DEST>\n       \
                           kopiru copy [OPTIONS] -t <DIR> <SOURCE>...",
         after_help = COPY_AFTER_HELP

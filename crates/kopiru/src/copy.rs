@@ -35,9 +35,7 @@ pub fn copy(
     }
     let (mut jobs, refused) = plan::plan(sources, dest, opts)?;
     // Copies an earlier run completed: left alone, with a word.
-    let (done, mut refused): (Vec<Error>, Vec<Error>) = refused
-        .into_iter()
-        .partition(|e| matches!(e.refusal(), Some(Refusal::AlreadyCopied { .. })));
+    let (done, mut refused) = left_alone(refused);
     let mut pairs: Vec<(PathBuf, PathBuf)> = jobs
         .iter()
         .map(|j| {
@@ -69,7 +67,7 @@ pub fn copy(
         .iter_mut()
         .flat_map(|j| j.parents_made.drain(..))
         .collect();
-    let (mut summary, hashes) = tree::run(jobs, opts, reporter, refused);
+    let (mut summary, hashes) = run_rounds(jobs, opts, reporter, refused);
     parents_meta(parents_made, opts, &mut summary);
     summary.refused = refusals;
     already_copied(done, reporter, &mut summary);
@@ -84,6 +82,40 @@ pub fn copy(
     }
     summary.elapsed = start.elapsed();
     Ok(summary)
+}
+
+/// Runs the tree copy of each round of jobs in turn ([`plan::Job::round`]:
+/// a later round copies onto a name an earlier one made), stopping at a
+/// cancel.
+fn run_rounds(
+    mut jobs: Vec<plan::Job>,
+    opts: &CopyOptions,
+    reporter: &dyn Reporter,
+    refused: Vec<Error>,
+) -> (Summary, verify::SourceHashes) {
+    let later: Vec<plan::Job> = match jobs.iter().any(|j| j.round > 0) {
+        true => {
+            let (now, later) = jobs.into_iter().partition(|j| j.round == 0);
+            jobs = now;
+            later
+        }
+        false => Vec::new(),
+    };
+    let (mut summary, mut hashes) = tree::run(jobs, opts, reporter, refused);
+    if later.is_empty() || summary.cancelled {
+        return (summary, hashes);
+    }
+    let later = later
+        .into_iter()
+        .map(|mut j| {
+            j.round -= 1;
+            j
+        })
+        .collect();
+    let (rest, more) = run_rounds(later, opts, reporter, Vec::new());
+    summary.absorb(rest);
+    hashes = hashes.merged(more);
+    (summary, hashes)
 }
 
 /// `--parents`: the directories made on the way get their sources'
@@ -132,9 +164,20 @@ fn parents_meta(made: Vec<plan::ParentMade>, opts: &CopyOptions, summary: &mut S
     }
 }
 
+/// Splits off, from a plan's refusals, the sources left alone with a
+/// warning: a copy an earlier run completed, a source named twice.
+pub(crate) fn left_alone(refused: Vec<Error>) -> (Vec<Error>, Vec<Error>) {
+    refused.into_iter().partition(|e| {
+        matches!(
+            e.refusal(),
+            Some(Refusal::AlreadyCopied { .. } | Refusal::NamedTwice { .. })
+        )
+    })
+}
+
 /// Copies an earlier run made and completed, left as they are: a warning
 /// each, counted as skipped.
-fn already_copied(done: Vec<Error>, reporter: &dyn Reporter, summary: &mut Summary) {
+pub(crate) fn already_copied(done: Vec<Error>, reporter: &dyn Reporter, summary: &mut Summary) {
     for w in done {
         reporter.kept(&w.path);
         reporter.warning(&w);

@@ -106,7 +106,8 @@ impl Deleter<'_> {
             if names.binary_search(&e.name).is_err() {
                 if !self.protects(&rel, &e.name, dst_is_dir) {
                     let path = join(at.dst_path, sys::os_str(&e.name));
-                    deleted_here |= self.remove(at.dst, &e.name, (&path, &rel), dst_is_dir).0 > 0;
+                    let (n, _) = self.remove(at.dst, &e.name, (&path, &rel), dst_is_dir);
+                    deleted_here |= n > 0;
                 }
                 continue;
             }
@@ -159,15 +160,16 @@ impl Deleter<'_> {
     /// deepest first), reporting each entry as it goes. An entry inside
     /// that an `--exclude` protects is kept, and so is every directory
     /// above it, with a warning naming the directory (as rsync keeps
-    /// them). Returns how many entries were removed, and whether `name`
-    /// itself is gone.
+    /// them). With `--backup` a file is kept under its backup name instead
+    /// (rsync's), and a directory holding such backups stays. Returns how
+    /// many entries were deleted, and what became of `name`.
     fn remove(
         &mut self,
         dir: &Fd,
         name: &Name,
         (path, rel): (&Path, &Path),
         is_dir: bool,
-    ) -> (u64, bool) {
+    ) -> (u64, Fate) {
         let kind = if is_dir {
             EntryKind::Dir
         } else {
@@ -179,42 +181,52 @@ impl Deleter<'_> {
                 Ok(fd) => fd,
                 Err(e) => {
                     self.error(Error::dst(path, Op::Open, &e));
-                    return (0, false);
+                    return (0, Fate::Kept);
                 }
             };
             let entries = match sys::read_dir(inner.as_fd()) {
                 Ok(entries) => entries,
                 Err(e) => {
                     self.error(Error::dst(path, Op::ReadDirectory, &e));
-                    return (0, false);
+                    return (0, Fate::Kept);
                 }
             };
-            let mut kept = false;
+            let mut fate = Fate::Gone;
             for e in entries {
                 let sub = join(path, sys::os_str(&e.name));
                 let sub_rel = rel.join(sys::os_str(&e.name));
                 let sub_is_dir = sys::stat_at(inner.as_fd(), &e.name, false)
                     .is_ok_and(|s| s.kind() == FileKind::Dir);
                 if self.protects(&sub_rel, &e.name, sub_is_dir) {
-                    kept = true;
+                    fate = Fate::Kept;
                     continue;
                 }
-                let (n, gone) = self.remove(&inner, &e.name, (&sub, &sub_rel), sub_is_dir);
+                let (n, f) = self.remove(&inner, &e.name, (&sub, &sub_rel), sub_is_dir);
                 removed += n;
-                kept |= !gone;
+                fate = fate.max(f);
             }
-            if kept {
-                let why = Refusal::HoldsProtected;
-                let w = Error::refused(Side::Destination, path, Op::Remove, why);
-                self.reporter.warning(&w);
-                self.summary.warnings.push(w);
-                return (removed, false);
+            match fate {
+                Fate::Gone => {}
+                Fate::BackedUp => return (removed, fate),
+                Fate::Kept => {
+                    let why = Refusal::HoldsProtected;
+                    let w = Error::refused(Side::Destination, path, Op::Remove, why);
+                    self.reporter.warning(&w);
+                    self.summary.warnings.push(w);
+                    return (removed, fate);
+                }
             }
         }
+        let backup = !is_dir && self.opts.backup.is_some();
         if !self.opts.dry_run {
-            if let Err(e) = sys::unlink_at(dir.as_fd(), name, is_dir) {
-                self.error(Error::dst(path, Op::Remove, &e));
-                return (removed, false);
+            let done = match backup {
+                true => self.back_up(dir, name),
+                false => sys::unlink_at(dir.as_fd(), name, is_dir),
+            };
+            if let Err(e) = done {
+                let op = if backup { Op::Backup } else { Op::Remove };
+                self.error(Error::dst(path, op, &e));
+                return (removed, Fate::Kept);
             }
         }
         self.summary.deleted += 1;
@@ -225,7 +237,17 @@ impl Deleter<'_> {
             change: ChangeKind::Deleted,
             target: None,
         });
-        (removed + 1, true)
+        let fate = if backup { Fate::BackedUp } else { Fate::Gone };
+        (removed + 1, fate)
+    }
+
+    /// `--backup`: a file the source lacks keeps its data under its backup
+    /// name (the suffix added) instead of being deleted, as rsync keeps it.
+    fn back_up(&self, dir: &Fd, name: &Name) -> std::io::Result<()> {
+        let mut b = std::ffi::OsString::from(sys::os_str(name));
+        b.push(self.opts.backup_suffix());
+        let b = sys::cstring(&b)?;
+        sys::rename_at(dir.as_fd(), name, dir.as_fd(), &b)
     }
 
     /// Deleting changed the times of a directory the copy gave its
@@ -277,6 +299,16 @@ impl Deleter<'_> {
             }
         }
     }
+}
+
+/// What [`Deleter::remove`] made of an entry, worst last.
+#[derive(Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+enum Fate {
+    Gone,
+    /// Kept under its backup name (a directory: holding backups).
+    BackedUp,
+    /// Kept: protected, or not removable (reported).
+    Kept,
 }
 
 /// Opens the directory `name` in `dir` to read it, leaving its access time

@@ -252,6 +252,12 @@ pub enum Refusal {
     /// A `--files-from` path that does not name an entry inside the source
     /// (`..`, or an absolute path outside it).
     OutsideSource,
+    /// The same source named twice (cp: "specified more than once"): it is
+    /// copied once, and this is a warning.
+    NamedTwice {
+        /// The first name it was given by.
+        first: PathBuf,
+    },
     /// Two sources of one command go to the same destination name.
     SameDestination {
         /// The source that was there first.
@@ -435,6 +441,11 @@ impl fmt::Display for Refusal {
                 "{errors} entries failed on other ranks (see their messages); the rest is in place"
             ),
             Refusal::OutsideSource => f.write_str("not a path inside the source directory"),
+            Refusal::NamedTwice { first } => write!(
+                f,
+                "the same source as '{}', named before: copied once",
+                crate::paths::Escaped(first.as_os_str())
+            ),
             Refusal::SameDestination { first } => write!(
                 f,
                 "will not overwrite the copy of '{}' made by this same command",

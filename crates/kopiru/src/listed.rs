@@ -164,15 +164,19 @@ fn by_parent(
     by_parent
 }
 
-/// A summary of nothing done but refusals, each reported.
+/// A summary of nothing done but refusals, each reported (a copy an
+/// earlier run completed as a warning, as [`crate::copy`] reports it).
 pub(crate) fn refused_only(refused: Vec<Error>, reporter: &dyn Reporter) -> Summary {
+    let (done, refused) = crate::copy::left_alone(refused);
     for e in &refused {
         reporter.error(e);
     }
-    Summary {
+    let mut summary = Summary {
         errors: refused,
         ..Summary::default()
-    }
+    };
+    crate::copy::already_copied(done, reporter, &mut summary);
+    summary
 }
 
 /// Plans a listed copy (`what`: the option, for messages): one source, a

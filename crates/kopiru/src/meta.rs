@@ -135,13 +135,20 @@ pub(crate) fn apply(
     }
     // After the owner: a chown clears file capabilities.
     if let Target::Fd(dst) = &target {
-        let xattrs = match (preserve.xattrs, before) {
-            (true, _) => src.map(|s| (s, false)),
-            (false, Before::Replaced { fd, .. }) => fd.map(|o| (o, true)),
+        // The replaced file's first, then the source's over them: all of
+        // them, or with the mode only its ACL (cp's -p keeps ACLs as part
+        // of the mode).
+        let old = match (preserve.xattrs, before) {
+            (false, Before::Replaced { fd, .. }) => fd.map(|o| (o, Xattrs::AllButCapabilities)),
             _ => None,
         };
-        if let Some((from, replaced)) = xattrs {
-            if let Err(e) = copy_xattrs(from, *dst, replaced) {
+        let new = match (preserve.xattrs, preserve.mode) {
+            (true, _) => src.map(|s| (s, Xattrs::All)),
+            (false, true) => src.map(|s| (s, Xattrs::Acls)),
+            (false, false) => None,
+        };
+        for (from, which) in [old, new].into_iter().flatten() {
+            if let Err(e) = copy_xattrs(from, *dst, which) {
                 warnings.push((Op::Xattr, e));
             }
         }
@@ -218,11 +225,20 @@ fn owner_of(target: &Target) -> Option<(u32, u32)> {
     st.ok().map(|st| (st.uid, st.gid))
 }
 
-/// Copies the extended attributes of `src` to `dst`. `replaced`: `src` is
-/// the file `dst` replaces, whose attributes stay with its name as cp's
-/// write into it keeps them, all but file capabilities (a write clears
-/// those: a changed program must not keep its privileges).
-fn copy_xattrs(src: FdRef, dst: FdRef, replaced: bool) -> io::Result<()> {
+/// Which extended attributes [`copy_xattrs`] copies.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Xattrs {
+    All,
+    /// From the file a copy replaces, whose attributes stay with its name
+    /// as cp's write into it keeps them: all but file capabilities (a
+    /// write clears those: a changed program must not keep its privileges).
+    AllButCapabilities,
+    /// POSIX ACLs only (the mode kept, as cp's `-p` keeps them).
+    Acls,
+}
+
+/// Copies the extended attributes of `src` to `dst`, those `which` says.
+fn copy_xattrs(src: FdRef, dst: FdRef, which: Xattrs) -> io::Result<()> {
     let names = match sys::xattr_list(src) {
         Ok(n) => n,
         // The source filesystem has no xattrs: nothing to keep.
@@ -230,8 +246,13 @@ fn copy_xattrs(src: FdRef, dst: FdRef, replaced: bool) -> io::Result<()> {
         Err(e) => return Err(e),
     };
     let mut first_err = None;
-    let keep =
-        |n: &CString| !(fs_internal_xattr(n) || replaced && n.as_bytes() == b"security.capability");
+    let keep = |n: &CString| match which {
+        Xattrs::All => !fs_internal_xattr(n),
+        Xattrs::AllButCapabilities => {
+            !(fs_internal_xattr(n) || n.as_bytes() == b"security.capability")
+        }
+        Xattrs::Acls => n.as_bytes().starts_with(b"system.posix_acl_"),
+    };
     for name in names.into_iter().filter(keep) {
         let r = sys::xattr_get(src, &name).and_then(|v| sys::xattr_set(dst, &name, &v));
         if let Err(e) = r {

@@ -162,6 +162,10 @@ pub(crate) struct Job {
     /// `--parents`: the directories made on the way to the copy, whose
     /// metadata is applied once it is done.
     pub parents_made: Vec<ParentMade>,
+    /// The jobs of one round run together; a job of round N+1 copies onto
+    /// the same name as one of round N (two directories merged, or with
+    /// `--backup` a file replacing the first one's copy), after it.
+    pub round: usize,
     /// `--link-dest`/`--clone-dest`: the path in the basis directory that
     /// mirrors this job's copy.
     pub basis: Option<PathBuf>,
@@ -211,31 +215,50 @@ pub(crate) fn plan(
         Some(b) => Some(basis_dir(b, dest)?),
         None => None,
     };
-    let mut jobs = Vec::new();
+    let mut jobs: Vec<Job> = Vec::new();
     let mut refused = Vec::new();
-    // (destination directory, name) of each job so far, and its source.
-    let mut targets: Vec<((u64, u64), CString, &Path)> = Vec::new();
+    let mut targets: Vec<Target> = Vec::new();
     for src in sources {
         match plan_one(src, dest, dest_is_dir, opts, basis.as_deref()) {
-            Ok(job) => {
+            Ok(mut job) => {
                 let dir = sys::fstat(job.dst_dir.as_fd()).map(|st| (st.dev, st.ino));
+                let src_st = sys::stat_path(src, job.follow).ok();
                 let taken = dir.as_ref().ok().and_then(|d| {
                     targets
                         .iter()
-                        .find(|(td, tn, _)| td == d && *tn == job.dst_name)
+                        .rev()
+                        .find(|t| t.dir == *d && t.name == job.dst_name)
                 });
+                let is_dir = |st: Option<Stat>| st.is_some_and(|s| s.kind() == FileKind::Dir);
                 match (taken, dir) {
+                    // The same source named twice: cp warns and copies it once.
+                    (Some(t), _) if t.src_st.is_some() && t.src_st.map(id) == src_st.map(id) => {
+                        let why = Refusal::NamedTwice {
+                            first: t.src.to_path_buf(),
+                        };
+                        refused.push(Error::refused(Side::Source, src, Op::Copy, why));
+                    }
+                    // Two directories onto one name merge, and with --backup
+                    // a file replaces the first one's copy (keeping it as its
+                    // backup), as in cp: in a later round, after the first.
+                    (Some(t), Ok(d))
+                        if opts.backup.is_some() || (is_dir(t.src_st) && is_dir(src_st)) =>
+                    {
+                        job.round = t.round + 1;
+                        targets.push(Target::of(d, &job, src, src_st));
+                        jobs.push(job);
+                    }
                     // cp: "will not overwrite just-created".
-                    (Some((_, _, first)), _) => refused.push(Error::refused(
+                    (Some(t), _) => refused.push(Error::refused(
                         Side::Source,
                         src,
                         Op::Copy,
                         Refusal::SameDestination {
-                            first: first.to_path_buf(),
+                            first: t.src.to_path_buf(),
                         },
                     )),
                     (None, Ok(d)) => {
-                        targets.push((d, job.dst_name.clone(), src));
+                        targets.push(Target::of(d, &job, src, src_st));
                         jobs.push(job);
                     }
                     (None, Err(e)) => refused.push(Error::dst(&job.dst_parent, Op::Stat, &e)),
@@ -275,6 +298,33 @@ fn delete_nested(src: &Path, dest: &Path) -> Option<bool> {
         return Some(true);
     }
     is_at_or_below(&dest_dir, (s.dev, s.ino)).then_some(false)
+}
+
+/// Where a job of [`plan`] copies to, to find two onto one name.
+struct Target<'a> {
+    /// The destination directory's identity, and the name in it.
+    dir: (u64, u64),
+    name: CString,
+    src: &'a Path,
+    src_st: Option<Stat>,
+    round: usize,
+}
+
+impl<'a> Target<'a> {
+    fn of(dir: (u64, u64), job: &Job, src: &'a Path, src_st: Option<Stat>) -> Self {
+        Target {
+            dir,
+            name: job.dst_name.clone(),
+            src,
+            src_st,
+            round: job.round,
+        }
+    }
+}
+
+/// A file's identity: device and inode.
+fn id(st: Stat) -> (u64, u64) {
+    (st.dev, st.ino)
 }
 
 /// The directory of `--link-dest`/`--clone-dest`, which must exist. A
@@ -406,6 +456,13 @@ fn plan_one(
     let dst_path = match (dest_is_dir, named) {
         _ if opts.parents => parents_path(src, dest, &mut parents_made)?,
         (true, true) => dest.join(src.file_name().expect("named")),
+        // SOURCE/. into a symlink to a directory: into that directory, as
+        // cp and rsync write.
+        (true, false)
+            if sys::stat_path(dest, false).is_ok_and(|l| l.kind() == FileKind::Symlink) =>
+        {
+            std::fs::canonicalize(dest).map_err(|e| Error::dst(dest, Op::Resolve, &e))?
+        }
         _ => dest.to_path_buf(),
     };
     let trailing_sep = ends_in_separator(&dst_path);
@@ -418,13 +475,13 @@ fn plan_one(
         ));
     }
 
-    check_existing(src, &src_st, &dst_path)?;
+    check_existing(src, &src_st, &dst_path, opts)?;
     // cp reads a FIFO or device named as a source (without -R), and writes
     // a file's data through a symlinked DEST and into a FIFO or device.
     let read_data = opts.read_named_specials && reads_as_data(src_st.kind());
     let copies_data = src_st.kind() == FileKind::File || read_data;
     let (dst_path, write_into) = match copies_data && !opts.remove_destination {
-        true => data_destination(src, dst_path)?,
+        true => data_destination(src, dst_path, opts.backup.is_some())?,
         false => (dst_path, false),
     };
 
@@ -473,6 +530,7 @@ fn plan_one(
         read_data,
         write_into,
         parents_made,
+        round: 0,
     })
 }
 
@@ -546,11 +604,17 @@ fn reads_as_data(kind: FileKind) -> bool {
 /// replaces it there, keeping its mode and owner); into an existing FIFO
 /// or device (`true`: written into, never replaced). Refused: a symlink
 /// that points nowhere, or to a directory; a block device in use.
-fn data_destination(src: &Path, dst: PathBuf) -> Result<(PathBuf, bool), Error> {
+///
+/// With `backup`, a symlink is not written through: it is kept as the
+/// backup and replaced (cp's).
+fn data_destination(src: &Path, dst: PathBuf, backup: bool) -> Result<(PathBuf, bool), Error> {
     let Ok(entry) = sys::stat_path(&dst, false) else {
         return Ok((dst, false));
     };
     let is_link = entry.kind() == FileKind::Symlink;
+    if is_link && backup {
+        return Ok((dst, false));
+    }
     let st = match is_link {
         false => entry,
         true => match sys::stat_path(&dst, true) {
@@ -597,11 +661,23 @@ fn device_in_use(st: &Stat) -> Option<String> {
 
 /// Refuses a destination that already exists and is the source itself, or
 /// is a directory where the source is not (or the other way round).
-fn check_existing(src: &Path, src_st: &Stat, dst_path: &Path) -> Result<(), Error> {
+///
+/// Another name of a file (a symlink to it, a hard link) is no refusal
+/// with `--backup`, which keeps that name as the backup before the copy
+/// replaces it (cp's), nor for `-l`, whose link may be there already.
+fn check_existing(
+    src: &Path,
+    src_st: &Stat,
+    dst_path: &Path,
+    opts: &CopyOptions,
+) -> Result<(), Error> {
     let src_is_dir = src_st.kind() == FileKind::Dir;
     let dst_lst = sys::stat_path(dst_path, false).ok();
     if let Some(dst_lst) = &dst_lst {
-        if same_file(src, src_st, dst_path, dst_lst) {
+        let waived = !src_is_dir
+            && (opts.backup.is_some() || opts.link_files == Some(crate::options::LinkFiles::Hard))
+            && !same_entry(src, dst_path);
+        if !waived && same_file(src, src_st, dst_path, dst_lst) {
             return Err(Error::refused(
                 Side::Source,
                 src,
@@ -637,6 +713,16 @@ fn check_existing(src: &Path, src_st: &Stat, dst_path: &Path) -> Result<(), Erro
         }
     }
     Ok(())
+}
+
+/// Whether `a` and `b` name the same directory entry: the same name in the
+/// same directory (compared by identity), not merely the same file.
+fn same_entry(a: &Path, b: &Path) -> bool {
+    let (Ok((ap, an)), Ok((bp, bn))) = (split(a), split(b)) else {
+        return false;
+    };
+    let id = |p: &Path| sys::stat_path(p, true).ok().map(|st| (st.dev, st.ino));
+    an == bn && id(&ap).is_some() && id(&ap) == id(&bp)
 }
 
 /// Whether copying `src` (whose followed or not followed stat, as the copy

@@ -79,6 +79,13 @@ impl SourceHashes {
         SourceHashes(all)
     }
 
+    /// These and `other`'s, as one.
+    pub(crate) fn merged(self, other: SourceHashes) -> Self {
+        let mut all = self.0;
+        all.extend(other.0);
+        SourceHashes::new(all)
+    }
+
     fn get(&self, dev: u64, ino: u64) -> Option<blake3::Hash> {
         let i = self
             .0

@@ -175,40 +175,56 @@ fn six_files(src: &Path) -> R {
 }
 
 /// `o` failed exactly one file, `failed`, at `op` with EIO: reported with
-/// its path (in the JSON and on stderr), exit 23, and absent; every other
-/// file of `src` is in `dst`, whole, and nothing temporary is left in `w`.
+/// its path (in the JSON and on stderr), exit 23, and absent; the new tree
+/// `dst` is not put in place but kept staged, every other file of `src`
+/// whole in it; the same command with `--resume` then finishes it, and
+/// nothing temporary is left in `w`.
 fn only_failed(o: &Output, w: &Path, src: &Path, dst: &Path, failed: &Path, op: &str) -> R {
     ensure!(code(o) == 23, "want exit 23: {}", show(o));
     let j = json(o)?;
     let errors = j["errors"].as_array().cloned().unwrap_or_default();
     ensure!(
-        errors.len() == 1
+        errors.len() == 2
             && errors[0]["path"] == failed.to_string_lossy().as_ref()
-            && errors[0]["operation"] == op,
+            && errors[0]["operation"] == op
+            && errors[1]["path"] == dst.to_string_lossy().as_ref()
+            && errors[1]["reason"]
+                .as_str()
+                .is_some_and(|r| r.starts_with("not put in place")),
         "{}",
         show(o)
     );
+    ensure!(!dst.exists(), "an incomplete tree was put in place");
+    let staged = temporaries(w)?
+        .into_iter()
+        .find(|t| t.contains(".kopiru-tmp.tree."))
+        .ok_or("no staged tree kept")?;
+    let (dst, kept) = (dst, Path::new(&staged));
     ensure!(
         String::from_utf8_lossy(&o.stderr)
             .contains(&format!("{}: {op}: Input/output error", failed.display())),
         "{}",
         show(o)
     );
+    let failed_kept = kept.join(failed.file_name().unwrap_or_default());
     ensure!(
-        !failed.exists(),
+        !failed_kept.exists(),
         "{} was left after its {op} failed",
-        failed.display()
+        failed_kept.display()
     );
     let others = std::fs::read_dir(src)?.count() - 1;
     ensure!(j["files"] == others, "{j}");
     let skip = failed.file_name().unwrap_or_default().as_bytes();
     let d = manifest::compare_except(
         &manifest(src)?,
-        &manifest(dst)?,
+        &manifest(kept)?,
         manifest::DEFAULT,
         &[b"", skip],
     );
     ensure!(d.is_empty(), "{d:#?}");
+    let again = copy(&[OsStr::new("--resume"), src.as_os_str(), dst.as_os_str()]);
+    ensure!(code(&again) == 0, "--resume: {}", show(&again));
+    crate::same_tree(src, dst, manifest::DEFAULT)?;
     no_temporaries(w)
 }
 
@@ -301,8 +317,11 @@ pub fn inode_starved() -> R {
     let w = fixture::workdir(Fs::Ext4, "inode-src")?;
     let src = w.join("src");
     tree(&src, 3)?;
+    // Into an existing directory (a new tree with failures is kept
+    // staged: cprules.rs).
     let dst = mnt.join("dst");
-    let o = copy(&[src.as_os_str(), dst.as_os_str()]);
+    std::fs::create_dir(&dst)?;
+    let o = copy(&[src.join(".").as_os_str(), dst.as_os_str()]);
     partial_with(&o, "No space left on device")?;
     let got = manifest(&dst)?;
     all_whole(&got, &[&manifest(&src)?])?;

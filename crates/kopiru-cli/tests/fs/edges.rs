@@ -120,12 +120,17 @@ pub fn same_file(fs: Fs) -> R {
     // What is not the same file is still copied: a symlink beside its
     // target, a hard link's group into a new directory.
     same_file_tree(&w)?;
-    let o = kopiru_in(&w, &["copy", "LINK", "LINK2"]);
+    let o = kopiru_in(&w, &["copy", "-P", "LINK", "LINK2"]);
     ensure!(code(&o) == 0, "{}", show(&o));
     ensure!(
         std::fs::read_link(w.join("LINK2"))? == Path::new("T"),
         "LINK2 is not a symlink to T"
     );
+    // Without -P (nor -r), a symlink named as a source is followed, as cp
+    // follows it: LINK3 is a copy of T.
+    let o = kopiru_in(&w, &["copy", "LINK", "LINK3"]);
+    ensure!(code(&o) == 0, "{}", show(&o));
+    ensure!(std::fs::read(w.join("LINK3"))? == b"precious", "LINK3 is not T's copy");
     let o = kopiru_in(&w, &["copy", "-T", "src", "DLINK2"]);
     ensure!(code(&o) == 0, "{}", show(&o));
     ensure!(std::fs::read(w.join("DLINK2/f"))? == b"data", "not copied");
@@ -348,18 +353,21 @@ pub fn readonly_dest() -> R {
         )?;
         let s = |p: &Path| p.to_str().unwrap().to_string();
         let erofs = "Read-only file system";
+        // What a directory that could not be made leaves uncopied.
+        let uncopied = "kopiru: 3 entries not copied under 1 directory that could not be made";
         let mut failures = Vec::new();
-        // (source, destination, the one error line wanted)
+        // (source, destination, the error lines wanted: one, and for a
+        // directory the count of what it would have held)
         let cases = [
             (
                 s(&src),
                 s(&mnt.join("new")),
-                format!("kopiru: {}: mkdir: {erofs}", mnt.join("new").display()),
+                format!("kopiru: {}: mkdir: {erofs}\n{uncopied}", mnt.join("new").display()),
             ),
             (
                 s(&src),
                 s(&ro.join("new")),
-                format!("kopiru: {}: mkdir: {erofs}", ro.join("new").display()),
+                format!("kopiru: {}: mkdir: {erofs}\n{uncopied}", ro.join("new").display()),
             ),
             (
                 s(&src.join("file")),

@@ -82,11 +82,19 @@ pub fn into_itself_via_bind_mount(fs: Fs) -> R {
         "{}",
         show(&o)
     );
+    // The refusal is a failure in the new tree: it is kept staged (in
+    // src/sub, which b is), the rest copied in it, not put in place.
+    ensure!(!src.join("sub/x").exists(), "an incomplete copy was put in place");
+    let staged = std::fs::read_dir(src.join("sub"))?
+        .filter_map(Result::ok)
+        .map(|e| e.path())
+        .find(|p| p.to_string_lossy().contains(".kopiru-tmp.tree."))
+        .ok_or("no staged tree kept")?;
     ensure!(
-        std::fs::read(src.join("sub/x/file"))? == b"data",
+        std::fs::read(staged.join("file"))? == b"data",
         "the rest was not copied"
     );
-    ensure!(!src.join("sub/x/sub/x").exists(), "copied into itself");
+    ensure!(!staged.join("sub").join("x").exists(), "copied into itself");
     Ok(())
 }
 
@@ -139,11 +147,14 @@ pub fn out_of_inodes() -> R {
     let w = fixture::workdir(Fs::Ext4, "inodes-src")?;
     let src = w.join("src");
     trees::large_dir(&src, 600)?;
+    // Into an existing directory, where each file is placed once whole (a
+    // new tree with failures would be kept staged: cprules.rs).
     let dst = mnt.join("dst");
+    std::fs::create_dir(&dst)?;
     let o = kopiru([
         OsStr::new("copy"),
         OsStr::new("--json"),
-        src.as_os_str(),
+        src.join(".").as_os_str(),
         dst.as_os_str(),
     ]);
     let j = partial_with(&o, "No space left on device")?;
@@ -188,7 +199,10 @@ pub fn injected_eio(fs: Fs) -> R {
     for i in 0..5 {
         trees::write_random(&src.join(format!("f{i}")), 50_000, i)?;
     }
+    // Into an existing directory (a new tree with a failure is kept
+    // staged: cprules.rs).
     let dst = w.join("dst");
+    std::fs::create_dir(&dst)?;
     // The data call of the third file fails (FICLONE on clone-capable
     // filesystems, copy_file_range elsewhere).
     let call = if fs.can_clone() {
@@ -198,7 +212,7 @@ pub fn injected_eio(fs: Fs) -> R {
     };
     let o = kopiru_injected(&format!("{call}:error=EIO:when=3"))
         .args(["copy", "-j", "1", "--json"])
-        .arg(&src)
+        .arg(src.join("."))
         .arg(&dst)
         .output()?;
     ensure!(code(&o) == 23, "want exit 23: {}", show(&o));
@@ -252,13 +266,16 @@ pub fn enospc(fs: Fs) -> R {
     for i in 0..n {
         trees::write_random(&src.join(format!("f{i:03}")), 4 << 20, i)?;
     }
+    // Into an existing directory (a new tree with failures is kept
+    // staged: cprules.rs).
     let dst = mnt.join("dst");
+    std::fs::create_dir(&dst)?;
     let o = kopiru([
         OsStr::new("copy"),
         OsStr::new("-j"),
         OsStr::new("1"),
         OsStr::new("--json"),
-        src.as_os_str(),
+        src.join(".").as_os_str(),
         dst.as_os_str(),
     ]);
     let j = partial_with(&o, "No space left on device")?;

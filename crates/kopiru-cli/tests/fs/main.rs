@@ -23,6 +23,7 @@ macro_rules! ensure {
 mod benches;
 mod cli;
 mod copying;
+mod cprules;
 mod dedupe;
 mod durability;
 mod edges;
@@ -172,6 +173,7 @@ fn main() {
     snapshots::trials(&mut add);
     scale::trials(&mut add);
     copying::trials(&mut add);
+    cprules::trials(&mut add);
     faults::trials(&mut add);
     cli::trials(&mut add);
     durability::trials(&mut add);

@@ -33,7 +33,11 @@ pub type Manifest = BTreeMap<Vec<u8>, Entry>;
 /// Which fields `compare` checks besides type, content and link targets.
 #[derive(Clone, Copy)]
 pub struct Fields {
+    /// The permission bits, exactly (with -p, -a).
     pub mode: bool,
+    /// The permission bits as a copy without -p makes them (cp's): the
+    /// source's less the umask, no set-uid, set-gid or sticky.
+    pub cp_mode: bool,
     pub mtime: bool,
     pub atime: bool,
     pub owner: bool,
@@ -43,14 +47,17 @@ pub struct Fields {
 
 pub const ALL: Fields = Fields {
     mode: true,
+    cp_mode: false,
     mtime: true,
     atime: true,
     owner: true,
     xattrs: true,
     links: true,
 };
+/// What a copy with the default options keeps.
 pub const DEFAULT: Fields = Fields {
-    mode: true,
+    mode: false,
+    cp_mode: true,
     mtime: true,
     atime: true,
     owner: false,
@@ -310,6 +317,9 @@ pub fn compare_except(a: &Manifest, b: &Manifest, f: Fields, skip: &[&[u8]]) -> 
         if f.mode && ea.kind != 'l' {
             d("mode", ea.perm == eb.perm);
         }
+        if f.cp_mode && ea.kind != 'l' {
+            d("mode (source's less the umask)", ea.perm & 0o777 & !umask() == eb.perm);
+        }
         if f.mtime {
             d("mtime", ea.mtime == eb.mtime);
         }
@@ -334,4 +344,13 @@ pub fn compare_except(a: &Manifest, b: &Manifest, f: Fields, skip: &[&[u8]]) -> 
         }
     }
     diffs
+}
+
+/// This process's umask (kopiru, run by it, inherits it).
+fn umask() -> u32 {
+    // SAFETY: umask only swaps the process's mask; it is put back at once.
+    let old = unsafe { libc::umask(0o022) };
+    // SAFETY: as above.
+    unsafe { libc::umask(old) };
+    old
 }

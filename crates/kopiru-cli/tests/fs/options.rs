@@ -338,14 +338,14 @@ pub fn itemize(fs: Fs) -> R {
     let done = lines(&o);
     let want = |first: &str, second: &str| {
         let mut v = vec![
-            format!(">f+++++++ {d}/new"),
-            format!(">f.st.... {d}/changed"),
-            format!(">f+++++++ {d}/sub/f"),
-            format!("cd+++++++ {d}/links/"),
-            format!(">f+++++++ {d}/links/{first}"),
-            format!("hf+++++++ {d}/links/{second} => {d}/links/{first}"),
-            format!("cL+++++++ {d}/l -> new"),
-            format!("cD+++++++ {d}/p"),
+            format!(">f+++++++++ {d}/new"),
+            format!(">f.st...... {d}/changed"),
+            format!(">f+++++++++ {d}/sub/f"),
+            format!("cd+++++++++ {d}/links/"),
+            format!(">f+++++++++ {d}/links/{first}"),
+            format!("hf+++++++++ {d}/links/{second} => {d}/links/{first}"),
+            format!("cL+++++++++ {d}/l -> new"),
+            format!("cD+++++++++ {d}/p"),
         ];
         v.sort();
         v
@@ -384,9 +384,9 @@ pub fn checksum(fs: Fs) -> R {
         dry.extend(args);
         let o = copy(&dry, &[&src, &dst]);
         let mut want = vec![
-            format!(">f+++++++ {d}/new"),
-            format!(">f.s..... {d}/other_size"),
-            format!(">f....... {d}/same_size"),
+            format!(">f+++++++++ {d}/new"),
+            format!(">f.s....... {d}/other_size"),
+            format!(">f......... {d}/same_size"),
         ];
         want.sort();
         ensure!(code(&o) == 0 && lines(&o) == want, "{args:?}: {}", show(&o));
@@ -477,7 +477,7 @@ pub fn delete(fs: Fs) -> R {
         .iter()
         .map(|p| format!("*deleting {d}/{p}"))
         .collect();
-    want.push(format!(">f..t.... {d}/a/f"));
+    want.push(format!(">f..t...... {d}/a/f"));
     want.sort();
     ensure!(
         code(&o) == 0 && lines(&o) == want,

@@ -68,9 +68,26 @@ pub fn rerun_never_nests(fs: Fs) -> R {
             "round {round} nested a copy: {:?}",
             names(&dst)?
         );
-        same_tree(&src, &dst, DEFAULT)
-            .map_err(|e| format!("round {round}: {}", e.message().unwrap_or_default()))?;
+        // A run after the first finds the copy it made, complete: it
+        // copies nothing over it (what changed in it since stays), and
+        // says so.
+        if round > 0 {
+            ensure!(
+                String::from_utf8_lossy(&o.stderr).contains("is the copy of"),
+                "round {round}: {}",
+                show(&o)
+            );
+        }
+        match round {
+            2 => ensure!(!dst.join("added later").exists(), "round 2 copied again"),
+            _ => same_tree(&src, &dst, DEFAULT)
+                .map_err(|e| format!("round {round}: {}", e.message().unwrap_or_default()))?,
+        }
     }
+    // -T updates it from the source.
+    let o = copy_in(&w, &[OsStr::new("-T"), src.as_os_str(), dst.as_os_str()])?;
+    ensure!(code(&o) == 0, "-T: {}", show(&o));
+    same_tree(&src, &dst, DEFAULT)?;
     // A directory that was there before the first run still gets DST/src,
     // as cp does, and so does every run after it.
     let into = w.join("into");
@@ -209,7 +226,7 @@ pub fn two_at_once(fs: Fs) -> R {
     ensure!(code(&first) == 0, "first run: {}", show(&first));
     same_tree(&src, &dst, DEFAULT)?;
     no_temporaries(&w)?;
-    // And the same command once more merges into the copy.
+    // And the same command once more finds the copy complete.
     let o = copy_in(&w, &[src.as_os_str(), dst.as_os_str()])?;
     ensure!(code(&o) == 0, "{}", show(&o));
     ensure!(!dst.join("src").exists(), "nested");
@@ -331,12 +348,16 @@ pub fn rerun_after_inode_reuse(fs: Fs) -> R {
     mine(&out2)?;
 
     // The copy kopiru made is still recognised: the same command again
-    // merges into it.
+    // copies nothing (neither nesting nor overwriting), with a word.
     let out3 = w.join("out3");
-    for round in 0..2 {
-        quiet_success(&copy(&out3)?, &format!("out3 round {round}"))?;
-        ensure!(names(&out3)? == ["notes.txt"], "{:?}", names(&out3)?);
-    }
+    quiet_success(&copy(&out3)?, "out3 round 0")?;
+    let o = copy(&out3)?;
+    ensure!(
+        code(&o) == 0 && String::from_utf8_lossy(&o.stderr).contains("is the copy of"),
+        "out3 round 1: {}",
+        show(&o)
+    );
+    ensure!(names(&out3)? == ["notes.txt"], "{:?}", names(&out3)?);
 
     rerun_without_home(&w, &src)?;
     fixture::unmount(&mnt)?;

@@ -39,19 +39,46 @@ pub(super) fn copy(
         if let Some(d) = digest.as_deref_mut() {
             d.update_at(off, chunk);
         }
-        if punch_zeros && chunk.iter().all(|&b| b == 0) {
-            skipped_tail = true;
-        } else {
-            sys::pwrite_all(dst, chunk, off).map_err(|e| (Op::Write, e))?;
-            skipped_tail = false;
+        match punch_zeros {
+            true => skipped_tail = write_nonzero(dst, chunk, off)?,
+            false => sys::pwrite_all(dst, chunk, off).map_err(|e| (Op::Write, e))?,
         }
         off += n as u64;
         watch.bytes(n as u64);
     }
-    if skipped_tail {
+    if skipped_tail && punch_zeros {
         sys::ftruncate(dst, off).map_err(|e| (Op::Truncate, e))?;
     }
     Ok(off)
+}
+
+/// `--sparse always`: a hole is left wherever a whole block of this many
+/// bytes is zeros (as cp makes holes of every zero block, not only of
+/// large runs).
+const HOLE_BLOCK: usize = 4096;
+
+/// Writes the blocks of `chunk` (read at `off`) that are not all zeros,
+/// each run of them in one write. Whether its last block was left out.
+fn write_nonzero(dst: FdRef, chunk: &[u8], off: u64) -> Result<bool, DataError> {
+    let mut run: Option<usize> = None;
+    let mut last_zero = false;
+    for (i, block) in chunk.chunks(HOLE_BLOCK).enumerate() {
+        let at = i * HOLE_BLOCK;
+        last_zero = block.iter().all(|&b| b == 0);
+        match (last_zero, run) {
+            (false, None) => run = Some(at),
+            (true, Some(start)) => {
+                sys::pwrite_all(dst, &chunk[start..at], off + start as u64)
+                    .map_err(|e| (Op::Write, e))?;
+                run = None;
+            }
+            _ => {}
+        }
+    }
+    if let Some(start) = run {
+        sys::pwrite_all(dst, &chunk[start..], off + start as u64).map_err(|e| (Op::Write, e))?;
+    }
+    Ok(last_zero)
 }
 
 /// Copies everything `src` yields into `dst` by plain reads and writes, at

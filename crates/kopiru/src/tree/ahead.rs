@@ -246,7 +246,7 @@ impl<'scope, 'env, 'a> Worker<'scope, 'env, 'a> {
                 continue;
             }
             let name = &a.files[f.index].name;
-            let perm = self.create_perm(&shard.dir, &f.st, None);
+            let perm = self.create_perm(&f.st, None);
             f.created = Some(sys::create_new(shard.dir.dst.as_fd(), name, perm));
         }
     }

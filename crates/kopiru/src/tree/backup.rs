@@ -14,10 +14,23 @@ use std::io;
 impl Worker<'_, '_, '_> {
     /// Gives the entry `name` in `dir` its backup name (`kind` from the
     /// options), before it is replaced.
-    pub(crate) fn back_up(&self, dir: &DirNode, name: &Name, kind: Backup) -> io::Result<()> {
+    /// `src`: the source's identity; a backup name that is the source
+    /// itself is refused (cp: "backing up would destroy source").
+    pub(crate) fn back_up(
+        &self,
+        dir: &DirNode,
+        name: &Name,
+        kind: Backup,
+        src: (u64, u64),
+    ) -> io::Result<()> {
         let suffix = self.sh.opts.backup_suffix();
         let backup = backup_name(dir, name, kind, suffix)?;
         let fd = dir.dst.as_fd();
+        if sys::stat_at(fd, &backup, false).is_ok_and(|st| (st.dev, st.ino) == src) {
+            return Err(io::Error::other(
+                "backing it up would destroy the source (its backup name is the source)",
+            ));
+        }
         let tmp = self.sh.place.tmp_name();
         match sys::link_at(fd, name, fd, &tmp) {
             Ok(()) => sys::rename_at(fd, &tmp, fd, &backup).inspect_err(|_| {

@@ -56,7 +56,9 @@ impl<'scope, 'env, 'a> Worker<'scope, 'env, 'a> {
             self.dst_refusal(dir, dst_name, Refusal::NonDirOverDir { source: None });
             return Existing::Refused;
         }
-        if (d.dev, d.ino) == (src.dev, src.ino) {
+        // Another name of the source: with --backup it is kept as the
+        // backup and replaced by a copy (cp's), else refused.
+        if (d.dev, d.ino) == (src.dev, src.ino) && self.sh.opts.backup.is_none() {
             // Already the hard link `-l` would make.
             if self.sh.opts.link_files == Some(crate::options::LinkFiles::Hard) {
                 self.sh.kept(&dir.dst_path, dst_name);
@@ -91,7 +93,7 @@ impl<'scope, 'env, 'a> Worker<'scope, 'env, 'a> {
         }
         if let Some(kind) = self.sh.opts.backup {
             // Not replaced without its backup.
-            if let Err(e) = self.back_up(dir, dst_name, kind) {
+            if let Err(e) = self.back_up(dir, dst_name, kind, (src.dev, src.ino)) {
                 self.dst_error(dir, dst_name, Op::Backup, &e);
                 return Existing::Refused;
             }
@@ -307,7 +309,13 @@ impl<'scope, 'env, 'a> Worker<'scope, 'env, 'a> {
         }
     }
 
-    pub(crate) fn special(&mut self, dir: &DirNode, name: &Name, dst_name: &Name, follow: bool) {
+    pub(crate) fn special(
+        &mut self,
+        dir: &Arc<DirNode>,
+        name: &Name,
+        dst_name: &Name,
+        follow: bool,
+    ) {
         let st = match sys::stat_at(dir.src.as_fd(), name, follow) {
             Ok(st) => st,
             Err(e) => return self.src_error(dir, name, Op::Stat, &e),
@@ -315,12 +323,50 @@ impl<'scope, 'env, 'a> Worker<'scope, 'env, 'a> {
         if self.sh.opts.link_files.is_some() {
             return self.link_entry(dir, name, dst_name, &st);
         }
+        if !(self.sh.opts.preserve.links && st.nlink > 1 && self.sh.deferred_links.is_none()) {
+            self.make_special(dir, (name, dst_name), &st);
+            return;
+        }
+        // A FIFO or device with several names: made once, the other names
+        // hard links to it, as regular files are.
+        let cell: LinkCell = self
+            .sh
+            .links
+            .lock()
+            .expect("links lock")
+            .entry((st.dev, st.ino))
+            .or_default()
+            .clone();
+        let mut made_here = false;
+        let target = cell.get_or_init(|| {
+            made_here = true;
+            self.make_special(dir, (name, dst_name), &st)
+                .then(|| LinkTarget {
+                    dir: dir.clone(),
+                    name: dst_name.to_owned(),
+                    dst_name: dst_name.to_owned(),
+                })
+        });
+        match (made_here, target) {
+            (true, _) => {}
+            (false, Some(t)) => self.hard_link(dir, (name, dst_name), t, &st),
+            (false, None) => {
+                self.make_special(dir, (name, dst_name), &st);
+            }
+        }
+    }
+
+    /// Makes the FIFO, socket or device node `st` under `dst_name`.
+    /// Whether it was made.
+    fn make_special(&mut self, dir: &DirNode, (name, dst_name): (&Name, &Name), st: &Stat) -> bool {
         let mode = st.type_and_perm();
         let make = |n: &Name| sys::mknod_at(dir.dst.as_fd(), n, mode, st.rdev);
         let shown = (EntryKind::Special, None);
-        if self.create_or_replace(dir, (name, dst_name), &st, (Op::Mknod, shown), make) {
+        let made = self.create_or_replace(dir, (name, dst_name), st, (Op::Mknod, shown), make);
+        if made {
             self.sh.counters.specials.fetch_add(1, Ordering::Relaxed);
         }
+        made
     }
 
     /// cp's `-l`/`-s` for a symlink or special file: a hard link to it, or

@@ -299,9 +299,13 @@ impl<'scope, 'env, 'a> Worker<'scope, 'env, 'a> {
         let link = kind == BasisKind::Link;
         let p = &opts.preserve;
         let times_differ = b.mtime != st.mtime && (!opts.checksum || (link && p.times));
-        let kept_differ = link
-            && ((p.mode && b.perm() != st.perm())
-                || (p.owner && (b.uid, b.gid) != (st.uid, st.gid)));
+        // The mode the copy gets: the source's, or cp's (less the umask).
+        let mode = match p.mode {
+            true => st.perm(),
+            false => st.perm() & 0o777 & !self.sh.umask,
+        };
+        let kept_differ =
+            link && (b.perm() != mode || (p.owner && (b.uid, b.gid) != (st.uid, st.gid)));
         if times_differ || kept_differ {
             return None;
         }
@@ -402,7 +406,7 @@ impl<'scope, 'env, 'a> Worker<'scope, 'env, 'a> {
     ) -> Option<NewFile> {
         let (dir, st) = (f.dir, f.st);
         let opts = self.sh.opts;
-        let perm = self.create_perm(dir, st, replaced.as_ref());
+        let perm = self.create_perm(st, replaced.as_ref());
         let mut new = NewFile {
             replaced,
             fd: None,
@@ -537,7 +541,7 @@ impl<'scope, 'env, 'a> Worker<'scope, 'env, 'a> {
         };
         let owner_now = self.new_owner(dir, || dst_stat.unwrap_or_else(|| sys::fstat(dst.as_fd())));
         let now = meta::Now {
-            perm: self.create_perm(dir, st, new.replaced.as_ref()) & !self.sh.umask,
+            perm: self.create_perm(st, new.replaced.as_ref()) & !self.sh.umask,
             owner: owner_now,
         };
         // The file it replaces is still under its name: its extended
@@ -621,16 +625,13 @@ impl<'scope, 'env, 'a> Worker<'scope, 'env, 'a> {
             .copied()
     }
 
-    /// The permission bits a new file in `dir` is created with
-    /// ([`meta::create_perm`]): it gets an owner other than ours later
-    /// when the owner is kept and differs from what new files here get.
-    pub(crate) fn create_perm(&self, dir: &DirNode, st: &Stat, replaced: Option<&Stat>) -> u32 {
+    /// The permission bits a new file is created with
+    /// ([`meta::create_perm`]): it gets an owner other than ours later when
+    /// the owner is kept and is not us. (Decided from the source alone, so
+    /// that the same bits are known when its metadata is applied.)
+    pub(crate) fn create_perm(&self, st: &Stat, replaced: Option<&Stat>) -> u32 {
         let preserve = &self.sh.opts.preserve;
-        let owner_changes = preserve.owner
-            && dir
-                .new_owner
-                .get()
-                .is_none_or(|o| *o != Some((st.uid, st.gid)));
+        let owner_changes = preserve.owner && st.uid != self.sh.euid;
         let before = match replaced {
             Some(old) => meta::Before::Replaced { old, fd: None },
             None => meta::Before::Nothing,

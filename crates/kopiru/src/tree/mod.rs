@@ -74,6 +74,8 @@ pub(crate) struct Shared<'a> {
     pub(crate) opts: &'a CopyOptions,
     pub(crate) reporter: &'a dyn Reporter,
     pub(crate) umask: u32,
+    /// Our effective user id.
+    pub(crate) euid: u32,
     /// Cleared after the first EPERM: we do not own the source files.
     pub(crate) noatime: AtomicBool,
     pub(crate) caps: Caps,
@@ -325,6 +327,7 @@ impl<'a> Shared<'a> {
             opts,
             reporter,
             umask: sys::umask(),
+            euid: sys::euid(),
             noatime: AtomicBool::new(true),
             caps: Caps::default(),
             links: Mutex::new(HashMap::new()),
