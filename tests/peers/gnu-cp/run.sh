@@ -108,7 +108,8 @@ command -v setpriv >/dev/null || need+=(util-linux)
 if ((${#need[@]})); then
   if ((is_root)) && command -v apt-get >/dev/null; then
     echo "installing ${need[*]}" >&2
-    apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${need[@]}" >/dev/null
+    { apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${need[@]}" >/dev/null; } ||
+      echo "!!! apt-get install ${need[*]} failed: the tests needing them will skip or fail" >&2
   else
     echo "!!! missing ${need[*]} and cannot install them: the tests needing them will skip or fail" >&2
   fi
@@ -157,7 +158,7 @@ add_deb_src() {
   if [[ -s $oneline.tmp ]]; then mv "$oneline.tmp" "$oneline"; added+=("$oneline"); else rm -f "$oneline.tmp"; fi
   ((${#added[@]})) || return 1
   echo "added deb-src entries for Debian's mirrors (${added[*]}); apt-get update" >&2
-  apt-get update -qq
+  apt-get update -qq || echo "!!! apt-get update failed" >&2
 }
 
 has_deb_src() { apt-get indextargets --no-release-info 'Created-By: Sources' 2>/dev/null | grep -q .; }
@@ -336,10 +337,11 @@ logroot=$repo/target/gnu-cp/$mode
 rm -rf "$logroot"
 mkdir -p "$logroot"
 mkdir "$work/results"
-[[ $(command -v gawk) ]] && awk_prog=gawk || awk_prog=awk
+awk_prog="awk"
+if command -v gawk >/dev/null; then awk_prog="gawk"; fi
 
-# Runs one test as one user; writes "TEST USER OUTCOME SECONDS REASON" to
-# the results. Outcomes: pass (0), skip (77), error (99: the test's own
+# Runs one test as one user; writes "TEST USER OUTCOME MILLISECONDS
+# SKIP-REASON" to the results. Outcomes: pass (0), skip (77), error (99: the test's own
 # set-up failed), timeout, fail (anything else).
 run_one() {
   local user=$1 test=$2
@@ -355,6 +357,7 @@ run_one() {
   [[ $test == cp/copy-FMR.sh ]] && limit=$((timeout_s * 3))
   local start end rc=0
   start=$(date +%s%N)
+  # shellcheck disable=SC2016 # $1, $PERL and $srcdir are the inner shell's
   (
     cd "$dir"
     exec env -i \
@@ -373,7 +376,7 @@ run_one() {
       timeout -k 5 "$limit" "${as[@]}" \
       bash -c '
         case $1 in
-          *.pl) f=$1 exec "$PERL" -w -I"$srcdir/tests" -MCuSkip -MCoreutils "-MCuTmpdir qw(${1#./})" "$1" ;;
+          *.pl) exec "$PERL" -w -I"$srcdir/tests" -MCuSkip -MCoreutils "-MCuTmpdir qw(${1#./})" "$1" ;;
           *) exec "$SHELL" "$1" ;;
         esac' run "./tests/$test"
   ) </dev/null >"$log" 2>&1 9>&2 || rc=$?
@@ -423,7 +426,7 @@ lookup() {
 
 passed=0 failed=0 skipped=0
 declare -A count
-report=()
+now_passing=() failing=()
 cat "$work"/results/* | sort >"$work/all.tsv"
 cp "$work/all.tsv" "$logroot/results.tsv"
 while IFS=$'\t' read -r t u outcome ms reason; do
@@ -433,7 +436,7 @@ while IFS=$'\t' read -r t u outcome ms reason; do
     case $outcome in
       pass) passed=$((passed + 1)); line="pass" ;;
       skip) skipped=$((skipped + 1)); line="!!! SKIPPED: $reason" ;;
-      *) failed=$((failed + 1)); line="!!! FAILED with GNU cp ($outcome): the harness is wrong here" ;;
+      *) failed=$((failed + 1)); failing+=("$t ($u)"); line="!!! FAILED with GNU cp ($outcome): the harness is wrong here" ;;
     esac
   else
     lookup "$t" "$u"
@@ -443,7 +446,8 @@ while IFS=$'\t' read -r t u outcome ms reason; do
         case $kind in
           pass) line="pass" ;;
           '') line="pass !!! not in list.tsv: add it (run.sh --update)" ;;
-          *) line="pass !!! listed '$kind' ($note) and passes now: move it to pass (run.sh --update)" ;;
+          *) line="pass !!! listed '$kind' ($note) and passes now: move it to pass (run.sh --update)"
+            now_passing+=("$t ($u)") ;;
         esac ;;
       skip)
         skipped=$((skipped + 1))
@@ -455,8 +459,8 @@ while IFS=$'\t' read -r t u outcome ms reason; do
         esac ;;
       *)
         case $kind in
-          pass) failed=$((failed + 1)); line="!!! FAILED ($outcome): listed pass" ;;
-          '') failed=$((failed + 1)); line="!!! FAILED ($outcome): not in list.tsv: classify it (run.sh --update)" ;;
+          pass) failed=$((failed + 1)); failing+=("$t ($u)"); line="!!! FAILED ($outcome): listed pass" ;;
+          '') failed=$((failed + 1)); failing+=("$t ($u)"); line="!!! FAILED ($outcome): not in list.tsv: classify it (run.sh --update)" ;;
           skip) skipped=$((skipped + 1)); line="known: $outcome, listed skip ($note)" ;;
           *) skipped=$((skipped + 1)); count[known_$kind]=$((${count[known_$kind]-0} + 1))
             line="known $kind: $note" ;;
@@ -540,6 +544,12 @@ elapsed=$(((t1 - t0) / 1000000))
 echo "== $what: ${count[pass]-0} pass, ${count[fail]-0} fail, ${count[error]-0} hard error (99), ${count[timeout]-0} timeout, ${count[skip]-0} skip (77) in $((elapsed / 1000)).$((elapsed % 1000 / 100))s; logs in $logroot"
 if ((!peer)); then
   echo "== known differences (listed, counted skipped): ${count[known_option]-0} option, ${count[known_wording]-0} wording, ${count[known_disk]-0} disk"
+fi
+if ((${#now_passing[@]})); then
+  echo "!!! ${#now_passing[@]} listed as known differences pass now, move them to pass (run.sh --update): ${now_passing[*]}"
+fi
+if ((${#failing[@]})); then
+  echo "!!! FAILED (logs: target/gnu-cp/$mode/USER/DIR-TEST.log): ${failing[*]}"
 fi
 echo "$passed passed, $failed failed, $skipped skipped"
 ((failed == 0))
