@@ -5,16 +5,18 @@
 # Windows builds of the command and of the binding under Wine, and the crash
 # lab (scripts/lab.sh: dm-log-writes replay under Debian's kernel in QEMU,
 # docs/LAB.md), and the release artifacts (scripts/release.sh builds them
-# into dist/, scripts/test-release.sh installs and runs each without Rust). As root on Debian/Ubuntu it first installs what
+# into dist/, scripts/test-release.sh installs and runs each without Rust),
+# and GNU coreutils' own cp tests run against `kopiru cp`
+# (tests/peers/gnu-cp/run.sh). As root on Debian/Ubuntu it first installs what
 # the tests need with apt-get; what cannot run is reported as skipped, with
 # the reason, never as passed. Ends with one line: N passed, N failed, N
 # skipped (all parts added up).
 #
-# KOPIRU_TEST_PARTS=rust,node,windows,lab,release chooses parts (default:
-# all).
+# KOPIRU_TEST_PARTS=rust,node,windows,lab,release,gnu chooses parts
+# (default: all).
 set -euo pipefail
 cd "$(dirname "$0")/.."
-parts=${KOPIRU_TEST_PARTS:-rust,node,windows,lab,release}
+parts=${KOPIRU_TEST_PARTS:-rust,node,windows,lab,release,gnu}
 has() { [[ ",$parts," == *",$1,"* ]]; }
 need=()
 command -v mkfs.ext4 >/dev/null || need+=(e2fsprogs)
@@ -36,6 +38,17 @@ command -v fusermount3 >/dev/null || need+=(fuse3)
 if has node; then
   command -v node >/dev/null || need+=(nodejs)
   command -v npm >/dev/null || need+=(npm)
+fi
+if has gnu; then
+  # What GNU's cp tests call (tests/peers/gnu-cp/run.sh would install them
+  # too); dpkg-dev unpacks coreutils' source.
+  command -v dpkg-source >/dev/null || need+=(dpkg-dev)
+  command -v getfacl >/dev/null || need+=(acl)
+  command -v getfattr >/dev/null || need+=(attr)
+  [[ -x /usr/sbin/setcap || -x /sbin/setcap ]] || need+=(libcap2-bin)
+  [[ -x /usr/bin/python3 ]] || need+=(python3)
+  command -v gcc >/dev/null || need+=(gcc)
+  command -v valgrind >/dev/null || need+=(valgrind)
 fi
 if ((${#need[@]})); then
   if [[ $(id -u) == 0 ]] && command -v apt-get >/dev/null; then
@@ -84,6 +97,10 @@ if has release; then
     status=1
     echo "0 passed, 1 failed, 0 skipped" | tee -a "$log"
   fi
+fi
+if has gnu; then
+  echo "== GNU coreutils' cp tests against kopiru cp: tests/peers/gnu-cp/run.sh"
+  bash tests/peers/gnu-cp/run.sh 2>&1 | tee -a "$log" || status=$?
 fi
 # One closing line for the whole run. cargo: "test result: ... N passed; N
 # failed; N ignored" (ignored = skipped); node --test: "# pass N", "# fail
