@@ -5,16 +5,19 @@
 # Windows builds of the command and of the binding under Wine, and the crash
 # lab (scripts/lab.sh: dm-log-writes replay under Debian's kernel in QEMU,
 # docs/LAB.md), and the release artifacts (scripts/release.sh builds them
-# into dist/, scripts/test-release.sh installs and runs each without Rust). As root on Debian/Ubuntu it first installs what
+# into dist/, scripts/test-release.sh installs and runs each without Rust),
+# and rsync's own testsuite run against `kopiru copy` where their options
+# overlap (tests/peers/rsync/run.sh: rsync's source from Debian, built and
+# cached in ~/.cache/kopiru-test). As root on Debian/Ubuntu it first installs what
 # the tests need with apt-get; what cannot run is reported as skipped, with
 # the reason, never as passed. Ends with one line: N passed, N failed, N
 # skipped (all parts added up).
 #
-# KOPIRU_TEST_PARTS=rust,node,windows,lab,release chooses parts (default:
-# all).
+# KOPIRU_TEST_PARTS=rust,node,windows,lab,release,rsync chooses parts
+# (default: all).
 set -euo pipefail
 cd "$(dirname "$0")/.."
-parts=${KOPIRU_TEST_PARTS:-rust,node,windows,lab,release}
+parts=${KOPIRU_TEST_PARTS:-rust,node,windows,lab,release,rsync}
 has() { [[ ",$parts," == *",$1,"* ]]; }
 need=()
 command -v mkfs.ext4 >/dev/null || need+=(e2fsprogs)
@@ -80,6 +83,17 @@ if has release; then
   echo "== release artifacts: scripts/release.sh, then scripts/test-release.sh"
   if bash scripts/release.sh 2>&1 | tee -a "$log"; then
     bash scripts/test-release.sh 2>&1 | tee -a "$log" || status=$?
+  else
+    status=1
+    echo "0 passed, 1 failed, 0 skipped" | tee -a "$log"
+  fi
+fi
+if has rsync; then
+  # Installs what it needs itself (dpkg-dev, autoconf, libacl1-dev, ...) and
+  # a deb-src entry for `apt-get source rsync`; files each test in its list.
+  echo "== rsync's testsuite against kopiru copy: tests/peers/rsync/run.sh"
+  if cargo build -p kopiru-cli 2>&1 | tee -a "$log"; then
+    KOPIRU="$PWD/target/debug/kopiru" bash tests/peers/rsync/run.sh 2>&1 | tee -a "$log" || status=$?
   else
     status=1
     echo "0 passed, 1 failed, 0 skipped" | tee -a "$log"
