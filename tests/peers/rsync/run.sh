@@ -81,8 +81,8 @@ find_build() {
 }
 
 apt_update() {
-    local i
-    for i in $(seq 30); do
+    local _
+    for _ in $(seq 30); do
         apt-get -o DPkg::Lock::Timeout=300 update -qq 2>"$cache/apt-update.err" && return 0
         grep -q 'Could not get lock' "$cache/apt-update.err" || break
         sleep 10
@@ -164,7 +164,7 @@ fetch_and_build() {
         CFLAGS='-O1' ./configure -q --disable-xxhash --disable-zstd --disable-lz4 \
             --disable-openssl --with-included-popt --with-included-zlib \
             --disable-md2man --disable-roll-simd --disable-md5-asm >"$b/../configure.log" 2>&1 &&
-        make -j"$(nproc)" rsync tls getgroups getfsdev testrun trimslash t_unsafe \
+        make -j"$(nproc)" rsync tls getgroups getfsdev trimslash t_unsafe \
             t_chmod_secure t_secure_relpath wildtest >"$b/../make.log" 2>&1 &&
         make testsuite/chown-fake.test testsuite/devices-fake.test \
             testsuite/xattrs-hlink.test >>"$b/../make.log" 2>&1) ||
@@ -204,7 +204,7 @@ if ((!peer)); then
         { echo "run.sh: no kopiru binary: build it (cargo build -p kopiru-cli) or set KOPIRU" >&2
           echo "0 passed, 1 failed, 0 skipped"; exit 1; }
     KOPIRU=$(realpath "$KOPIRU")
-    echo "== kopiru under test: $KOPIRU ($("$KOPIRU" --version 2>/dev/null || echo '?'))"
+    echo "== kopiru under test: $KOPIRU ($("$KOPIRU" --version 2>/dev/null | head -n 1))"
 else
     echo "== --peer: the real rsync under test ($build/rsync)"
 fi
@@ -370,7 +370,7 @@ for t in "${tests[@]}"; do
     l=${listed[$t]:-}
     if ((peer)); then
         case $r in
-        pass) passed=$((passed + 1)); printf 'ok      %-32s %3ss %s\n' "$t" "$secs" "$w" ;;
+        pass) passed=$((passed + 1)); printf 'ok      %-32s %3ss %3s under test %s\n' "$t" "$secs" "$ran" "$w" ;;
         skip) skipped=$((skipped + 1)); echo "!!! SKIPPED: $t: $w" ;;
         *) failed=$((failed + 1)); echo "FAIL    $t ($w)"; show_log "$t" ;;
         esac
@@ -379,7 +379,7 @@ for t in "${tests[@]}"; do
     if [[ $r == pass ]]; then
         passed=$((passed + 1))
         if [[ $l == pass ]]; then
-            printf 'ok      %-32s %3ss\n' "$t" "$secs"
+            printf 'ok      %-32s %3ss %3s under test\n' "$t" "$secs" "$ran"
         else
             echo "!!!!!!!! NOW PASSES: $t (${secs}s; listed ${l:-nowhere}: ${note[$t]:-}): run.sh --update"
         fi
