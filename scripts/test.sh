@@ -6,17 +6,19 @@
 # lab (scripts/lab.sh: dm-log-writes replay under Debian's kernel in QEMU,
 # docs/LAB.md), and the release artifacts (scripts/release.sh builds them
 # into dist/, scripts/test-release.sh installs and runs each without Rust),
-# and GNU coreutils' own cp tests run against `kopiru cp`
-# (tests/peers/gnu-cp/run.sh). As root on Debian/Ubuntu it first installs what
+# and the peers' own tests: GNU coreutils' cp tests against `kopiru cp`
+# (tests/peers/gnu-cp/run.sh) and rsync's testsuite against `kopiru copy`
+# where their options overlap (tests/peers/rsync/run.sh: rsync's source from
+# Debian, built and cached in ~/.cache/kopiru-test). As root on Debian/Ubuntu it first installs what
 # the tests need with apt-get; what cannot run is reported as skipped, with
 # the reason, never as passed. Ends with one line: N passed, N failed, N
 # skipped (all parts added up).
 #
-# KOPIRU_TEST_PARTS=rust,node,windows,lab,release,gnu chooses parts
+# KOPIRU_TEST_PARTS=rust,node,windows,lab,release,gnu,rsync chooses parts
 # (default: all).
 set -euo pipefail
 cd "$(dirname "$0")/.."
-parts=${KOPIRU_TEST_PARTS:-rust,node,windows,lab,release,gnu}
+parts=${KOPIRU_TEST_PARTS:-rust,node,windows,lab,release,gnu,rsync}
 has() { [[ ",$parts," == *",$1,"* ]]; }
 need=()
 command -v mkfs.ext4 >/dev/null || need+=(e2fsprogs)
@@ -35,6 +37,8 @@ command -v mpirun >/dev/null || need+=(openmpi-bin)
 command -v fpart >/dev/null || need+=(fpart)
 command -v setpriv >/dev/null || need+=(util-linux)
 command -v fusermount3 >/dev/null || need+=(fuse3)
+command -v setfacl >/dev/null || need+=(acl)
+command -v setfattr >/dev/null || need+=(attr)
 if has node; then
   command -v node >/dev/null || need+=(nodejs)
   command -v npm >/dev/null || need+=(npm)
@@ -43,8 +47,6 @@ if has gnu; then
   # What GNU's cp tests call (tests/peers/gnu-cp/run.sh would install them
   # too); dpkg-dev unpacks coreutils' source.
   command -v dpkg-source >/dev/null || need+=(dpkg-dev)
-  command -v getfacl >/dev/null || need+=(acl)
-  command -v getfattr >/dev/null || need+=(attr)
   [[ -x /usr/sbin/setcap || -x /sbin/setcap ]] || need+=(libcap2-bin)
   [[ -x /usr/bin/python3 ]] || need+=(python3)
   command -v gcc >/dev/null || need+=(gcc)
@@ -98,9 +100,23 @@ if has release; then
     echo "0 passed, 1 failed, 0 skipped" | tee -a "$log"
   fi
 fi
+# The peers' suites run against the debug binary the Rust part built (built
+# here when that part is not chosen).
+if has gnu || has rsync; then
+  if ! cargo build -p kopiru-cli 2>&1 | tee -a "$log"; then
+    status=1
+    echo "0 passed, 1 failed, 0 skipped" | tee -a "$log"
+  fi
+fi
 if has gnu; then
   echo "== GNU coreutils' cp tests against kopiru cp: tests/peers/gnu-cp/run.sh"
-  bash tests/peers/gnu-cp/run.sh 2>&1 | tee -a "$log" || status=$?
+  KOPIRU="$PWD/target/debug/kopiru" bash tests/peers/gnu-cp/run.sh 2>&1 | tee -a "$log" || status=$?
+fi
+if has rsync; then
+  # Installs what it needs itself (dpkg-dev, autoconf, libacl1-dev, ...) and
+  # a deb-src entry for `apt-get source rsync`; files each test in its list.
+  echo "== rsync's testsuite against kopiru copy: tests/peers/rsync/run.sh"
+  KOPIRU="$PWD/target/debug/kopiru" bash tests/peers/rsync/run.sh 2>&1 | tee -a "$log" || status=$?
 fi
 # One closing line for the whole run. cargo: "test result: ... N passed; N
 # failed; N ignored" (ignored = skipped); node --test: "# pass N", "# fail
