@@ -134,12 +134,21 @@ pub(crate) fn apply(
         }
     }
     // After the owner: a chown clears file capabilities.
+    let mut acl_set = false;
     if let Target::Fd(dst) = &target {
         // The replaced file's first, then the source's over them: all of
         // them, or with the mode only its ACL (cp's -p keeps ACLs as part
         // of the mode).
         let old = match (preserve.xattrs, before) {
-            (false, Before::Replaced { fd, .. }) => fd.map(|o| (o, Xattrs::AllButCapabilities)),
+            (false, Before::Replaced { fd, .. }) => fd.map(|o| {
+                // With the mode kept, the source's ACL (or none) replaces
+                // the old file's, as cp -p sets it.
+                let which = match preserve.mode {
+                    true => Xattrs::AllButCapabilitiesAndAcls,
+                    false => Xattrs::AllButCapabilities,
+                };
+                (o, which)
+            }),
             _ => None,
         };
         let new = match (preserve.xattrs, preserve.mode) {
@@ -148,8 +157,10 @@ pub(crate) fn apply(
             (false, false) => None,
         };
         for (from, which) in [old, new].into_iter().flatten() {
-            if let Err(e) = copy_xattrs(from, *dst, which) {
-                warnings.push((Op::Xattr, e));
+            match copy_xattrs(from, *dst, which) {
+                // An ACL set changes the mode bits: the chmod below is done.
+                Ok(acl) => acl_set |= acl,
+                Err(e) => warnings.push((Op::Xattr, e)),
             }
         }
     }
@@ -174,7 +185,7 @@ pub(crate) fn apply(
             }
             // A chown clears set-uid and set-gid: they are set again.
             let suid_bits_lost = owner_changed && want & 0o6000 != 0;
-            if want != now.perm || suid_bits_lost {
+            if want != now.perm || suid_bits_lost || acl_set {
                 let r = match target {
                     Target::Fd(fd) => sys::fchmod(fd, want),
                     Target::At(dir, name) => sys::chmod_at(dir, name, want),
@@ -233,16 +244,19 @@ enum Xattrs {
     /// as cp's write into it keeps them: all but file capabilities (a
     /// write clears those: a changed program must not keep its privileges).
     AllButCapabilities,
+    /// The same, and no POSIX ACLs (the source's mode is kept instead).
+    AllButCapabilitiesAndAcls,
     /// POSIX ACLs only (the mode kept, as cp's `-p` keeps them).
     Acls,
 }
 
 /// Copies the extended attributes of `src` to `dst`, those `which` says.
-fn copy_xattrs(src: FdRef, dst: FdRef, which: Xattrs) -> io::Result<()> {
+/// Whether a POSIX ACL was among them.
+fn copy_xattrs(src: FdRef, dst: FdRef, which: Xattrs) -> io::Result<bool> {
     let names = match sys::xattr_list(src) {
         Ok(n) => n,
         // The source filesystem has no xattrs: nothing to keep.
-        Err(e) if sys::xattrs_unsupported(&e) => return Ok(()),
+        Err(e) if sys::xattrs_unsupported(&e) => return Ok(false),
         Err(e) => return Err(e),
     };
     let mut first_err = None;
@@ -251,15 +265,24 @@ fn copy_xattrs(src: FdRef, dst: FdRef, which: Xattrs) -> io::Result<()> {
         Xattrs::AllButCapabilities => {
             !(fs_internal_xattr(n) || n.as_bytes() == b"security.capability")
         }
+        Xattrs::AllButCapabilitiesAndAcls => {
+            !(fs_internal_xattr(n)
+                || n.as_bytes() == b"security.capability"
+                || n.as_bytes().starts_with(b"system.posix_acl_"))
+        }
         Xattrs::Acls => n.as_bytes().starts_with(b"system.posix_acl_"),
     };
+    let mut acl = false;
     for name in names.into_iter().filter(keep) {
         let r = sys::xattr_get(src, &name).and_then(|v| sys::xattr_set(dst, &name, &v));
-        if let Err(e) = r {
-            first_err.get_or_insert(e);
+        match r {
+            Ok(()) => acl |= name.as_bytes().starts_with(b"system.posix_acl_access"),
+            Err(e) => {
+                first_err.get_or_insert(e);
+            }
         }
     }
-    first_err.map_or(Ok(()), Err)
+    first_err.map_or(Ok(acl), Err)
 }
 
 /// Xattrs that are a filesystem's own representation of something else (XFS

@@ -181,6 +181,20 @@ pub fn remount(fs: Fs, mnt: &Path) -> Result<(), String> {
     mount_image(fs, image, mnt).map(drop)
 }
 
+/// Grows an ext4 made here to `size_mib`, offline (unmounted, its image
+/// grown, `resize2fs`), and mounts it again.
+pub fn grow_ext4(mnt: &Path, size_mib: u64) -> Result<(), String> {
+    let image = unmount_keeping_image(mnt)?;
+    let grown = std::fs::OpenOptions::new()
+        .write(true)
+        .open(&image)
+        .and_then(|f| f.set_len(size_mib << 20));
+    grown.map_err(|e| format!("grow {}: {e}", image.display()))?;
+    sh(Command::new("e2fsck").args(["-f", "-y"]).arg(&image))?;
+    sh(Command::new("resize2fs").arg(&image))?;
+    mount_image(Fs::Ext4, image, mnt).map(drop)
+}
+
 /// The shared filesystem of each kind, made on first use.
 pub fn shared(fs: Fs) -> Result<&'static Path, String> {
     static CELLS: [OnceLock<Result<PathBuf, String>>; 3] =

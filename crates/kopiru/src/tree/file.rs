@@ -618,11 +618,14 @@ impl<'scope, 'env, 'a> Worker<'scope, 'env, 'a> {
 
     /// The file a copy replaces, when it takes that file's metadata: a
     /// regular file that cp would write into. Not with `--backup` (the old
-    /// file keeps its own under its backup name, and cp makes a new one).
+    /// file keeps its own under its backup name, and cp makes a new one),
+    /// nor `--remove-destination` (a new file from the source alone).
     pub(crate) fn replaced(&self, old: Option<&Stat>) -> Option<Stat> {
         let opts = self.sh.opts;
-        old.filter(|d| d.kind() == FileKind::File && opts.backup.is_none())
-            .copied()
+        old.filter(|d| {
+            d.kind() == FileKind::File && opts.backup.is_none() && !opts.remove_destination
+        })
+        .copied()
     }
 
     /// The permission bits a new file is created with
