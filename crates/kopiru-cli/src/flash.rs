@@ -155,7 +155,9 @@ fn verified_sha256(s: &FlashSummary) -> Option<String> {
         .then(|| sum.iter().map(|b| format!("{b:02x}")).collect())
 }
 
-/// "5.0 MiB written to 1 device in 1.2 s (4.1 MiB/s), verified; SHA-256 ...".
+/// "5.0 MiB written to 1 device in 1.2 s (4.1 MiB/s), verified; sha256 of the
+/// written image (decompressed): ...": the sum is of the bytes written, not
+/// of the file as published (a compressed file's sum is another).
 fn summary_line(s: &FlashSummary, verify: bool) -> String {
     let n = s.devices.len();
     let failed = s
@@ -174,7 +176,9 @@ fn summary_line(s: &FlashSummary, verify: bool) -> String {
         (0, false) => "not verified (--no-verify)".to_string(),
         (k, _) => format!("{k} of {n} failed"),
     };
-    let sum = verified_sha256(s).map_or(String::new(), |h| format!("; SHA-256 {h}"));
+    let sum = verified_sha256(s).map_or(String::new(), |h| {
+        format!("; sha256 of the written image (decompressed): {h}")
+    });
     format!(
         "{} written to {n} device{} in {secs:.1} s ({rate}/s), {outcome}{sum}",
         human(s.image_bytes),
@@ -282,4 +286,41 @@ fn report(s: &FlashSummary, json: bool) -> u8 {
         outln!("{j}");
     }
     code
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The last line says whose SHA-256 it gives: the image as written
+    /// (decompressed), not the file as published.
+    #[test]
+    fn summary_line_names_the_decompressed_image() {
+        let s = FlashSummary {
+            image_bytes: 5 << 20,
+            format: "xz",
+            devices: vec![DeviceResult {
+                path: "/dev/sdx".into(),
+                error: None,
+                error_at: None,
+                verified: Some(true),
+                mismatch_at: None,
+                direct: true,
+                identical_bytes: 0,
+                written_to: 5 << 20,
+                head_written: true,
+            }],
+            write_time: std::time::Duration::from_secs(2),
+            sha256: Some([0xab; 32]),
+            ..FlashSummary::default()
+        };
+        assert_eq!(
+            summary_line(&s, true),
+            format!(
+                "5.0 MiB written to 1 device in 2.0 s (2.5 MiB/s), verified; sha256 of the \
+                 written image (decompressed): {}",
+                "ab".repeat(32)
+            )
+        );
+    }
 }
