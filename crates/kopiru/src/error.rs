@@ -257,8 +257,9 @@ pub enum Refusal {
     TooSmall {
         /// The image's size in bytes.
         image: u64,
-        /// `image` is only a size it has at least (a gzip trailer's).
-        at_least: bool,
+        /// `image` is only a size it has at least, and where it came from
+        /// (`None`: it is the image's size).
+        at_least: Option<LeastSize>,
         /// The device's size in bytes.
         device: u64,
     },
@@ -271,6 +272,18 @@ pub enum Refusal {
     /// `kopiru image`: the device (or its output) refused before anything
     /// is written.
     Image(crate::image::ImageRefusal),
+}
+
+/// Where a size that an image has at least came from (its format keeps
+/// no exact size where it can be read before writing).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum LeastSize {
+    /// A gzip trailer: the last member's size modulo 4 GiB.
+    GzipTrailer,
+    /// A zstd file's first frame header (over HTTP the later frames are
+    /// not walked: a request each).
+    ZstdFrameHeader,
 }
 
 /// How a copy differs from its source (`--verify`, `kopiru verify`).
@@ -435,20 +448,30 @@ fn not_a_block_device(regular_file: bool) -> &'static str {
 }
 
 /// `Refusal::TooSmall`'s text.
-fn too_small(f: &mut fmt::Formatter<'_>, image: u64, at_least: bool, device: u64) -> fmt::Result {
+fn too_small(
+    f: &mut fmt::Formatter<'_>,
+    image: u64,
+    at_least: Option<LeastSize>,
+    device: u64,
+) -> fmt::Result {
     match at_least {
-        false => write!(
+        None => write!(
             f,
             "too small: the image is {image} bytes, the device {device} bytes; \
              nothing written"
         ),
         // A gzip trailer is only the size modulo 4 GiB, and a truncated
         // file's last bytes are not a trailer at all.
-        true => write!(
+        Some(LeastSize::GzipTrailer) => write!(
             f,
             "too small: the gzip trailer says the image is at least {image} bytes, the \
              device is {device} bytes; nothing written (a truncated or damaged file has \
              no true trailer: `gzip -t` checks it)"
+        ),
+        Some(LeastSize::ZstdFrameHeader) => write!(
+            f,
+            "too small: the zstd frame header says the image is at least {image} bytes, \
+             the device is {device} bytes; nothing written"
         ),
     }
 }

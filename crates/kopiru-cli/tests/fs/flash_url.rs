@@ -238,11 +238,17 @@ pub fn refusals() -> R {
         ("image.raw.xz?fault=status=500", "HTTP 500"),
         ("page.img.xz", "it looks like HTML"),
         ("big.img.xz", "too small"),
-        ("big.img.zst", "too small"),
+        // The size came from the zstd frame header, not a gzip trailer.
+        ("big.img.zst", "the zstd frame header says the image is at least"),
         ("big.img", "too small"),
     ] {
         let o = flash_url(&srv.url(path), &[&lo.dev], &[], &[]);
         fails_with(&o, 2, want).map_err(|e| format!("{path}: {e:?}"))?;
+        ensure!(
+            path.ends_with(".gz") || !String::from_utf8_lossy(&o.stderr).contains("gzip"),
+            "{path}: a gzip trailer named for another format: {}",
+            show(&o)
+        );
         ensure!(
             device_bytes(&lo.dev, 16 << 20)? == before,
             "{path}: the device was written"

@@ -4,10 +4,11 @@
 //! device's topology.
 
 use super::input::Image;
+use super::sniff::Format;
 use super::{FlashOptions, HEAD, VERIFY_BLOCK};
 use crate::sys::AsFd;
 use crate::sys::{self, FileKind, Stat};
-use crate::{Error, Op, Refusal, Side};
+use crate::{Error, LeastSize, Op, Refusal, Side};
 use std::path::{Path, PathBuf};
 
 /// A target, checked and described, ready to be written.
@@ -49,8 +50,8 @@ struct Context {
     /// The image file's stat (`None`: standard input).
     image: Option<Stat>,
     /// The size the image has, or at least has, when known before
-    /// writing; whether it is only a least size.
-    image_size: Option<(u64, bool)>,
+    /// writing; if only a least size, where it came from.
+    image_size: Option<(u64, Option<LeastSize>)>,
     /// The device of the root filesystem.
     root_dev: Option<u64>,
     /// Mounted devices and where.
@@ -74,10 +75,14 @@ pub fn check_targets(
         let at = devices.first().cloned().unwrap_or_default();
         return Err(Error::io(Side::Destination, at, Op::Flash, e));
     }
+    let least = match image.format {
+        Format::Zstd => LeastSize::ZstdFrameHeader,
+        _ => LeastSize::GzipTrailer,
+    };
     let image_size = match (&opts.bmap, image.size, image.at_least) {
-        (Some(m), _, _) => Some((m.image_size, false)),
-        (None, Some(n), _) => Some((n, false)),
-        (None, None, Some(n)) => Some((n, true)),
+        (Some(m), _, _) => Some((m.image_size, None)),
+        (None, Some(n), _) => Some((n, None)),
+        (None, None, Some(n)) => Some((n, Some(least))),
         (None, None, None) => None,
     };
     let cx = Context {
