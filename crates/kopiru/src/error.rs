@@ -253,6 +253,26 @@ pub enum Refusal {
         /// Where.
         at: String,
     },
+    /// `kopiru flash`: something built on the target (or on one of its
+    /// partitions) is mounted or holds it.
+    InUse {
+        /// The chain, as a sentence: "/dev/loop3 is mounted on /mnt/x and
+        /// is backed by /dev/sdb".
+        chain: String,
+    },
+    /// `kopiru flash`: the kernel will not open the target exclusively
+    /// (EBUSY): a filesystem, a device-mapper or RAID set, or another
+    /// program holds it.
+    DeviceBusy,
+    /// `kopiru flash`: the target was named already, under this name or
+    /// another (a symlink such as `/dev/disk/by-id/...`), or it is a
+    /// partition of a device named too.
+    NamedTwice {
+        /// The name given first.
+        first: PathBuf,
+        /// It is a partition of `first` (else the same device).
+        partition: bool,
+    },
     /// `kopiru flash`: the target is smaller than the image.
     TooSmall {
         /// The image's size in bytes.
@@ -407,6 +427,24 @@ impl fmt::Display for Refusal {
             Refusal::Mounted { at } => {
                 write!(f, "is mounted (at {at}); unmount it first, or --force")
             }
+            Refusal::InUse { chain } => write!(
+                f,
+                "is in use: {chain}; nothing written (unmount or detach that first, or --force)"
+            ),
+            Refusal::DeviceBusy => f.write_str(
+                "is in use: the kernel will not open it exclusively (Device or resource \
+                 busy): a filesystem, a device-mapper or RAID set, or another program \
+                 holds it; nothing written",
+            ),
+            Refusal::NamedTwice { first, partition } => write!(
+                f,
+                "{} '{}'; nothing written",
+                match partition {
+                    false => "is named twice: it is the same device as",
+                    true => "is named twice over: it is a partition of",
+                },
+                crate::paths::Escaped(first.as_os_str())
+            ),
             Refusal::TooSmall {
                 image,
                 at_least,
