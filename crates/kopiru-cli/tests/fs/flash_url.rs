@@ -309,7 +309,15 @@ pub fn https() -> R {
     let before = device_bytes(&lo.dev, 8 << 20)?;
     let url = srv.url("image.raw.xz");
     let o = flash_url(&url, &[&lo.dev], &[], &[]);
-    fails_with(&o, 2, "certificate")?;
+    // One clean line: the URL once, the reason in words (not rustls's
+    // debug names such as "UnknownIssuer").
+    fails_with(&o, 2, "TLS: certificate not trusted (unknown issuer)")?;
+    let err = String::from_utf8_lossy(&o.stderr);
+    ensure!(
+        err.lines().count() == 1 && err.matches(url.as_str()).count() == 1 && !err.contains("UnknownIssuer"),
+        "want one line naming the URL once: {}",
+        show(&o)
+    );
     ensure!(
         device_bytes(&lo.dev, 8 << 20)? == before,
         "written with an unknown CA"

@@ -194,11 +194,38 @@ fn agent(url: &str, o: &HttpOptions) -> io::Result<ureq::Agent> {
     Ok(b.build())
 }
 
-/// A ureq error as one line: `HTTP 404 Not Found`, or the transport's.
+/// A ureq error as one line: `HTTP 404 Not Found`, or the transport's,
+/// without the URL (the message names it already).
 fn say(e: ureq::Error) -> (Option<u16>, String) {
     match e {
         ureq::Error::Status(code, r) => (Some(code), format!("HTTP {code} {}", r.status_text())),
-        ureq::Error::Transport(t) => (None, t.to_string()),
+        ureq::Error::Transport(t) => (None, transport_text(&t)),
+    }
+}
+
+/// A transport failure in words: `TLS: certificate not trusted (unknown
+/// issuer)`, `cannot resolve the host name: ...`, `cannot connect:
+/// Connection refused`.
+fn transport_text(t: &ureq::Transport) -> String {
+    use std::error::Error as _;
+    if let Some(tls) = t.source().and_then(sys::tls_problem) {
+        return format!("TLS: {tls}");
+    }
+    let what = match t.kind() {
+        ureq::ErrorKind::Dns => "cannot resolve the host name".to_string(),
+        ureq::ErrorKind::ConnectionFailed => "cannot connect".to_string(),
+        ureq::ErrorKind::Io => "network error".to_string(),
+        ureq::ErrorKind::ProxyConnect => "cannot connect through the proxy".to_string(),
+        ureq::ErrorKind::TooManyRedirects => "too many redirects".to_string(),
+        kind => kind.to_string(),
+    };
+    let detail = t
+        .source()
+        .map(|s| s.to_string())
+        .or_else(|| t.message().map(str::to_string));
+    match detail {
+        Some(d) => format!("{what}: {d}"),
+        None => what,
     }
 }
 
