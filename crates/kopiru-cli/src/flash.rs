@@ -123,14 +123,7 @@ fn device_bar(args: &FlashArgs, image: &Image, opts: &FlashOptions) -> progress:
             // third of an .xz image): from the block map, or where the
             // format keeps it.
             let total = opts.bmap.as_ref().map(|m| m.image_size).or(image.size);
-            let b = progress::bar(args.bar.progress, total, progress::DEVICE_BAR);
-            b.set_message("written");
-            if total.is_none() || image.is_url() {
-                // Turning while a slow decoder fills the next buffer (or a
-                // download stalls: its rate and ETA are redrawn).
-                b.enable_steady_tick(std::time::Duration::from_millis(100));
-            }
-            b
+            progress::bar(args.bar.progress, total, progress::DEVICE_BAR)
         }),
         image.is_url(),
     );
@@ -142,6 +135,13 @@ fn device_bar(args: &FlashArgs, image: &Image, opts: &FlashOptions) -> progress:
             (true, true) => progress::URL_BAR,
             (false, true) => progress::URL_SPINNER,
         }));
+        b.set_message("written");
+        if !total || image.is_url() {
+            // Turning while a slow decoder fills the next buffer (or a
+            // download stalls: its rate and ETA are redrawn). Only once
+            // styled: a first frame would show indicatif's own ETA.
+            b.enable_steady_tick(std::time::Duration::from_millis(100));
+        }
     }
     bar
 }

@@ -47,18 +47,20 @@ pub fn run(args: ImageArgs) -> u8 {
     };
     opts.cancel = crate::signals::install(crate::signals::OnSignal::Cancel, STOPPED);
     let bar = progress::DeviceBar::new(
-        args.bar.wanted(true).then(|| {
-            let b = progress::bar(args.bar.progress, Some(src.size), progress::DEVICE_BAR);
-            // Counted as the encoder completes it, not as it is read ahead.
-            b.set_message(if format == Format::Raw {
-                "read"
-            } else {
-                "compressed"
-            });
-            b
-        }),
+        args.bar
+            .wanted(true)
+            .then(|| progress::bar(args.bar.progress, Some(src.size), progress::DEVICE_BAR)),
         false,
     );
+    if let Some(b) = &bar.bar {
+        b.set_style(bar.style(progress::DEVICE_BAR));
+        // Counted as the encoder completes it, not as it is read ahead.
+        b.set_message(if format == Format::Raw {
+            "read"
+        } else {
+            "compressed"
+        });
+    }
     let s = image(&src, &args.output, &opts, &bar);
     if let Some(b) = &bar.bar {
         b.finish_and_clear();

@@ -303,8 +303,9 @@ impl Download {
     }
 
     /// The connection was lost (`e`): counts the try, gives up after too
-    /// many in a row, else waits before the next.
-    fn lost(&mut self, e: &io::Error) -> io::Result<()> {
+    /// many in a row, else tells `lost` (try, of how many) and waits
+    /// before the next.
+    fn lost(&mut self, e: &io::Error, lost: &dyn Fn(u32, u32)) -> io::Result<()> {
         self.body = None;
         self.failures += 1;
         if self.failures > self.opts.retries {
@@ -316,6 +317,7 @@ impl Download {
                 self.opts.retries
             )));
         }
+        lost(self.failures, self.opts.retries);
         let shift = (self.failures - 1).min(5);
         let pause = (self.opts.backoff * (1 << shift)).min(Duration::from_secs(15));
         let until = std::time::Instant::now() + pause;
@@ -421,6 +423,18 @@ fn content_range(v: &str) -> Option<(u64, Option<u64>)> {
 
 impl Read for Download {
     fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
+        self.read_telling(buf, &|_, _| {})
+    }
+}
+
+impl Download {
+    /// [`Read::read`], telling `lost` (try, of how many) each time the
+    /// connection is lost and is to be resumed.
+    pub(super) fn read_telling(
+        &mut self,
+        buf: &mut [u8],
+        lost: &dyn Fn(u32, u32),
+    ) -> io::Result<usize> {
         loop {
             if let Some(c) = &self.cancel {
                 c.check()?;
@@ -429,7 +443,7 @@ impl Read for Download {
                 match self.resume()? {
                     Ok(()) => continue,
                     Err(e) => {
-                        self.lost(&e)?;
+                        self.lost(&e, lost)?;
                         continue;
                     }
                 }
@@ -438,7 +452,7 @@ impl Read for Download {
                 Ok(0) if self.len.is_none_or(|l| self.pos >= l) => return Ok(0),
                 Ok(0) => {
                     let e = io::Error::new(io::ErrorKind::UnexpectedEof, "the connection closed");
-                    self.lost(&e)?;
+                    self.lost(&e, lost)?;
                 }
                 Ok(n) => {
                     self.pos += n as u64;
@@ -448,7 +462,7 @@ impl Read for Download {
                     return Ok(n);
                 }
                 Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
-                Err(e) => self.lost(&e)?,
+                Err(e) => self.lost(&e, lost)?,
             }
         }
     }
