@@ -137,6 +137,7 @@ pub struct BuiltOn {
 
 /// How a [`BuiltOn`] device uses the one below it.
 #[derive(Clone, Debug, PartialEq, Eq)]
+#[cfg_attr(not(target_os = "linux"), allow(dead_code))] // only Linux finds them yet
 pub enum Use {
     /// It holds it (sysfs `holders`: device-mapper, md RAID): the kernel
     /// has claimed the device below.
