@@ -351,6 +351,7 @@ export interface DedupeOptions {
 
 export interface DedupeReport {
   dryRun: boolean
+  /** Regular files of at least minSize found (hard links once), those in `unsupported` included. */
   filesScanned: number
   bytesHashed: number
   /** Groups of identical files with something to share. */
@@ -363,8 +364,8 @@ export interface DedupeReport {
   changed: number
   /** Free space gained, as the filesystems report it (0 with dryRun). */
   spaceFreed: number
-  /** Filesystems that cannot share blocks. */
-  unsupported: Array<{ path: string; fsType: string }>
+  /** Filesystems that cannot share blocks: the path given under which each was found, its type, where it is mounted, and how many files on it were left alone. */
+  unsupported: Array<{ path: string; fsType: string; mountPoint: string; files: number }>
   errors: EntryError[]
   elapsedSeconds: number
   cancelled: boolean

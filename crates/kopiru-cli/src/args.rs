@@ -348,12 +348,15 @@ whose writing fails part-way (a damaged or truncated image, one larger than
 the device whose format does not record its size) keeps its old first MiB.
 Refused before anything is written: an image that is not what its name says
 (see --format), a device smaller than the image where its size is known
-(raw, xz, zstd with frame sizes; gzip's trailer gives a least size); unless
---force, a mounted device (or one with a mounted partition), the device
-holding the root filesystem or the image. On a terminal kopiru shows the
-device's size and model and asks before writing (--yes to skip). Once every
-device is verified, the image's SHA-256 (uncompressed) ends the summary line
-shown on a terminal, and is in --json, to compare with the publisher's.
+(raw, xz, zstd with frame sizes; gzip's trailer gives a least size); a device
+named twice (by any names) or that the kernel will not open exclusively; unless
+--force, a mounted device (or one with a mounted partition), one in use
+through what is built on it (a mounted loop device over it, device-mapper),
+the device holding the root filesystem or the image. On a terminal kopiru
+shows the device's size and model and asks before writing (--yes to skip).
+Once every device is verified, the SHA-256 of the written image
+(decompressed) ends the summary line shown on a terminal, and is in --json,
+to compare with the publisher's.
 
 Exit codes: 0 every device written and verified; 23 some devices failed, the
 others are good; 1 nothing was written correctly; 2 usage error or refusal;

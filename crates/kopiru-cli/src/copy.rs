@@ -25,6 +25,18 @@ struct CliReporter {
     /// Bytes written so far, finished files or not: what a stopped copy
     /// says it wrote (its unfinished file's part is kept for --resume).
     written: std::sync::atomic::AtomicU64,
+    /// Owners not kept (chown refused), counted rather than printed one by
+    /// one unless -v: a user who is not root copying with -a would get a
+    /// line per entry. Said once at the end ([`owners_not_kept`]).
+    owners: std::sync::Mutex<OwnersNotKept>,
+}
+
+/// Chown warnings held back, by what was kept and why it failed.
+#[derive(Default)]
+struct OwnersNotKept {
+    /// (the group was kept, the reason, not permitted) → how many entries, and the
+    /// first one's warning as it would have been printed.
+    groups: std::collections::BTreeMap<(bool, String, bool), (u64, String)>,
 }
 
 impl CliReporter {
@@ -99,7 +111,25 @@ impl Reporter for CliReporter {
     }
 
     fn warning(&self, e: &Error) {
-        self.print(true, &format!("kopiru: warning: {e}"));
+        let line = format!("kopiru: warning: {e}");
+        let group_kept = match e.op {
+            kopiru::Op::Chown => false,
+            kopiru::Op::ChownGroupOnly => true,
+            _ => return self.print(true, &line),
+        };
+        if self.verbose {
+            return self.print(true, &line);
+        }
+        // EPERM (and EACCES): not the owner's to give away, root's.
+        let eperm = e
+            .io_error()
+            .is_some_and(|io| io.kind() == std::io::ErrorKind::PermissionDenied);
+        let mut owners = self.owners.lock().unwrap_or_else(|e| e.into_inner());
+        let n = owners
+            .groups
+            .entry((group_kept, e.reason(), eperm))
+            .or_insert((0, line));
+        n.0 += 1;
     }
 
     fn change(&self, c: &Change) {
@@ -226,7 +256,30 @@ fn new_reporter(
         asking: std::sync::Mutex::new(()),
         report,
         written: Default::default(),
+        owners: Default::default(),
     }
+}
+
+/// The owners not kept, one line for each reason: "owner and group not kept
+/// for 1234 entries: chown: Operation not permitted (run as root to keep
+/// them; -v lists them)"; a single entry as its own warning.
+fn owners_not_kept(o: &OwnersNotKept) -> Vec<String> {
+    o.groups
+        .iter()
+        .map(|((group_kept, reason, eperm), (n, first))| match n {
+            1 => first.clone(),
+            n => {
+                format!(
+                "kopiru: warning: {} not kept for {n} entries: chown: {reason} ({}-v lists them)",
+                match group_kept {
+                    false => "owner and group",
+                    true => "owner (the group was kept)",
+                },
+                if *eperm { "run as root to keep them; " } else { "" }
+            )
+            }
+        })
+        .collect()
 }
 
 /// After a copy that ran: the record's end, the stop line, the one-line
@@ -243,6 +296,9 @@ fn finished(
         // The copy is there, but its record is not whole.
         errln!("kopiru: {e}");
         code = code.max(exit::PARTIAL);
+    }
+    for line in owners_not_kept(&reporter.owners.lock().unwrap_or_else(|e| e.into_inner())) {
+        errln!("{line}");
     }
     if summary.cancelled {
         errln!("{}", signals::stopped_line(STOPPED));
@@ -486,6 +542,34 @@ fn json_summary(s: &Summary, code: u8, dry_run: bool) -> serde_json::Value {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Chown warnings: many said once per reason, one as itself.
+    #[test]
+    fn owners_not_kept_one_line_per_reason() {
+        let mut o = OwnersNotKept::default();
+        o.groups.insert(
+            (false, "Operation not permitted".into(), true),
+            (
+                1234,
+                "kopiru: warning: d/a: chown: Operation not permitted".into(),
+            ),
+        );
+        o.groups.insert(
+            (true, "Invalid argument".into(), false),
+            (
+                1,
+                "kopiru: warning: d/b: chown (owner kept as yours): Invalid argument".into(),
+            ),
+        );
+        assert_eq!(
+            owners_not_kept(&o),
+            [
+                "kopiru: warning: owner and group not kept for 1234 entries: chown: Operation \
+                 not permitted (run as root to keep them; -v lists them)",
+                "kopiru: warning: d/b: chown (owner kept as yours): Invalid argument",
+            ]
+        );
+    }
     use std::time::Duration;
 
     #[test]

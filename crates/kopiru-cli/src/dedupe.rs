@@ -50,15 +50,7 @@ pub fn run(args: DedupeArgs) -> u8 {
         errln!("kopiru: {e}");
     }
     for u in &s.unsupported {
-        errln!(
-            "kopiru: {}: {} cannot share blocks between files: left alone",
-            crate::render::path(&u.path),
-            if u.fs_type.is_empty() {
-                "this filesystem"
-            } else {
-                &u.fs_type
-            }
-        );
+        errln!("kopiru: {}", unsupported_line(u));
     }
     if s.cancelled {
         errln!(
@@ -80,10 +72,37 @@ pub fn run(args: DedupeArgs) -> u8 {
     code
 }
 
+/// "m4/d: ext4 (mounted on /mnt/x) cannot share blocks between files: its
+/// 6 files were left alone": once per filesystem, under the PATH given.
+fn unsupported_line(u: &kopiru::dedupe::Unsupported) -> String {
+    let fs = if u.fs_type.is_empty() {
+        "this filesystem"
+    } else {
+        &u.fs_type
+    };
+    let at = match u.mount_point.as_str() {
+        "" => String::new(),
+        m => format!(" (mounted on {m})"),
+    };
+    format!(
+        "{}: {fs}{at} cannot share blocks between files: its {} left alone",
+        crate::render::path(&u.path),
+        match u.files {
+            1 => "1 file was".to_string(),
+            n => format!("{n} files were"),
+        }
+    )
+}
+
 fn text(s: &DedupeSummary, dry_run: bool) -> String {
+    let left_alone: u64 = s.unsupported.iter().map(|u| u.files).sum();
     let mut out = format!(
-        "{} files scanned, {} hashed; {} groups of identical files\n",
+        "{} files scanned{}, {} hashed; {} groups of identical files\n",
         s.files_scanned,
+        match left_alone {
+            0 => String::new(),
+            n => format!(" ({n} on filesystems that cannot share blocks: left alone)"),
+        },
         human(s.bytes_hashed),
         s.groups
     );

@@ -7,8 +7,9 @@
 pub const OK: u8 = 0;
 /// Nothing could be done (every source refused or failed).
 pub const FAILED: u8 = 1;
-/// The command line is unusable (clap exits 2 as well), or a flash refused
-/// before anything was written. (A copy's refusals exit 1: nothing copied.)
+/// The command line is unusable (clap exits 2 as well), or a flash or an
+/// image refused before anything was written (a device mounted, in use or
+/// named twice, ...). (A copy's refusals exit 1: nothing copied.)
 pub const USAGE: u8 = 2;
 /// Stopped by SIGINT, SIGTERM or SIGHUP (rsync's "received SIGINT, SIGTERM,
 /// or SIGHUP").

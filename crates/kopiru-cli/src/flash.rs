@@ -123,14 +123,7 @@ fn device_bar(args: &FlashArgs, image: &Image, opts: &FlashOptions) -> progress:
             // third of an .xz image): from the block map, or where the
             // format keeps it.
             let total = opts.bmap.as_ref().map(|m| m.image_size).or(image.size);
-            let b = progress::bar(args.bar.progress, total, progress::DEVICE_BAR);
-            b.set_message("written");
-            if total.is_none() || image.is_url() {
-                // Turning while a slow decoder fills the next buffer (or a
-                // download stalls: its rate and ETA are redrawn).
-                b.enable_steady_tick(std::time::Duration::from_millis(100));
-            }
-            b
+            progress::bar(args.bar.progress, total, progress::DEVICE_BAR)
         }),
         image.is_url(),
     );
@@ -142,6 +135,13 @@ fn device_bar(args: &FlashArgs, image: &Image, opts: &FlashOptions) -> progress:
             (true, true) => progress::URL_BAR,
             (false, true) => progress::URL_SPINNER,
         }));
+        b.set_message("written");
+        if !total || image.is_url() {
+            // Turning while a slow decoder fills the next buffer (or a
+            // download stalls: its rate and ETA are redrawn). Only once
+            // styled: a first frame would show indicatif's own ETA.
+            b.enable_steady_tick(std::time::Duration::from_millis(100));
+        }
     }
     bar
 }
@@ -155,7 +155,9 @@ fn verified_sha256(s: &FlashSummary) -> Option<String> {
         .then(|| sum.iter().map(|b| format!("{b:02x}")).collect())
 }
 
-/// "5.0 MiB written to 1 device in 1.2 s (4.1 MiB/s), verified; SHA-256 ...".
+/// "5.0 MiB written to 1 device in 1.2 s (4.1 MiB/s), verified; sha256 of the
+/// written image (decompressed): ...": the sum is of the bytes written, not
+/// of the file as published (a compressed file's sum is another).
 fn summary_line(s: &FlashSummary, verify: bool) -> String {
     let n = s.devices.len();
     let failed = s
@@ -174,7 +176,9 @@ fn summary_line(s: &FlashSummary, verify: bool) -> String {
         (0, false) => "not verified (--no-verify)".to_string(),
         (k, _) => format!("{k} of {n} failed"),
     };
-    let sum = verified_sha256(s).map_or(String::new(), |h| format!("; SHA-256 {h}"));
+    let sum = verified_sha256(s).map_or(String::new(), |h| {
+        format!("; sha256 of the written image (decompressed): {h}")
+    });
     format!(
         "{} written to {n} device{} in {secs:.1} s ({rate}/s), {outcome}{sum}",
         human(s.image_bytes),
@@ -282,4 +286,41 @@ fn report(s: &FlashSummary, json: bool) -> u8 {
         outln!("{j}");
     }
     code
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The last line says whose SHA-256 it gives: the image as written
+    /// (decompressed), not the file as published.
+    #[test]
+    fn summary_line_names_the_decompressed_image() {
+        let s = FlashSummary {
+            image_bytes: 5 << 20,
+            format: "xz",
+            devices: vec![DeviceResult {
+                path: "/dev/sdx".into(),
+                error: None,
+                error_at: None,
+                verified: Some(true),
+                mismatch_at: None,
+                direct: true,
+                identical_bytes: 0,
+                written_to: 5 << 20,
+                head_written: true,
+            }],
+            write_time: std::time::Duration::from_secs(2),
+            sha256: Some([0xab; 32]),
+            ..FlashSummary::default()
+        };
+        assert_eq!(
+            summary_line(&s, true),
+            format!(
+                "5.0 MiB written to 1 device in 2.0 s (2.5 MiB/s), verified; sha256 of the \
+                 written image (decompressed): {}",
+                "ab".repeat(32)
+            )
+        );
+    }
 }

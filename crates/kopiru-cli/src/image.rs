@@ -12,10 +12,12 @@ use kopiru::image::{check_source, hex, image, Format, ImageOptions, ImageSummary
 const STOPPED: &str = "stopped; no image written";
 
 pub fn run(args: ImageArgs) -> u8 {
-    if args.output.as_os_str() == "-" {
+    if is_standard_output(&args.output) {
         errln!(
-            "kopiru: image: OUTPUT must be a file (it is written under a temporary name, \
-             verified, then renamed), not standard output"
+            "kopiru: image: {}: OUTPUT is standard output: an image is written to a file (under \
+             a temporary name, verified, then renamed into place), never to a stream; give a \
+             file name",
+            render::path(&args.output)
         );
         return exit::USAGE;
     }
@@ -45,18 +47,20 @@ pub fn run(args: ImageArgs) -> u8 {
     };
     opts.cancel = crate::signals::install(crate::signals::OnSignal::Cancel, STOPPED);
     let bar = progress::DeviceBar::new(
-        args.bar.wanted(true).then(|| {
-            let b = progress::bar(args.bar.progress, Some(src.size), progress::DEVICE_BAR);
-            // Counted as the encoder completes it, not as it is read ahead.
-            b.set_message(if format == Format::Raw {
-                "read"
-            } else {
-                "compressed"
-            });
-            b
-        }),
+        args.bar
+            .wanted(true)
+            .then(|| progress::bar(args.bar.progress, Some(src.size), progress::DEVICE_BAR)),
         false,
     );
+    if let Some(b) = &bar.bar {
+        b.set_style(bar.style(progress::DEVICE_BAR));
+        // Counted as the encoder completes it, not as it is read ahead.
+        b.set_message(if format == Format::Raw {
+            "read"
+        } else {
+            "compressed"
+        });
+    }
     let s = image(&src, &args.output, &opts, &bar);
     if let Some(b) = &bar.bar {
         b.finish_and_clear();
@@ -79,6 +83,37 @@ pub fn run(args: ImageArgs) -> u8 {
         errln!("kopiru: {}", summary_line(&s, &args));
     }
     code
+}
+
+/// Whether `out` names standard output: `-`, a name that leads to it
+/// (`/dev/stdout`, `/dev/fd/1`, `/proc/self/fd/1`, through links), or the
+/// very file standard output is (`kopiru image DEV out.img > out.img`).
+fn is_standard_output(out: &std::path::Path) -> bool {
+    use std::os::unix::fs::MetadataExt;
+    use std::path::Path;
+    if out.as_os_str() == "-" {
+        return true;
+    }
+    let names = [
+        Path::new("/dev/stdout"),
+        Path::new("/dev/fd/1"),
+        Path::new("/proc/self/fd/1"),
+    ];
+    let mut at = out.to_path_buf();
+    for _ in 0..8 {
+        if names.contains(&at.as_path()) {
+            return true;
+        }
+        match std::fs::read_link(&at) {
+            Ok(next) => at = at.parent().unwrap_or(Path::new("/")).join(next),
+            Err(_) => break,
+        }
+    }
+    // /proc/self/fd/1 is standard output's own entry: the same file.
+    match (std::fs::metadata(out), std::fs::metadata("/proc/self/fd/1")) {
+        (Ok(a), Ok(b)) => (a.dev(), a.ino()) == (b.dev(), b.ino()),
+        _ => false,
+    }
 }
 
 /// Refuses a `--level` that OUTPUT's format does not take, and `-j 0`.

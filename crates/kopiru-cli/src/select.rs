@@ -32,8 +32,9 @@ pub struct SelectArgs {
 
     /// Change nothing: print what would be created or replaced, one line
     /// per entry (as rsync --dry-run -v: "dir/", "file", "link -> target",
-    /// "name => first name" for a hard link), and exit 0. No -n: that is
-    /// --no-clobber, as in cp.
+    /// "name => first name" for a hard link). Exits as the copy would for
+    /// what it can see: 0, 23 if a source cannot be read, 1 if nothing
+    /// could be copied. No -n: that is --no-clobber, as in cp.
     #[arg(long)]
     pub dry_run: bool,
 

@@ -41,16 +41,23 @@ pub struct DedupeOptions {
 /// A filesystem whose files were left alone because it cannot share blocks.
 #[derive(Debug, Clone)]
 pub struct Unsupported {
-    /// The first path seen on it.
+    /// The PATH given (a command-line path) under which it was found first.
     pub path: PathBuf,
     /// Its type ("ext4", ...).
     pub fs_type: String,
+    /// Where it is mounted (empty: not known).
+    pub mount_point: String,
+    /// Files found on it (as counted in [`DedupeSummary::files_scanned`]),
+    /// left alone.
+    pub files: u64,
 }
 
 /// What a dedupe run found and did.
 #[derive(Debug, Default)]
 pub struct DedupeSummary {
-    /// Regular files looked at (hard links counted once).
+    /// Regular files looked at, of at least the minimum size (hard links
+    /// counted once), those on filesystems that cannot share blocks
+    /// included ([`Unsupported::files`]).
     pub files_scanned: u64,
     /// Groups of identical files with something to share.
     pub groups: u64,
@@ -107,7 +114,7 @@ pub fn dedupe(paths: &[PathBuf], opts: &DedupeOptions, reporter: &dyn Reporter) 
         return s;
     }
     let files = scan(paths, opts, &mut s);
-    s.files_scanned = files.len() as u64;
+    s.files_scanned = files.len() as u64 + s.unsupported.iter().map(|u| u.files).sum::<u64>();
 
     // Same filesystem and size.
     let mut by_size: HashMap<(u64, u64), Vec<usize>> = HashMap::new();
@@ -248,10 +255,13 @@ fn by_content(
 fn scan(paths: &[PathBuf], opts: &DedupeOptions, s: &mut DedupeSummary) -> Vec<File> {
     let mut files = Vec::new();
     let mut seen: std::collections::HashSet<(u64, u64)> = Default::default();
-    // Per device: whether it can share blocks, and its block size.
-    let mut devs: HashMap<u64, Option<u64>> = HashMap::new();
-    let mut stack: Vec<(Arc<Fd>, CString, PathBuf)> = Vec::new();
-    for p in paths {
+    // Per device: its block size, and whether it can share blocks (else
+    // its entry in `s.unsupported`, where its files are counted).
+    let mut devs: HashMap<u64, (Option<u64>, Result<(), usize>)> = HashMap::new();
+    let mut mounts: Option<Vec<(u64, String)>> = None;
+    // (directory, name, path, the command-line path it is under)
+    let mut stack: Vec<(Arc<Fd>, CString, PathBuf, usize)> = Vec::new();
+    for (root, p) in paths.iter().enumerate() {
         let (parent, name) = match sys::open_parent(p) {
             Ok(x) => x,
             Err(e) => {
@@ -259,9 +269,9 @@ fn scan(paths: &[PathBuf], opts: &DedupeOptions, s: &mut DedupeSummary) -> Vec<F
                 continue;
             }
         };
-        stack.push((Arc::new(parent), name, p.clone()));
+        stack.push((Arc::new(parent), name, p.clone(), root));
     }
-    while let Some((dir, name, path)) = stack.pop() {
+    while let Some((dir, name, path, root)) = stack.pop() {
         let st = match sys::stat_at(dir.as_fd(), &name, false) {
             Ok(st) => st,
             Err(e) => {
@@ -285,26 +295,42 @@ fn scan(paths: &[PathBuf], opts: &DedupeOptions, s: &mut DedupeSummary) -> Vec<F
                     Ok(entries) => {
                         for e in entries {
                             let p = path.join(sys::os_str(&e.name));
-                            stack.push((sub.clone(), e.name, p));
+                            stack.push((sub.clone(), e.name, p, root));
                         }
                     }
                     Err(e) => s.errors.push(Error::src(&path, Op::ReadDirectory, &e)),
                 }
             }
             FileKind::File if st.size > 0 && seen.insert((st.dev, st.ino)) => {
-                let block = *devs.entry(st.dev).or_insert_with(|| {
-                    let fd = sys::open_source(dir.as_fd(), &name, false, false, false).ok()?;
+                let (block, can) = *devs.entry(st.dev).or_insert_with(|| {
+                    let Ok(fd) = sys::open_source(dir.as_fd(), &name, false, false, false) else {
+                        return (None, Ok(()));
+                    };
+                    let block = sys::fs_space(fd.as_fd()).ok().map(|s| s.block);
                     if sys::can_share_blocks(fd.as_fd()) {
-                        return sys::fs_space(fd.as_fd()).ok().map(|s| s.block);
+                        return (block, Ok(()));
                     }
+                    let mount_point = mounts
+                        .get_or_insert_with(sys::mounts)
+                        .iter()
+                        .find(|(d, _)| *d == st.dev)
+                        .map(|(_, at)| at.clone())
+                        .unwrap_or_default();
                     s.unsupported.push(Unsupported {
-                        path: path.clone(),
+                        path: paths[root].clone(),
                         fs_type: sys::fs_type(fd.as_fd()).unwrap_or_default(),
+                        mount_point,
+                        files: 0,
                     });
-                    None
+                    // Counted even if its block size is not known.
+                    (Some(block.unwrap_or(0)), Err(s.unsupported.len() - 1))
                 });
                 let Some(block) = block else { continue };
                 if st.size < opts.min_size.unwrap_or(block) {
+                    continue;
+                }
+                if let Err(u) = can {
+                    s.unsupported[u].files += 1;
                     continue;
                 }
                 files.push(File {

@@ -292,12 +292,33 @@ pub enum Refusal {
         /// Where.
         at: String,
     },
+    /// `kopiru flash`: something built on the target (or on one of its
+    /// partitions) is mounted or holds it.
+    InUse {
+        /// The chain, as a sentence: "/dev/loop3 is mounted on /mnt/x and
+        /// is backed by /dev/sdb".
+        chain: String,
+    },
+    /// `kopiru flash`: the kernel will not open the target exclusively
+    /// (EBUSY): a filesystem, a device-mapper or RAID set, or another
+    /// program holds it.
+    DeviceBusy,
+    /// `kopiru flash`: the target was named already, under this name or
+    /// another (a symlink such as `/dev/disk/by-id/...`), or it is a
+    /// partition of a device named too.
+    NamedTwice {
+        /// The name given first.
+        first: PathBuf,
+        /// It is a partition of `first` (else the same device).
+        partition: bool,
+    },
     /// `kopiru flash`: the target is smaller than the image.
     TooSmall {
         /// The image's size in bytes.
         image: u64,
-        /// `image` is only a size it has at least (a gzip trailer's).
-        at_least: bool,
+        /// `image` is only a size it has at least, and where it came from
+        /// (`None`: it is the image's size).
+        at_least: Option<LeastSize>,
         /// The device's size in bytes.
         device: u64,
     },
@@ -310,6 +331,18 @@ pub enum Refusal {
     /// `kopiru image`: the device (or its output) refused before anything
     /// is written.
     Image(crate::image::ImageRefusal),
+}
+
+/// Where a size that an image has at least came from (its format keeps
+/// no exact size where it can be read before writing).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum LeastSize {
+    /// A gzip trailer: the last member's size modulo 4 GiB.
+    GzipTrailer,
+    /// A zstd file's first frame header (over HTTP the later frames are
+    /// not walked: a request each).
+    ZstdFrameHeader,
 }
 
 /// How a copy differs from its source (`--verify`, `kopiru verify`).
@@ -472,6 +505,24 @@ impl fmt::Display for Refusal {
             Refusal::Mounted { at } => {
                 write!(f, "is mounted (at {at}); unmount it first, or --force")
             }
+            Refusal::InUse { chain } => write!(
+                f,
+                "is in use: {chain}; nothing written (unmount or detach that first, or --force)"
+            ),
+            Refusal::DeviceBusy => f.write_str(
+                "is in use: the kernel will not open it exclusively (Device or resource \
+                 busy): a filesystem, a device-mapper or RAID set, or another program \
+                 holds it; nothing written",
+            ),
+            Refusal::NamedTwice { first, partition } => write!(
+                f,
+                "{} '{}'; nothing written",
+                match partition {
+                    false => "is named twice: it is the same device as",
+                    true => "is named twice over: it is a partition of",
+                },
+                crate::paths::Escaped(first.as_os_str())
+            ),
             Refusal::TooSmall {
                 image,
                 at_least,
@@ -513,20 +564,30 @@ fn not_a_block_device(regular_file: bool) -> &'static str {
 }
 
 /// `Refusal::TooSmall`'s text.
-fn too_small(f: &mut fmt::Formatter<'_>, image: u64, at_least: bool, device: u64) -> fmt::Result {
+fn too_small(
+    f: &mut fmt::Formatter<'_>,
+    image: u64,
+    at_least: Option<LeastSize>,
+    device: u64,
+) -> fmt::Result {
     match at_least {
-        false => write!(
+        None => write!(
             f,
             "too small: the image is {image} bytes, the device {device} bytes; \
              nothing written"
         ),
         // A gzip trailer is only the size modulo 4 GiB, and a truncated
         // file's last bytes are not a trailer at all.
-        true => write!(
+        Some(LeastSize::GzipTrailer) => write!(
             f,
             "too small: the gzip trailer says the image is at least {image} bytes, the \
              device is {device} bytes; nothing written (a truncated or damaged file has \
              no true trailer: `gzip -t` checks it)"
+        ),
+        Some(LeastSize::ZstdFrameHeader) => write!(
+            f,
+            "too small: the zstd frame header says the image is at least {image} bytes, \
+             the device is {device} bytes; nothing written"
         ),
     }
 }

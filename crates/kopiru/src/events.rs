@@ -362,4 +362,9 @@ pub trait DeviceProgress: Sync {
     /// `resumes` connections resumed. Said as data arrives (at most about
     /// once per MiB, and at each resume), from the reader's thread.
     fn downloaded(&self, _received: u64, _total: Option<u64>, _resumes: u64) {}
+    /// An image downloaded from a URL (`flash`): the connection was lost
+    /// (dropped, or silent past the stall timeout); try `attempt` of `of`
+    /// to resume it comes after a pause. The next [`Self::downloaded`]
+    /// (bytes again, or a resume counted) means it is back.
+    fn reconnecting(&self, _attempt: u32, _of: u32) {}
 }

@@ -133,6 +133,8 @@ impl Json {
             "unsupported": s.unsupported.iter().map(|u| json!({
                 "path": self.path(&u.path),
                 "fs_type": u.fs_type,
+                "mount_point": u.mount_point,
+                "files": u.files,
             })).collect::<Vec<_>>(),
             "errors": self.errors(&s.errors),
             "elapsed_seconds": s.elapsed.as_secs_f64(),

@@ -36,7 +36,7 @@ mod tree;
 pub mod verify;
 
 pub use cancel::Cancel;
-pub use error::{reason, Cause, Error, Mismatch, Op, Refusal, Side};
+pub use error::{reason, Cause, Error, LeastSize, Mismatch, Op, Refusal, Side};
 pub use events::{
     Change, ChangeKind, DeviceProgress, EntryKind, FileDone, Method, NoopReporter, Phase, Reporter,
     Summary, WorkerStep,

@@ -77,12 +77,14 @@ impl VerifyReport {
 }
 
 impl crate::dedupe::DedupeSummary {
-    /// `dedupe`: a run on filesystems that cannot share blocks (and
-    /// nothing else) failed.
+    /// `dedupe`: a run whose files are all on filesystems that cannot
+    /// share blocks failed.
     pub fn outcome(&self) -> Outcome {
         if self.cancelled {
             Outcome::Cancelled
-        } else if self.errors.is_empty() && self.files_scanned == 0 && !self.unsupported.is_empty()
+        } else if self.errors.is_empty()
+            && !self.unsupported.is_empty()
+            && self.files_scanned == self.unsupported.iter().map(|u| u.files).sum::<u64>()
         {
             Outcome::Failed
         } else {

@@ -200,21 +200,27 @@ impl Preview<'_> {
             let e = sys::loop_error();
             return self.error(Error::src(src_path, Op::Follow, &e));
         }
-        self.summary.dirs += 1;
-        match exists {
-            true => self.summary.dirs_merged += 1,
-            false => self.report(&dst_path, EntryKind::Dir, ChangeKind::Created, None),
-        }
+        let counted = |s: &mut Self| {
+            s.summary.dirs += 1;
+            match exists {
+                true => s.summary.dirs_merged += 1,
+                false => s.report(&dst_path, EntryKind::Dir, ChangeKind::Created, None),
+            }
+        };
         // -x: a directory on another filesystem than its source root is
         // made, not entered.
         if self.opts.one_file_system && at.dev.is_some_and(|dev| dev != st.dev) {
-            return;
+            return counted(self);
         }
+        // Opened first: a directory that cannot be read is not made by the
+        // copy either, so it is not listed (and the exit code is the
+        // copy's: 1 when nothing else would be copied).
         let open = |keep_atime| sys::open_source(at.src.as_fd(), name, true, follow, keep_atime);
         let src = match open(true).or_else(|_| open(false)) {
             Ok(fd) => fd,
             Err(e) => return self.error(Error::src(src_path, Op::Open, &e)),
         };
+        counted(self);
         let dst = match (exists, &at.dst) {
             (true, Some(d)) => match sys::open_dir(d.as_fd(), dst_name) {
                 Ok(fd) => Some(fd),

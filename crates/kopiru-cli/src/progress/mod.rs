@@ -552,27 +552,68 @@ mod tests {
                 Some(40 * mib),
                 0,
                 Some(3.0 * mib as f64),
-                Some(99.0)
+                Some(Some(99.0)),
+                None
             ),
             "downloaded 10.0 MiB of 40.0 MiB at 3.0 MiB/s, ETA 10s"
         );
         assert_eq!(
-            download_text(10 * mib, Some(40 * mib), 2, None, None),
+            download_text(10 * mib, Some(40 * mib), 2, None, None, None),
             "downloaded 10.0 MiB of 40.0 MiB, 2 resumes, ETA ?"
         );
         assert_eq!(
-            download_text(40 * mib, Some(40 * mib), 1, Some(0.0), None),
+            download_text(40 * mib, Some(40 * mib), 1, Some(0.0), None, None),
             "downloaded 40.0 MiB of 40.0 MiB at 0 B/s, 1 resume, ETA 0s"
         );
-        // No length: the bar's own ETA, if it has one.
+        // No length: the bar's own ETA, if it has one; `?` before the
+        // first byte is written (not indicatif's 0s).
         assert_eq!(
-            download_text(mib, None, 0, Some(mib as f64), Some(5.0)),
+            download_text(mib, None, 0, Some(mib as f64), Some(Some(5.0)), None),
             "downloaded 1.0 MiB at 1.0 MiB/s, ETA 5s"
         );
         assert_eq!(
-            download_text(mib, None, 0, None, None),
+            download_text(mib, None, 0, None, Some(None), None),
+            "downloaded 1.0 MiB, ETA ?"
+        );
+        assert_eq!(
+            download_text(mib, None, 0, None, None, None),
             "downloaded 1.0 MiB"
         );
+    }
+
+    /// While the connection is lost: which try of how many, 0 B/s (not
+    /// the rate before the drop), and no ETA.
+    #[cfg(unix)]
+    #[test]
+    fn download_text_while_reconnecting() {
+        let mib = 1 << 20;
+        assert_eq!(
+            download_text(
+                12 * mib,
+                Some(40 * mib),
+                2,
+                Some(3.0 * mib as f64),
+                None,
+                Some((3, 8))
+            ),
+            "downloaded 12.0 MiB of 40.0 MiB at 0 B/s, reconnecting (3 of 8), 2 resumes, ETA ?"
+        );
+        assert_eq!(
+            download_text(mib, None, 0, None, Some(Some(5.0)), Some((1, 8))),
+            "downloaded 1.0 MiB at 0 B/s, reconnecting (1 of 8), ETA ?"
+        );
+    }
+
+    /// The written bytes' rate and ETA: 0 B/s and `?` while reconnecting,
+    /// `?` before the first byte (indicatif's ETA is 0 then).
+    #[cfg(unix)]
+    #[test]
+    fn written_rate_and_eta() {
+        assert_eq!(written_rate(1048576.0, false), "1.0 MiB/s");
+        assert_eq!(written_rate(1048576.0, true), "0 B/s");
+        assert_eq!(eta_text(0, 0.0, false), "?");
+        assert_eq!(eta_text(4096, 65.0, false), "1m 05s");
+        assert_eq!(eta_text(4096, 5.0, true), "?");
     }
 
     #[test]

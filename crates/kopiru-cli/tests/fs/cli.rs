@@ -385,6 +385,38 @@ pub fn man_page() -> R {
     ] {
         ensure!(dir.join(f).is_file(), "man --dir wrote no {f}");
     }
+    // Every page has examples, its exit status and where to look next,
+    // and groff reads it without a warning.
+    let mut pages = 0;
+    for e in std::fs::read_dir(&dir)? {
+        let page = e?.path();
+        let roff = std::fs::read_to_string(&page)?;
+        for section in [".SH EXAMPLES\n", ".SH \"EXIT STATUS\"\n", ".SH \"SEE ALSO\"\n"] {
+            ensure!(
+                roff.contains(section),
+                "{}: no {section:?} section",
+                page.display()
+            );
+        }
+        let g = Command::new("groff")
+            .args(["-man", "-Tutf8", "-ww"])
+            .arg(&page)
+            .output()?;
+        ensure!(
+            g.status.success() && g.stderr.is_empty(),
+            "groff on {}: {}",
+            page.display(),
+            show(&g)
+        );
+        pages += 1;
+    }
+    ensure!(pages >= 11, "man --dir wrote {pages} pages");
+    let o = kopiru_cmd().args(["man", "flash"]).output()?;
+    let roff = String::from_utf8_lossy(&o.stdout);
+    ensure!(
+        roff.contains("kopiru flash os.img.xz /dev/sdX") && roff.contains("some devices failed"),
+        "kopiru man flash: no example or exit status of its own:\n{roff}"
+    );
     let o = kopiru_cmd().args(["man", "teleport"]).output()?;
     ensure!(code(&o) == 2, "man of an unknown command: {}", show(&o));
     Ok(())

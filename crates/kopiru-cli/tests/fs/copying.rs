@@ -558,7 +558,59 @@ pub fn non_utf8(fs: Fs) -> R {
 }
 
 /// Registers this module's trials.
+/// `copy -a` by a user who is not root, of files another user owns: the
+/// owners cannot be kept (chown: EPERM). One summary line says so for all
+/// the entries, not a line each; `-v` lists them one by one, and `--json`
+/// has every one.
+pub fn owners_not_kept_said_once(fs: Fs) -> R {
+    use std::os::unix::fs::PermissionsExt;
+    let w = fixture::workdir(fs, "owners_not_kept")?;
+    std::fs::set_permissions(&w, std::fs::Permissions::from_mode(0o777))?;
+    let src = w.join("src");
+    std::fs::create_dir(&src)?;
+    for i in 0..20 {
+        std::fs::write(src.join(format!("f{i}")), b"x")?;
+        std::os::unix::fs::chown(src.join(format!("f{i}")), Some(1234), Some(1234))?;
+    }
+    std::os::unix::fs::chown(&src, Some(1234), Some(1234))?;
+    let run = |dst: &str, extra: &[&str]| {
+        let mut args = vec![OsStr::new("copy"), OsStr::new("-a")];
+        args.extend(extra.iter().map(OsStr::new));
+        args.push(src.as_os_str());
+        let dst = w.join(dst);
+        let mut args: Vec<std::ffi::OsString> = args.iter().map(|a| a.to_os_string()).collect();
+        args.push(dst.into_os_string());
+        crate::kopiru_as_nobody(args)
+    };
+    let o = run("dst", &[]);
+    ensure!(code(&o) == 0, "{}", show(&o));
+    let err = String::from_utf8_lossy(&o.stderr).to_string();
+    let warnings: Vec<&str> = err.lines().filter(|l| l.contains("warning")).collect();
+    ensure!(
+        warnings
+            == ["kopiru: warning: owner and group not kept for 21 entries: chown: Operation not \
+                 permitted (run as root to keep them; -v lists them)"],
+        "want one summary line: {}",
+        show(&o)
+    );
+    let o = run("dst-v", &["-v"]);
+    let err = String::from_utf8_lossy(&o.stderr).to_string();
+    let each = err.lines().filter(|l| l.ends_with(": chown: Operation not permitted")).count();
+    ensure!(each == 21, "-v: want a line per entry: {}", show(&o));
+    let o = run("dst-json", &["--json"]);
+    let j = json(&o)?;
+    let listed = j["warnings"].as_array().map_or(0, |a| a.len());
+    ensure!(listed == 21, "--json: want 21 warnings: {j}");
+    Ok(())
+}
+
+/// Registers this module's trials.
 pub fn trials(add: Add) {
+    add(
+        "owners_not_kept_said_once::ext4".into(),
+        Fs::Ext4.unavailable().or_else(crate::setpriv_unavailable),
+        Box::new(|| owners_not_kept_said_once(Fs::Ext4)),
+    );
     for fs in Fs::ALL {
         let (n, why) = (fs.name(), fs.unavailable());
         add(

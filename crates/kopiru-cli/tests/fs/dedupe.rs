@@ -147,13 +147,42 @@ pub fn changed_meanwhile(fs: Fs) -> R {
     Ok(())
 }
 
-/// ext4 cannot share blocks: nothing is touched, kopiru says so, exit 1.
+/// ext4 cannot share blocks: nothing is touched, exit 1, and kopiru says
+/// so once, naming the PATH given and the filesystem (not some file in
+/// it), and counts the files it found there (the four of at least a block:
+/// three copies and the one that differs; a hard link once).
 pub fn refused() -> R {
     let w = fixture::workdir(Fs::Ext4, "dedupe-ext4")?;
     tree(&w)?;
     let before = manifest(&w)?;
+    let mnt = fixture::shared(Fs::Ext4)?;
     let o = dedupe(&[w.as_os_str()]);
-    fails_with(&o, 1, "ext4 cannot share blocks between files")?;
+    let said = format!(
+        "kopiru: {}: ext4 (mounted on {}) cannot share blocks between files: its 4 files \
+         were left alone\n",
+        w.display(),
+        mnt.display()
+    );
+    fails_with(&o, 1, "ext4")?;
+    ensure!(o.stderr == said.as_bytes(), "want {said:?}: {}", show(&o));
+    let j = json(&o)?;
+    let u = &j["unsupported"];
+    ensure!(
+        j["files_scanned"] == 4
+            && u.as_array().is_some_and(|a| a.len() == 1)
+            && u[0]["path"] == w.display().to_string()
+            && u[0]["fs_type"] == "ext4"
+            && u[0]["files"] == 4,
+        "{j}"
+    );
+    let text = crate::kopiru([OsStr::new("dedupe"), w.as_os_str()]);
+    ensure!(
+        String::from_utf8_lossy(&text.stdout).starts_with(
+            "4 files scanned (4 on filesystems that cannot share blocks: left alone), 0 B hashed"
+        ),
+        "{}",
+        show(&text)
+    );
     let d = manifest::compare(&before, &manifest(&w)?, manifest::ALL);
     ensure!(d.is_empty(), "something changed: {d:#?}");
     Ok(())

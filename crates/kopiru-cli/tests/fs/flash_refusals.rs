@@ -238,6 +238,115 @@ pub fn asks_on_the_terminal() -> R {
     Ok(())
 }
 
+/// A device held open exclusively by another program (here the test,
+/// with `O_EXCL`, as a mount or device-mapper holds one) is refused before
+/// anything is written: exit 2, as every refusal, not 1 from a failed
+/// open. One named twice (once through a symlink, as `/dev/disk/by-id/...`
+/// names it) is refused up front, exit 2, before anything is written.
+pub fn refuses_busy_and_twice_named() -> R {
+    use std::os::unix::ffi::OsStrExt;
+    let dir = fixture::run_root().join("flash-busy");
+    std::fs::create_dir_all(&dir)?;
+    let (img, _) = image(&dir)?;
+    let lo = Loop::new("busy", 16, 512, false)?;
+    lo.fill("/dev/urandom", 16)?;
+    let before = whole_device(&lo)?;
+    let untouched = |what: &str| -> R {
+        ensure!(whole_device(&lo)? == before, "{what}: the device was written");
+        Ok(())
+    };
+    {
+        let c = std::ffi::CString::new(lo.dev.as_os_str().as_bytes())?;
+        // SAFETY: open(2) of a NUL-terminated path; the descriptor is
+        // closed below.
+        let fd = unsafe { libc::open(c.as_ptr(), libc::O_RDONLY | libc::O_EXCL) };
+        ensure!(fd >= 0, "open O_EXCL: {}", std::io::Error::last_os_error());
+        let o = flash(&[img.as_os_str(), lo.dev.as_os_str()]);
+        // SAFETY: our own descriptor, closed once.
+        unsafe { libc::close(fd) };
+        fails_with(&o, 2, "in use")?;
+        untouched("busy")?;
+    }
+    let link = dir.join("by-id-link");
+    let _ = std::fs::remove_file(&link);
+    std::os::unix::fs::symlink(&lo.dev, &link)?;
+    for second in [link.as_os_str(), lo.dev.as_os_str()] {
+        let o = flash(&[img.as_os_str(), lo.dev.as_os_str(), second]);
+        fails_with(&o, 2, "named twice")?;
+        fails_with(&o, 2, &lo.dev.display().to_string())?;
+        untouched("named twice")?;
+    }
+    Ok(())
+}
+
+/// A loop device over the target, mounted: the target itself is in no
+/// mount table line, but writing it changes a mounted filesystem under
+/// the kernel's feet. Refused, exit 2, naming the chain ("/dev/loopM is
+/// mounted on ... and is backed by /dev/loopN").
+pub fn refuses_loop_over_target_mounted() -> R {
+    let dir = fixture::run_root().join("flash-loop-over");
+    std::fs::create_dir_all(&dir)?;
+    let (img, data) = image(&dir)?;
+    let lo = Loop::new("under-loop", 64, 512, false)?;
+    let over = fixture::sh(Command::new("losetup").args(["-f", "--show"]).arg(&lo.dev))?;
+    let over = PathBuf::from(over.trim());
+    let mnt = dir.join("mnt");
+    std::fs::create_dir_all(&mnt)?;
+    let run = || -> Result<Output, Failed> {
+        fixture::sh(Command::new("mkfs.ext4").args(["-q", "-F"]).arg(&over))?;
+        fixture::sh(Command::new("mount").arg(&over).arg(&mnt))?;
+        let o = flash(&[img.as_os_str(), lo.dev.as_os_str()]);
+        let _ = fixture::sh(Command::new("umount").arg(&mnt));
+        Ok(o)
+    };
+    let o = run();
+    let _ = Command::new("losetup").arg("-d").arg(&over).status();
+    let o = o?;
+    let chain = format!(
+        "{} is mounted on {} and is backed by {}",
+        over.display(),
+        mnt.display(),
+        lo.dev.display()
+    );
+    fails_with(&o, 2, "in use")?;
+    fails_with(&o, 2, &chain)?;
+    let there = device_bytes(&lo.dev, 2 << 20)?;
+    ensure!(
+        there[1 << 20..] != data[1 << 20..2 << 20],
+        "the device under the mounted loop device was written"
+    );
+    Ok(())
+}
+
+/// A device-mapper device built on the target (not mounted): the target
+/// has a holder (sysfs `holders`), refused, exit 2, naming it.
+pub fn refuses_held_device() -> R {
+    let dir = fixture::run_root().join("flash-held");
+    std::fs::create_dir_all(&dir)?;
+    let (img, _) = image(&dir)?;
+    let lo = Loop::new("held", 16, 512, false)?;
+    let name = format!("kopiru-test-held-{}", std::process::id());
+    let table = format!("0 {} linear {} 0", 16 * 2048, lo.dev.display());
+    fixture::sh(Command::new("dmsetup").args(["create", &name, "--table", &table]))?;
+    let o = flash(&[img.as_os_str(), lo.dev.as_os_str()]);
+    let _ = Command::new("dmsetup").args(["remove", &name]).status();
+    fails_with(&o, 2, "in use")?;
+    fails_with(&o, 2, &format!("/dev/mapper/{name}"))?;
+    Ok(())
+}
+
+/// Why device-mapper devices cannot be made here, if they cannot.
+fn device_mapper_unavailable() -> Option<String> {
+    if !fixture::have("dmsetup") {
+        return Some("dmsetup not installed (scripts/test.sh installs it)".into());
+    }
+    // `dmsetup version` asks the kernel's driver too.
+    match Command::new("dmsetup").arg("version").output() {
+        Ok(o) if o.status.success() => None,
+        _ => Some("this kernel has no device-mapper (dmsetup version fails)".into()),
+    }
+}
+
 /// Registers this module's trials.
 pub fn trials(add: Add) {
     let needs = crate::flash::unavailable();
@@ -259,6 +368,21 @@ pub fn trials(add: Add) {
             (!fixture::have("script")).then(|| "script not installed (util-linux)".into())
         }),
         Box::new(asks_on_the_terminal),
+    );
+    add(
+        "flash_refuses_busy_and_twice_named".into(),
+        needs.clone(),
+        Box::new(refuses_busy_and_twice_named),
+    );
+    add(
+        "flash_refuses_loop_over_target_mounted".into(),
+        needs.clone().or_else(|| fixture::Fs::Ext4.unavailable()),
+        Box::new(refuses_loop_over_target_mounted),
+    );
+    add(
+        "flash_refuses_held_device".into(),
+        needs.clone().or_else(device_mapper_unavailable),
+        Box::new(refuses_held_device),
     );
     add(
         "flash_refusals".into(),

@@ -208,6 +208,31 @@ pub fn etag_changed() -> R {
     Ok(())
 }
 
+/// The bar (forced with --progress into a file) while a dropped
+/// connection waits to be resumed: "reconnecting (1 of 8)", the download
+/// at 0 B/s and its ETA "?"; and the device byte-exact after.
+pub fn reconnecting_bar() -> R {
+    let (dir, data) = served("reconnecting")?;
+    let srv = Server::start(&dir, None)?;
+    let lo = Loop::new("url-reconnecting", 16, 512, true)?;
+    lo.fill("/dev/urandom", 8)?;
+    let o = Command::new(env!("CARGO_BIN_EXE_kopiru"))
+        .args(["flash", "--json", "--yes", "--progress", "--stall-timeout", "1"])
+        .arg(srv.url("image.raw.xz?fault=drop40"))
+        .arg(&lo.dev)
+        // A pause long enough for a few frames of the bar (10 a second).
+        .env("KOPIRU_HTTP_BACKOFF_MS", "1500")
+        .output()?;
+    exact(&o, &lo, &data, "reconnected")?;
+    let err = String::from_utf8_lossy(&o.stderr);
+    ensure!(
+        err.contains("at 0 B/s, reconnecting (1 of 8), ETA ?"),
+        "the bar did not say it was reconnecting: {}",
+        show(&o)
+    );
+    Ok(())
+}
+
 /// HTTP 404 and 500 exit 2 with the status, an HTML page under an image's
 /// name is refused, and an image larger than the device (known from the
 /// xz index, fetched with a Range request, the first zstd frame's header,
@@ -238,11 +263,17 @@ pub fn refusals() -> R {
         ("image.raw.xz?fault=status=500", "HTTP 500"),
         ("page.img.xz", "it looks like HTML"),
         ("big.img.xz", "too small"),
-        ("big.img.zst", "too small"),
+        // The size came from the zstd frame header, not a gzip trailer.
+        ("big.img.zst", "the zstd frame header says the image is at least"),
         ("big.img", "too small"),
     ] {
         let o = flash_url(&srv.url(path), &[&lo.dev], &[], &[]);
         fails_with(&o, 2, want).map_err(|e| format!("{path}: {e:?}"))?;
+        ensure!(
+            path.ends_with(".gz") || !String::from_utf8_lossy(&o.stderr).contains("gzip"),
+            "{path}: a gzip trailer named for another format: {}",
+            show(&o)
+        );
         ensure!(
             device_bytes(&lo.dev, 16 << 20)? == before,
             "{path}: the device was written"
@@ -303,7 +334,15 @@ pub fn https() -> R {
     let before = device_bytes(&lo.dev, 8 << 20)?;
     let url = srv.url("image.raw.xz");
     let o = flash_url(&url, &[&lo.dev], &[], &[]);
-    fails_with(&o, 2, "certificate")?;
+    // One clean line: the URL once, the reason in words (not rustls's
+    // debug names such as "UnknownIssuer").
+    fails_with(&o, 2, "TLS: certificate not trusted (unknown issuer)")?;
+    let err = String::from_utf8_lossy(&o.stderr);
+    ensure!(
+        err.lines().count() == 1 && err.matches(url.as_str()).count() == 1 && !err.contains("UnknownIssuer"),
+        "want one line naming the URL once: {}",
+        show(&o)
+    );
     ensure!(
         device_bytes(&lo.dev, 8 << 20)? == before,
         "written with an unknown CA"
@@ -506,6 +545,7 @@ fn unavailable() -> Option<String> {
 pub fn trials(add: Add) {
     let needs = unavailable();
     add("flash_url_resumes".into(), needs.clone(), Box::new(resumes));
+    add("flash_url_reconnecting_bar".into(), needs.clone(), Box::new(reconnecting_bar));
     add("flash_url_range_ignored".into(), needs.clone(), Box::new(range_ignored));
     add("flash_url_etag_changed".into(), needs.clone(), Box::new(etag_changed));
     add("flash_url_refusals".into(), needs.clone(), Box::new(refusals));

@@ -382,7 +382,7 @@ fn bad_outputs(d: &Path, lo: &Loop) -> R {
     fails_with(
         &image(&[lo.dev.as_os_str(), OsStr::new("-")]),
         2,
-        "not standard output",
+        "OUTPUT is standard output",
     )?;
     let zst = d.join("fresh.img.zst");
     fails_with(
@@ -529,7 +529,82 @@ pub fn verify_catches_corruption() -> R {
 }
 
 /// Registers this module's trials.
+/// OUTPUT naming standard output (`/dev/stdout`, a link to
+/// `/proc/self/fd/1`), whether that is a file or a pipe: refused once,
+/// with one line, exit 2, also with --force (which once renamed the image
+/// over the link, in /dev for /dev/stdout). A symlink OUTPUT is refused:
+/// --force would replace the link, not the file it names.
+pub fn stdout_refused_once() -> R {
+    use std::process::Stdio;
+    let d = dir("image-stdout")?;
+    let src = d.join("src.bin");
+    std::fs::write(&src, trees::bytes(1 << 20, 91))?;
+    // A link of the test's own for --force, so that a kopiru that renames
+    // over it cannot replace the system's /dev/stdout.
+    let own_stdout = d.join("stdout");
+    let _ = std::fs::remove_file(&own_stdout);
+    std::os::unix::fs::symlink("/proc/self/fd/1", &own_stdout)?;
+    let once = |o: &Output, what: &str| -> R {
+        fails_with(o, 2, "standard output").map_err(|e| format!("{what}: {e:?}"))?;
+        let lines = String::from_utf8_lossy(&o.stderr).lines().count();
+        ensure!(lines == 1, "{what}: want one line: {}", show(o));
+        Ok(())
+    };
+    let run = |args: &[&OsStr], to_file: bool| -> Result<Output, Failed> {
+        let mut c = Command::new(env!("CARGO_BIN_EXE_kopiru"));
+        c.arg("image").arg("--file").args(args);
+        let sink = d.join("stdout.txt");
+        if to_file {
+            c.stdout(std::fs::File::create(&sink)?);
+        } else {
+            c.stdout(Stdio::piped());
+        }
+        let o = c.stderr(Stdio::piped()).output()?;
+        if to_file {
+            ensure!(
+                std::fs::metadata(&sink)?.len() == 0,
+                "{args:?}: written to the file that was standard output"
+            );
+        }
+        Ok(o)
+    };
+    for to_file in [true, false] {
+        let what = if to_file { "to a file" } else { "to a pipe" };
+        once(&run(&[src.as_os_str(), OsStr::new("/dev/stdout")], to_file)?, what)?;
+        let force = [OsStr::new("--force"), src.as_os_str(), own_stdout.as_os_str()];
+        once(&run(&force, to_file)?, &format!("--force, {what}"))?;
+        ensure!(
+            std::fs::symlink_metadata(&own_stdout)?.file_type().is_symlink(),
+            "--force, {what}: the link to standard output was replaced"
+        );
+    }
+    let target = d.join("target.img");
+    std::fs::write(&target, b"keep me")?;
+    let link = d.join("link.img");
+    let _ = std::fs::remove_file(&link);
+    std::os::unix::fs::symlink(&target, &link)?;
+    let o = image(&[
+        OsStr::new("--file"),
+        OsStr::new("--force"),
+        src.as_os_str(),
+        link.as_os_str(),
+    ]);
+    fails_with(&o, 2, "is a symlink")?;
+    ensure!(
+        std::fs::symlink_metadata(&link)?.file_type().is_symlink()
+            && std::fs::read(&target)? == b"keep me",
+        "the link or its file was replaced"
+    );
+    Ok(())
+}
+
+/// Registers this module's trials.
 pub fn trials(add: Add) {
+    add(
+        "image::stdout_refused_once".into(),
+        None,
+        Box::new(stdout_refused_once),
+    );
     let needs = fixture::loop_unavailable().or_else(|| {
         ["xz", "zstd", "gzip", "sfdisk", "sha256sum"]
             .iter()

@@ -76,6 +76,29 @@ where
         .expect("run kopiru")
 }
 
+/// kopiru run as user and group 65534 (nobody, no other groups), with
+/// `args`: what a user who is not root meets (unreadable sources, chown
+/// refused). Needs `setpriv` ([`setpriv_unavailable`]).
+fn kopiru_as_nobody<I, S>(args: I) -> Output
+where
+    I: IntoIterator<Item = S>,
+    S: AsRef<OsStr>,
+{
+    Command::new("setpriv")
+        .args(["--reuid=65534", "--regid=65534", "--clear-groups"])
+        .env_remove("XDG_STATE_HOME")
+        .env("HOME", "/nonexistent")
+        .arg(env!("CARGO_BIN_EXE_kopiru"))
+        .args(args)
+        .output()
+        .expect("run kopiru under setpriv")
+}
+
+/// Why kopiru cannot be run as another user here, if it cannot.
+fn setpriv_unavailable() -> Option<String> {
+    (!fixture::have("setpriv")).then(|| "setpriv not installed (util-linux)".to_string())
+}
+
 /// kopiru run under strace with one fault injected (`inject`: strace's
 /// `-e inject=` value, e.g. `fsync:error=EIO:when=2`); the caller adds
 /// kopiru's arguments.

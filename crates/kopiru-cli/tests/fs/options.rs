@@ -583,6 +583,67 @@ pub fn backup(fs: Fs) -> R {
     Ok(())
 }
 
+/// A dry run exits as the copy would for the errors it can see, and lists
+/// what the copy then makes: a source directory that cannot be read is
+/// neither listed nor made (exit 23 beside a readable file; exit 1 when it
+/// is the only source: nothing could be copied). Run as a user who is not
+/// root (root reads everything).
+pub fn dry_run_unreadable(fs: Fs) -> R {
+    use std::os::unix::fs::PermissionsExt;
+    let w = fixture::workdir(fs, "dry_run_unreadable")?;
+    fs::set_permissions(&w, fs::Permissions::from_mode(0o777))?;
+    let src = w.join("src");
+    make(&src, &["a", "sub/b"])?;
+    fs::set_permissions(src.join("sub"), fs::Permissions::from_mode(0o000))?;
+    // Everything made by the copy under `dst`, as the dry run lists it.
+    let made = |dst: &Path| -> Result<Vec<String>, Failed> {
+        let mut v = Vec::new();
+        if dst.exists() {
+            v.push(format!("{}/", dst.display()));
+        }
+        let mut stack = vec![dst.to_path_buf()];
+        while let Some(d) = stack.pop() {
+            for e in fs::read_dir(&d).into_iter().flatten() {
+                let p = e?.path();
+                if p.is_dir() {
+                    v.push(format!("{}/", p.display()));
+                    stack.push(p);
+                } else {
+                    v.push(p.display().to_string());
+                }
+            }
+        }
+        v.sort();
+        Ok(v)
+    };
+    for (from, dst, want) in [(src.clone(), w.join("dst"), 23), (src.join("sub"), w.join("dst1"), 1)] {
+        let dry = crate::kopiru_as_nobody([
+            OsStr::new("copy"),
+            OsStr::new("--dry-run"),
+            from.as_os_str(),
+            dst.as_os_str(),
+        ]);
+        let real = crate::kopiru_as_nobody([OsStr::new("copy"), from.as_os_str(), dst.as_os_str()]);
+        ensure!(code(&real) == want, "the copy: want exit {want}: {}", show(&real));
+        ensure!(
+            code(&dry) == code(&real),
+            "{}: the dry run exits {}, the copy {}: {}",
+            from.display(),
+            code(&dry),
+            code(&real),
+            show(&dry)
+        );
+        ensure!(
+            lines(&dry) == made(&dst)?,
+            "{}: the dry run listed {:?}, the copy made {:?}",
+            from.display(),
+            lines(&dry),
+            made(&dst)?
+        );
+    }
+    Ok(())
+}
+
 /// Registers this module's trials.
 pub fn trials(add: Add) {
     for fs in Fs::ALL {
@@ -597,6 +658,13 @@ pub fn trials(add: Add) {
             why.clone(),
             Box::new(move || dry_run(fs)),
         );
+        if fs == Fs::Ext4 {
+            add(
+                format!("options_dry_run_unreadable::{n}"),
+                why.clone().or_else(crate::setpriv_unavailable),
+                Box::new(move || dry_run_unreadable(fs)),
+            );
+        }
         add(
             format!("options_update::{n}"),
             why.clone(),

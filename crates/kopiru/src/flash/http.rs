@@ -194,11 +194,38 @@ fn agent(url: &str, o: &HttpOptions) -> io::Result<ureq::Agent> {
     Ok(b.build())
 }
 
-/// A ureq error as one line: `HTTP 404 Not Found`, or the transport's.
+/// A ureq error as one line: `HTTP 404 Not Found`, or the transport's,
+/// without the URL (the message names it already).
 fn say(e: ureq::Error) -> (Option<u16>, String) {
     match e {
         ureq::Error::Status(code, r) => (Some(code), format!("HTTP {code} {}", r.status_text())),
-        ureq::Error::Transport(t) => (None, t.to_string()),
+        ureq::Error::Transport(t) => (None, transport_text(&t)),
+    }
+}
+
+/// A transport failure in words: `TLS: certificate not trusted (unknown
+/// issuer)`, `cannot resolve the host name: ...`, `cannot connect:
+/// Connection refused`.
+fn transport_text(t: &ureq::Transport) -> String {
+    use std::error::Error as _;
+    if let Some(tls) = t.source().and_then(sys::tls_problem) {
+        return format!("TLS: {tls}");
+    }
+    let what = match t.kind() {
+        ureq::ErrorKind::Dns => "cannot resolve the host name".to_string(),
+        ureq::ErrorKind::ConnectionFailed => "cannot connect".to_string(),
+        ureq::ErrorKind::Io => "network error".to_string(),
+        ureq::ErrorKind::ProxyConnect => "cannot connect through the proxy".to_string(),
+        ureq::ErrorKind::TooManyRedirects => "too many redirects".to_string(),
+        kind => kind.to_string(),
+    };
+    let detail = t
+        .source()
+        .map(|s| s.to_string())
+        .or_else(|| t.message().map(str::to_string));
+    match detail {
+        Some(d) => format!("{what}: {d}"),
+        None => what,
     }
 }
 
@@ -276,8 +303,9 @@ impl Download {
     }
 
     /// The connection was lost (`e`): counts the try, gives up after too
-    /// many in a row, else waits before the next.
-    fn lost(&mut self, e: &io::Error) -> io::Result<()> {
+    /// many in a row, else tells `lost` (try, of how many) and waits
+    /// before the next.
+    fn lost(&mut self, e: &io::Error, lost: &dyn Fn(u32, u32)) -> io::Result<()> {
         self.body = None;
         self.failures += 1;
         if self.failures > self.opts.retries {
@@ -289,6 +317,7 @@ impl Download {
                 self.opts.retries
             )));
         }
+        lost(self.failures, self.opts.retries);
         let shift = (self.failures - 1).min(5);
         let pause = (self.opts.backoff * (1 << shift)).min(Duration::from_secs(15));
         let until = std::time::Instant::now() + pause;
@@ -394,6 +423,18 @@ fn content_range(v: &str) -> Option<(u64, Option<u64>)> {
 
 impl Read for Download {
     fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
+        self.read_telling(buf, &|_, _| {})
+    }
+}
+
+impl Download {
+    /// [`Read::read`], telling `lost` (try, of how many) each time the
+    /// connection is lost and is to be resumed.
+    pub(super) fn read_telling(
+        &mut self,
+        buf: &mut [u8],
+        lost: &dyn Fn(u32, u32),
+    ) -> io::Result<usize> {
         loop {
             if let Some(c) = &self.cancel {
                 c.check()?;
@@ -402,7 +443,7 @@ impl Read for Download {
                 match self.resume()? {
                     Ok(()) => continue,
                     Err(e) => {
-                        self.lost(&e)?;
+                        self.lost(&e, lost)?;
                         continue;
                     }
                 }
@@ -411,7 +452,7 @@ impl Read for Download {
                 Ok(0) if self.len.is_none_or(|l| self.pos >= l) => return Ok(0),
                 Ok(0) => {
                     let e = io::Error::new(io::ErrorKind::UnexpectedEof, "the connection closed");
-                    self.lost(&e)?;
+                    self.lost(&e, lost)?;
                 }
                 Ok(n) => {
                     self.pos += n as u64;
@@ -421,7 +462,7 @@ impl Read for Download {
                     return Ok(n);
                 }
                 Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
-                Err(e) => self.lost(&e)?,
+                Err(e) => self.lost(&e, lost)?,
             }
         }
     }

@@ -27,7 +27,8 @@ pub struct Image {
     /// size.
     pub size: Option<u64>,
     /// Where the exact size is not recorded, a size it has at least (a
-    /// gzip trailer keeps the size modulo 4 GiB).
+    /// gzip trailer keeps the size modulo 4 GiB; over HTTP, a zstd file's
+    /// first frame header).
     pub at_least: Option<u64>,
     /// The image file's status (`None`: standard input).
     pub(crate) stat: Option<Stat>,

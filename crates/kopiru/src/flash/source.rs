@@ -296,9 +296,10 @@ fn hex(b: &[u8]) -> String {
 }
 
 /// A download that tells `events` how far it is: once per [`TELL_EVERY`]
-/// bytes, at each resume, and at its end (not at each small read).
-struct Told<'e, R> {
-    inner: R,
+/// bytes, at each resume, and at its end (not at each small read); and
+/// when its connection is lost, before each pause.
+struct Told<'e> {
+    inner: http::Download,
     stats: std::sync::Arc<DownloadStats>,
     events: &'e dyn super::FlashEvents,
     /// `(had, resumed)` as last told.
@@ -308,10 +309,10 @@ struct Told<'e, R> {
 /// Bytes of the download between two reports.
 const TELL_EVERY: u64 = 1 << 20;
 
-impl<'e, R> Told<'e, R> {
+impl<'e> Told<'e> {
     /// Tells what was had before (the bytes read to recognise the image).
     fn new(
-        inner: R,
+        inner: http::Download,
         stats: std::sync::Arc<DownloadStats>,
         events: &'e dyn super::FlashEvents,
     ) -> Self {
@@ -341,9 +342,12 @@ impl<'e, R> Told<'e, R> {
     }
 }
 
-impl<R: Read> Read for Told<'_, R> {
+impl Read for Told<'_> {
     fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
-        let r = self.inner.read(buf);
+        let events = self.events;
+        let r = self
+            .inner
+            .read_telling(buf, &|attempt, of| events.reconnecting(attempt, of));
         self.tell(matches!(r, Ok(0)) && self.told.0 != self.stats.had.load(Ordering::Relaxed));
         r
     }

@@ -4,10 +4,11 @@
 //! device's topology.
 
 use super::input::Image;
+use super::sniff::Format;
 use super::{FlashOptions, HEAD, VERIFY_BLOCK};
 use crate::sys::AsFd;
-use crate::sys::{self, FileKind, Stat};
-use crate::{Error, Op, Refusal, Side};
+use crate::sys::{self, FileKind, Stat, Use};
+use crate::{Error, LeastSize, Op, Refusal, Side};
 use std::path::{Path, PathBuf};
 
 /// A target, checked and described, ready to be written.
@@ -49,8 +50,8 @@ struct Context {
     /// The image file's stat (`None`: standard input).
     image: Option<Stat>,
     /// The size the image has, or at least has, when known before
-    /// writing; whether it is only a least size.
-    image_size: Option<(u64, bool)>,
+    /// writing; if only a least size, where it came from.
+    image_size: Option<(u64, Option<LeastSize>)>,
     /// The device of the root filesystem.
     root_dev: Option<u64>,
     /// Mounted devices and where.
@@ -74,10 +75,14 @@ pub fn check_targets(
         let at = devices.first().cloned().unwrap_or_default();
         return Err(Error::io(Side::Destination, at, Op::Flash, e));
     }
+    let least = match image.format {
+        Format::Zstd => LeastSize::ZstdFrameHeader,
+        _ => LeastSize::GzipTrailer,
+    };
     let image_size = match (&opts.bmap, image.size, image.at_least) {
-        (Some(m), _, _) => Some((m.image_size, false)),
-        (None, Some(n), _) => Some((n, false)),
-        (None, None, Some(n)) => Some((n, true)),
+        (Some(m), _, _) => Some((m.image_size, None)),
+        (None, Some(n), _) => Some((n, None)),
+        (None, None, Some(n)) => Some((n, Some(least))),
         (None, None, None) => None,
     };
     let cx = Context {
@@ -86,7 +91,50 @@ pub fn check_targets(
         root_dev: sys::stat_path(Path::new("/"), true).map(|s| s.dev).ok(),
         mounts: sys::mounts(),
     };
-    devices.iter().map(|d| check_one(d, &cx, opts)).collect()
+    let targets = devices
+        .iter()
+        .map(|d| check_one(d, &cx, opts))
+        .collect::<Result<Vec<_>, _>>()?;
+    check_distinct(&targets)?;
+    Ok(targets)
+}
+
+/// Refuses a device named twice (by one name twice, or through a symlink
+/// such as `/dev/disk/by-id/...`), or a partition of another target: it
+/// would be written twice at once. Compared by device number (a file by
+/// its inode, or a new one by its path).
+fn check_distinct(targets: &[Target]) -> Result<(), Error> {
+    let identity = |t: &Target| -> (u64, u64, PathBuf) {
+        match (t.is_block, sys::stat_path(&t.device, true)) {
+            (true, _) => (t.rdev, 0, PathBuf::new()),
+            (false, Ok(st)) => (st.dev, st.ino, PathBuf::new()),
+            (false, Err(_)) => {
+                let parent = t
+                    .device
+                    .parent()
+                    .and_then(|p| std::fs::canonicalize(p).ok());
+                let name = t.device.file_name().unwrap_or_default();
+                (0, 0, parent.unwrap_or_default().join(name))
+            }
+        }
+    };
+    let ids: Vec<_> = targets.iter().map(identity).collect();
+    for (i, t) in targets.iter().enumerate() {
+        for (j, first) in targets[..i].iter().enumerate() {
+            let partition = |a: &Target, b: &Target| {
+                a.is_block && b.is_block && sys::partitions(b.rdev).contains(&a.rdev)
+            };
+            let same = ids[i] == ids[j];
+            if same || partition(t, first) || partition(first, t) {
+                let why = Refusal::NamedTwice {
+                    first: first.path.clone(),
+                    partition: !same,
+                };
+                return Err(refuse(&t.path, why));
+            }
+        }
+    }
+    Ok(())
 }
 
 /// Checks one target.
@@ -139,7 +187,14 @@ fn check_one(dev: &Path, cx: &Context, opts: &FlashOptions) -> Result<Target, Er
     // The name, resolved once: every later open uses the device it named
     // now, and is checked to be that device.
     let device = std::fs::canonicalize(dev).map_err(|e| failed(dev, Op::Stat, e))?;
-    let fd = sys::open_path(&device, sys::O_RDONLY).map_err(|e| failed(dev, Op::Open, e))?;
+    // Opened exclusively, as it will be written: a device the kernel has
+    // claimed (mounted, in a device-mapper or RAID set, or held open so
+    // by another program) is refused now, not when it is opened to write.
+    let fd = match sys::open_path_mode(&device, sys::O_RDONLY | sys::O_EXCLUSIVE_PROBE, 0) {
+        Ok(fd) => fd,
+        Err(e) if sys::is_busy(&e) => return Err(refuse(dev, Refusal::DeviceBusy)),
+        Err(e) => return Err(failed(dev, Op::Open, e)),
+    };
     let now = sys::fstat(fd.as_fd()).map_err(|e| failed(dev, Op::Stat, e))?;
     if now.kind() != FileKind::BlockDevice || now.rdev != st.rdev {
         let e = std::io::Error::other("the device changed while it was being checked");
@@ -187,7 +242,55 @@ fn check_unused(dev: &Path, st: &Stat, cx: &Context) -> Result<(), Error> {
     if let Some((_, at)) = cx.mounts.iter().find(|(d, _)| ours.contains(d)) {
         return Err(refuse(dev, Refusal::Mounted { at: at.clone() }));
     }
+    if let Some(chain) = used_through(dev, st.rdev, &cx.mounts, 0) {
+        return Err(refuse(dev, Refusal::InUse { chain }));
+    }
     Ok(())
+}
+
+/// What is built on device `rdev` (named `name`) or on one of its
+/// partitions and is in use: a device mounted (or with a partition
+/// mounted), or one that holds it; said as a chain, from the top:
+/// "/dev/loop3 is mounted on /mnt/x and is backed by /dev/sdb". `None`:
+/// nothing (a loop device over it that nothing uses is left alone).
+fn used_through(name: &Path, rdev: u64, mounts: &[(u64, String)], depth: u32) -> Option<String> {
+    // Loop devices can be stacked in a loop only by mistake; stop anyway.
+    if depth > 8 {
+        return None;
+    }
+    let mut devs = vec![(rdev, name.to_path_buf())];
+    for p in sys::partitions(rdev) {
+        let pname = sys::block_name(p).unwrap_or_else(|| name.to_path_buf());
+        devs.push((p, pname));
+    }
+    for (below, below_name) in &devs {
+        for up in sys::built_on(*below) {
+            let below_name = below_name.display();
+            let how = match &up.how {
+                Use::Holds => format!("is built on {below_name}"),
+                Use::LoopOnDevice => format!("is backed by {below_name}"),
+                Use::LoopOnFile(f) => {
+                    format!("is backed by {}, a file on {below_name}", f.display())
+                }
+            };
+            let up_name = up.name.display();
+            let mut up_devs = sys::partitions(up.dev);
+            up_devs.push(up.dev);
+            if let Some((d, at)) = mounts.iter().find(|(d, _)| up_devs.contains(d)) {
+                return Some(match *d == up.dev {
+                    true => format!("{up_name} is mounted on {at} and {how}"),
+                    false => format!("{up_name} has a partition mounted on {at} and {how}"),
+                });
+            }
+            if let Some(above) = used_through(&up.name, up.dev, mounts, depth + 1) {
+                return Some(format!("{above}, which {how}"));
+            }
+            if up.how == Use::Holds {
+                return Some(format!("{up_name} {how}"));
+            }
+        }
+    }
+    None
 }
 
 /// Bytes per write: four of the largest requests the device takes, 1 to

@@ -154,6 +154,11 @@ pub fn check_source(device: &Path, output: &Path, opts: &ImageOptions) -> Result
 /// device, not the source file, not an existing file unless `--force`,
 /// never something that is not a regular file.
 fn check_output(out: &Path, src: &Stat, ours: &[u64], opts: &ImageOptions) -> Result<(), Error> {
+    // The image is renamed into place: over a symlink it would replace the
+    // link, not what it names (over /dev/stdout, the system's link).
+    if sys::stat_path(out, false).is_ok_and(|o| o.kind() == FileKind::Symlink) {
+        return Err(refuse_output(out, ImageRefusal::OutputIsSymlink));
+    }
     match sys::stat_path(out, true) {
         Ok(o) if o.kind() != FileKind::File => {
             return Err(refuse_output(out, ImageRefusal::OutputNotAFile))

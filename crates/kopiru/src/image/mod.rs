@@ -101,6 +101,9 @@ pub enum ImageRefusal {
     OutputExists,
     /// OUTPUT (or the block map) exists and is not a regular file.
     OutputNotAFile,
+    /// OUTPUT (or the block map) is a symlink: the image, renamed into
+    /// place, would replace the link, not the file it names.
+    OutputIsSymlink,
     /// The block map's path is OUTPUT's.
     MapIsOutput,
     /// `--partitions-only` on a device with no partition table.
@@ -140,6 +143,10 @@ impl fmt::Display for ImageRefusal {
                 "exists (--force replaces it, once the new image is complete and verified)",
             ),
             ImageRefusal::OutputNotAFile => f.write_str("exists and is not a regular file"),
+            ImageRefusal::OutputIsSymlink => f.write_str(
+                "is a symlink: the image is renamed into place, which would replace the \
+                 link, not the file it names; give that file's own name",
+            ),
             ImageRefusal::MapIsOutput => f.write_str("the block map would overwrite the image"),
             ImageRefusal::NoPartitionTable => {
                 f.write_str("--partitions-only: no partition table (MBR or GPT) found")

@@ -253,6 +253,58 @@ impl ZstdEncoder {
 
 /// `b` with TLS for `https://` URLs: rustls (ring) with the system's CA
 /// store, or `SSL_CERT_FILE` and `SSL_CERT_DIR` where set.
+/// A TLS failure in `e` or the errors behind it, in words ("certificate
+/// not trusted (unknown issuer)"), not rustls's variant names; `None` when
+/// there is none. (An `io::Error` hides what it wraps from `source()`: its
+/// inner error is looked at too.)
+pub fn tls_problem(e: &(dyn std::error::Error + 'static)) -> Option<String> {
+    let mut at = Some(e);
+    while let Some(e) = at {
+        let inner = e
+            .downcast_ref::<io::Error>()
+            .and_then(|io| io.get_ref())
+            .map(|i| i as &(dyn std::error::Error + 'static));
+        for candidate in [Some(e), inner].into_iter().flatten() {
+            if let Some(t) = candidate.downcast_ref::<rustls::Error>() {
+                return Some(tls_words(t));
+            }
+        }
+        at = inner.or_else(|| e.source());
+    }
+    None
+}
+
+/// A rustls error said for a person.
+fn tls_words(e: &rustls::Error) -> String {
+    use rustls::{CertificateError as C, Error as E};
+    match e {
+        E::InvalidCertificate(c) => match c {
+            C::UnknownIssuer => "certificate not trusted (unknown issuer)".into(),
+            C::Expired | C::ExpiredContext { .. } => "certificate expired".into(),
+            C::NotValidYet | C::NotValidYetContext { .. } => "certificate not valid yet".into(),
+            C::NotValidForName | C::NotValidForNameContext { .. } => {
+                "certificate not valid for this host name".into()
+            }
+            C::Revoked => "certificate revoked".into(),
+            C::BadSignature => "certificate with a bad signature".into(),
+            C::BadEncoding => "certificate malformed".into(),
+            C::InvalidPurpose | C::InvalidPurposeContext { .. } => {
+                "certificate not for a server".into()
+            }
+            _ => "certificate refused".into(),
+        },
+        E::NoCertificatesPresented => "the server presented no certificate".into(),
+        E::PeerIncompatible(_) => {
+            "the server offers no TLS version or cipher that kopiru accepts".into()
+        }
+        E::AlertReceived(a) => format!("the server ended the handshake ({a:?})"),
+        E::InvalidMessage(_) | E::PeerMisbehaved(_) | E::InappropriateMessage { .. } => {
+            "the server's TLS messages are invalid (is it speaking TLS?)".into()
+        }
+        other => other.to_string(),
+    }
+}
+
 pub fn with_tls(b: ureq::AgentBuilder) -> io::Result<ureq::AgentBuilder> {
     let found = rustls_native_certs::load_native_certs();
     let mut roots = rustls::RootCertStore::empty();
@@ -274,4 +326,31 @@ pub fn with_tls(b: ureq::AgentBuilder) -> io::Result<ureq::AgentBuilder> {
         .with_root_certificates(roots)
         .with_no_client_auth();
     Ok(b.tls_config(Arc::new(config)))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A rustls error is found behind an `io::Error` (as ureq hands it
+    /// on) and said in words; other errors are not TLS problems.
+    #[test]
+    fn tls_problem_in_words() {
+        let cert = |c| rustls::Error::InvalidCertificate(c);
+        let wrapped = io::Error::new(
+            io::ErrorKind::InvalidData,
+            cert(rustls::CertificateError::UnknownIssuer),
+        );
+        assert_eq!(
+            tls_problem(&wrapped).as_deref(),
+            Some("certificate not trusted (unknown issuer)")
+        );
+        let expired = cert(rustls::CertificateError::Expired);
+        assert_eq!(
+            tls_problem(&expired).as_deref(),
+            Some("certificate expired")
+        );
+        let plain = io::Error::new(io::ErrorKind::ConnectionRefused, "refused");
+        assert_eq!(tls_problem(&plain), None);
+    }
 }

@@ -6,6 +6,7 @@ use std::cell::RefCell;
 use std::ffi::CStr;
 use std::io;
 use std::os::fd::AsRawFd;
+use std::path::{Path, PathBuf};
 
 pub(crate) const O_NOATIME: libc::c_int = libc::O_NOATIME;
 
@@ -603,6 +604,82 @@ fn parse_dev(s: &str) -> Option<u64> {
     Some(libc::makedev(a.parse().ok()?, b.parse().ok()?) as u64)
 }
 
+/// The block devices built directly on `rdev`: those holding it (sysfs
+/// `holders`: device-mapper, md), and the loop devices whose backing file
+/// is it or a file on it. (A loop device does not claim its backing
+/// device: a mounted one over a device leaves that device openable
+/// exclusively, and in no mount table line.)
+pub fn built_on(rdev: u64) -> Vec<super::BuiltOn> {
+    built_on_in(Path::new("/sys"), rdev)
+}
+
+/// [`built_on`], with sysfs at `sys` (a made-up tree in the tests).
+fn built_on_in(sys: &Path, rdev: u64) -> Vec<super::BuiltOn> {
+    use super::{BuiltOn, Use};
+    use std::os::unix::ffi::OsStrExt;
+    let class = sys.join("class/block");
+    let dev_of = |name: &std::ffi::OsStr| {
+        std::fs::read_to_string(class.join(name).join("dev"))
+            .ok()
+            .and_then(|s| parse_dev(s.trim()))
+    };
+    let (maj, min) = (
+        libc::major(rdev as libc::dev_t),
+        libc::minor(rdev as libc::dev_t),
+    );
+    let mut out = Vec::new();
+    let holders = sys.join(format!("dev/block/{maj}:{min}/holders"));
+    for e in std::fs::read_dir(holders).into_iter().flatten().flatten() {
+        let name = e.file_name();
+        let Some(dev) = dev_of(&name) else { continue };
+        let dm = std::fs::read_to_string(class.join(&name).join("dm/name")).unwrap_or_default();
+        let shown = match dm.trim() {
+            "" => Path::new("/dev").join(&name),
+            dm => Path::new("/dev/mapper").join(dm),
+        };
+        out.push(BuiltOn {
+            dev,
+            name: shown,
+            how: Use::Holds,
+        });
+    }
+    for e in std::fs::read_dir(&class).into_iter().flatten().flatten() {
+        let name = e.file_name();
+        if !name.as_encoded_bytes().starts_with(b"loop") {
+            continue;
+        }
+        let Ok(backing) = std::fs::read(class.join(&name).join("loop/backing_file")) else {
+            continue;
+        };
+        let backing = backing.strip_suffix(b"\n").unwrap_or(&backing);
+        let backing = PathBuf::from(std::ffi::OsStr::from_bytes(backing));
+        // A deleted backing file ("... (deleted)") is not found: the
+        // exclusive open is what still catches a device in use then.
+        let Ok(st) = super::stat_path(&backing, true) else {
+            continue;
+        };
+        let how = match st.kind() {
+            FileKind::BlockDevice if st.rdev == rdev => Use::LoopOnDevice,
+            FileKind::File if st.dev == rdev => Use::LoopOnFile(backing),
+            _ => continue,
+        };
+        let Some(dev) = dev_of(&name) else { continue };
+        out.push(BuiltOn {
+            dev,
+            name: Path::new("/dev").join(&name),
+            how,
+        });
+    }
+    out
+}
+
+/// The name of block device `rdev` under /dev (its sysfs name), if it has
+/// one.
+pub fn block_name(rdev: u64) -> Option<PathBuf> {
+    let dir = std::fs::canonicalize(sysfs_dir(rdev)).ok()?;
+    Some(Path::new("/dev").join(dir.file_name()?))
+}
+
 /// Every mounted filesystem's device number and mount point
 /// (`/proc/self/mountinfo`).
 pub fn mounts() -> Vec<(u64, String)> {
@@ -638,6 +715,8 @@ pub fn mount_modes() -> Vec<Mount> {
 /// Opens a block device exclusively: the kernel refuses if it is mounted
 /// or otherwise claimed.
 pub const O_EXCLUSIVE_DEVICE: libc::c_int = libc::O_EXCL;
+/// [`O_EXCLUSIVE_DEVICE`] for a check that must not wait: EBUSY at once.
+pub const O_EXCLUSIVE_PROBE: libc::c_int = libc::O_EXCL;
 /// O_DIRECT, for opening files that are written or read around the cache.
 pub const O_DIRECT: libc::c_int = libc::O_DIRECT;
 
@@ -657,3 +736,69 @@ pub const PLATFORM: &str = "Linux";
 
 /// What kopiru does not do on Linux yet (see [`super::available`]).
 pub const LACKS: &[super::Feature] = &[];
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::sys::{BuiltOn, Use};
+
+    /// A made-up sysfs: device 7:1 held by dm-0 (device-mapper, named
+    /// "vg-root") and md0 (no dm name), and two loop devices, one backed
+    /// by a file on the filesystem of this test's directory, one by a
+    /// file elsewhere.
+    #[test]
+    fn built_on_reads_holders_and_loop_backing_files() {
+        let root = std::env::temp_dir().join(format!("kopiru-sysfs-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&root);
+        let write = |rel: &str, text: &str| {
+            let p = root.join(rel);
+            std::fs::create_dir_all(p.parent().unwrap()).unwrap();
+            std::fs::write(p, text).unwrap();
+        };
+        write("dev/block/7:1/holders/dm-0", "");
+        write("dev/block/7:1/holders/md0", "");
+        write("class/block/dm-0/dev", "253:0\n");
+        write("class/block/dm-0/dm/name", "vg-root\n");
+        write("class/block/md0/dev", "9:0\n");
+        let backing = root.join("backing.img");
+        std::fs::write(&backing, b"").unwrap();
+        let here = std::fs::metadata(&backing).unwrap();
+        write("class/block/loop5/dev", "7:5\n");
+        write(
+            "class/block/loop5/loop/backing_file",
+            &format!("{}\n", backing.display()),
+        );
+        write("class/block/loop6/dev", "7:6\n");
+        write("class/block/loop6/loop/backing_file", "/nowhere/else.img\n");
+        let mut held = built_on_in(&root, libc::makedev(7, 1) as u64);
+        held.sort_by_key(|b| b.dev);
+        let dev = |a, b| libc::makedev(a, b) as u64;
+        assert_eq!(
+            held,
+            vec![
+                BuiltOn {
+                    dev: dev(9, 0),
+                    name: "/dev/md0".into(),
+                    how: Use::Holds
+                },
+                BuiltOn {
+                    dev: dev(253, 0),
+                    name: "/dev/mapper/vg-root".into(),
+                    how: Use::Holds
+                },
+            ]
+        );
+        // The file's filesystem is the device below loop5.
+        use std::os::unix::fs::MetadataExt;
+        let on_fs = built_on_in(&root, here.dev());
+        assert_eq!(
+            on_fs,
+            vec![BuiltOn {
+                dev: dev(7, 5),
+                name: "/dev/loop5".into(),
+                how: Use::LoopOnFile(backing.clone())
+            }]
+        );
+        let _ = std::fs::remove_dir_all(&root);
+    }
+}

@@ -322,6 +322,18 @@ pub fn mount_modes() -> Vec<Mount> {
 
 /// Opens a device with an exclusive lock.
 pub const O_EXCLUSIVE_DEVICE: libc::c_int = libc::O_EXLOCK;
+/// [`O_EXCLUSIVE_DEVICE`] for a check that must not wait for the lock.
+pub const O_EXCLUSIVE_PROBE: libc::c_int = libc::O_EXLOCK | libc::O_NONBLOCK;
+
+/// Not written for macOS yet (IOKit's media tree).
+pub fn built_on(_rdev: u64) -> Vec<super::BuiltOn> {
+    Vec::new()
+}
+
+/// Not written for macOS yet.
+pub fn block_name(_rdev: u64) -> Option<std::path::PathBuf> {
+    None
+}
 /// No O_DIRECT on macOS (F_NOCACHE is set after opening instead).
 pub const O_DIRECT: libc::c_int = 0;
 

@@ -194,6 +194,16 @@ pub fn device_gone(e: &io::Error) -> bool {
     matches!(e.raw_os_error(), Some(libc::ENODEV) | Some(libc::ENXIO))
 }
 
+/// Whether a device is in use: opened exclusively elsewhere, mounted or
+/// held (EBUSY; a lock held elsewhere, EWOULDBLOCK, on macOS).
+#[cfg(unix)]
+pub fn is_busy(e: &io::Error) -> bool {
+    matches!(
+        e.raw_os_error(),
+        Some(libc::EBUSY) | Some(libc::EWOULDBLOCK)
+    )
+}
+
 /// Whether a write failed for want of space (ENOSPC).
 #[cfg(unix)]
 pub fn no_space(e: &io::Error) -> bool {

@@ -75,7 +75,6 @@ pub fn open_parent(path: &Path) -> io::Result<(Fd, CString)> {
     }
 }
 
-/// One extent of a file, as FIEMAP reports it (Linux).
 /// Free space on a filesystem ([`fs_space`]).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Space {
@@ -96,6 +95,7 @@ pub struct Mount {
     pub read_only: bool,
 }
 
+/// One extent of a file, as FIEMAP reports it (Linux).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Extent {
     /// Offset in the file.
@@ -122,6 +122,31 @@ pub enum Shared {
     Done,
     /// The contents differ (checked by the kernel under lock): untouched.
     Differs,
+}
+
+/// A block device built directly on another ([`built_on`]).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct BuiltOn {
+    /// Its device number.
+    pub dev: u64,
+    /// Its name: `/dev/NAME`, `/dev/mapper/NAME` for device-mapper.
+    pub name: std::path::PathBuf,
+    /// How it uses the device below.
+    pub how: Use,
+}
+
+/// How a [`BuiltOn`] device uses the one below it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+#[cfg_attr(not(target_os = "linux"), allow(dead_code))] // only Linux finds them yet
+pub enum Use {
+    /// It holds it (sysfs `holders`: device-mapper, md RAID): the kernel
+    /// has claimed the device below.
+    Holds,
+    /// A loop device whose backing file is the device itself.
+    LoopOnDevice,
+    /// A loop device whose backing file is this file, on the device's
+    /// filesystem.
+    LoopOnFile(std::path::PathBuf),
 }
 
 /// What kopiru needs to know of a block device before writing it.

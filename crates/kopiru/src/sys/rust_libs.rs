@@ -89,6 +89,11 @@ impl ZstdEncoder {
     }
 }
 
+/// Never: no TLS in this build.
+pub fn tls_problem(_e: &(dyn std::error::Error + 'static)) -> Option<String> {
+    None
+}
+
 /// `b` as it is: no TLS in this build, so an `https://` URL fails in ureq
 /// ("TLS is not enabled"); `http://` works.
 pub fn with_tls(b: ureq::AgentBuilder) -> io::Result<ureq::AgentBuilder> {

@@ -28,6 +28,8 @@ pub const O_NOFOLLOW: i32 = 0x2_0000;
 pub const O_DIRECT: i32 = 0x4000;
 /// A device no one else has open.
 pub const O_EXCLUSIVE_DEVICE: i32 = 0x80;
+/// The same, for a check.
+pub const O_EXCLUSIVE_PROBE: i32 = 0x80;
 
 /// Unsupported.
 pub(crate) fn open_raw(_dir: FdRef, _name: &CStr, _flags: i32, _mode: u32) -> io::Result<Fd> {
@@ -107,6 +109,21 @@ pub fn partitions(_rdev: u64) -> Vec<u64> {
 
 /// Never.
 pub fn is_partition(_rdev: u64) -> bool {
+    false
+}
+
+/// None known.
+pub fn built_on(_rdev: u64) -> Vec<crate::sys::BuiltOn> {
+    Vec::new()
+}
+
+/// None known.
+pub fn block_name(_rdev: u64) -> Option<std::path::PathBuf> {
+    None
+}
+
+/// Never (the Unix EBUSY of a device in use).
+pub fn is_busy(_e: &io::Error) -> bool {
     false
 }
 
