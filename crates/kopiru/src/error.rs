@@ -306,7 +306,7 @@ pub enum Refusal {
     /// `kopiru flash`: the target was named already, under this name or
     /// another (a symlink such as `/dev/disk/by-id/...`), or it is a
     /// partition of a device named too.
-    NamedTwice {
+    DeviceNamedTwice {
         /// The name given first.
         first: PathBuf,
         /// It is a partition of `first` (else the same device).
@@ -514,7 +514,7 @@ impl fmt::Display for Refusal {
                  busy): a filesystem, a device-mapper or RAID set, or another program \
                  holds it; nothing written",
             ),
-            Refusal::NamedTwice { first, partition } => write!(
+            Refusal::DeviceNamedTwice { first, partition } => write!(
                 f,
                 "{} '{}'; nothing written",
                 match partition {

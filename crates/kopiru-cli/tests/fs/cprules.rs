@@ -376,7 +376,8 @@ pub fn trials(add: Add) {
             .map(|t| format!("{t} not installed"))
     };
     let why = fs.unavailable().or_else(tools);
-    let tests: [(&str, fn(Fs) -> R); 10] = [
+    type Test = fn(Fs) -> R;
+    let tests: [(&str, Test); 10] = [
         ("replace_keeps_destination", replace_keeps_destination),
         ("symlinked_destination", symlinked_destination),
         ("written_into_special", written_into_special),

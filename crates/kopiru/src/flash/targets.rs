@@ -126,7 +126,7 @@ fn check_distinct(targets: &[Target]) -> Result<(), Error> {
             };
             let same = ids[i] == ids[j];
             if same || partition(t, first) || partition(first, t) {
-                let why = Refusal::NamedTwice {
+                let why = Refusal::DeviceNamedTwice {
                     first: first.path.clone(),
                     partition: !same,
                 };
