@@ -10,11 +10,12 @@
 # the reason, never as passed. Ends with one line: N passed, N failed, N
 # skipped (all parts added up).
 #
-# KOPIRU_TEST_PARTS=rust,node,windows,lab,release chooses parts (default:
-# all).
+# KOPIRU_TEST_PARTS=rust,node,windows,lab,release,oracle chooses parts
+# (default: all). oracle: GNU cp and rsync as oracles on random cases
+# (tests/peers/oracle/README.md).
 set -euo pipefail
 cd "$(dirname "$0")/.."
-parts=${KOPIRU_TEST_PARTS:-rust,node,windows,lab,release}
+parts=${KOPIRU_TEST_PARTS:-rust,node,windows,lab,release,oracle}
 has() { [[ ",$parts," == *",$1,"* ]]; }
 need=()
 command -v mkfs.ext4 >/dev/null || need+=(e2fsprogs)
@@ -33,6 +34,12 @@ command -v mpirun >/dev/null || need+=(openmpi-bin)
 command -v fpart >/dev/null || need+=(fpart)
 command -v setpriv >/dev/null || need+=(util-linux)
 command -v fusermount3 >/dev/null || need+=(fuse3)
+if has oracle; then
+  command -v rsync >/dev/null || need+=(rsync)
+  command -v setfacl >/dev/null || need+=(acl)
+  command -v setfattr >/dev/null || need+=(attr)
+  command -v python3 >/dev/null || need+=(python3)
+fi
 if has node; then
   command -v node >/dev/null || need+=(nodejs)
   command -v npm >/dev/null || need+=(npm)
@@ -84,6 +91,15 @@ if has release; then
     status=1
     echo "0 passed, 1 failed, 0 skipped" | tee -a "$log"
   fi
+fi
+if has oracle; then
+  echo "== the peers as an oracle (GNU cp, rsync): tests/peers/oracle/oracle.py --ci"
+  # The kopiru under test: $KOPIRU, else the debug build (the Rust part has built it already).
+  if [[ -z ${KOPIRU:-} ]]; then
+    cargo build -p kopiru-cli 2>&1 | tail -n 3 | tee -a "$log" || status=$?
+    KOPIRU=$PWD/target/debug/kopiru
+  fi
+  python3 tests/peers/oracle/oracle.py --ci --kopiru "$KOPIRU" 2>&1 | tee -a "$log" || status=$?
 fi
 # One closing line for the whole run. cargo: "test result: ... N passed; N
 # failed; N ignored" (ignored = skipped); node --test: "# pass N", "# fail

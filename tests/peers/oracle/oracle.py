@@ -1091,7 +1091,7 @@ def snapshot(side):
 # Running a tool
 # ---------------------------------------------------------------------------
 def feed_fifo(path, data, proc, done):
-    """Write data into the FIFO at path once a reader opens it, until proc ends."""
+    """Write data into the FIFO at path each time a reader opens it, until proc ends."""
     while proc.poll() is None and not done.is_set():
         try:
             fd = os.open(path, os.O_WRONLY | os.O_NONBLOCK)
@@ -1107,7 +1107,7 @@ def feed_fifo(path, data, proc, done):
             pass
         finally:
             os.close(fd)
-        return
+        time.sleep(0.01)  # let the reader see the end before the FIFO is opened again
 
 
 def run_tool(case, side, state, argv, preludes=()):
@@ -1791,8 +1791,11 @@ def report(args, results, table, stale_check, bad_replays, secs):
             if r['status'] == 'skip':
                 for t in r['missing']:
                     why[t] = why.get(t, 0) + 1
-        print('!!!!!!!! SKIPPED: %d cases use options today\'s kopiru does not take: %s'
-              % (skipped, ', '.join('%s (%d)' % kv for kv in sorted(why.items()))))
+        opts = sorted((k, v) for k, v in why.items() if not k.startswith('('))
+        peer = sorted((k, v) for k, v in why.items() if k.startswith('('))
+        print('!!!!!!!! SKIPPED: %d cases. Options today\'s kopiru does not take (cases): %s%s'
+              % (skipped, ', '.join('%s (%d)' % kv for kv in opts) or '-',
+                 '; the peer could not judge: ' + ', '.join('%s %d' % kv for kv in peer) if peer else ''))
     extra_fail = 0
     if stale_check and stale:
         print('STALE: known-bug rows that matched nothing (fixed? delete them from differences.tsv): %s'
