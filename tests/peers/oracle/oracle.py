@@ -1197,7 +1197,8 @@ def compare(case, pre, post_a, post_b, res_a, res_b):
 
     def add(field, cls, path=b'-', a=None, b=None, o=None, av=None, bv=None, ov=None):
         rec = a or b
-        diffs.append(dict(field=field, cls=cls, path=show(path), raw_path=path, area=area_of(case, path) if path != b'-' else '-',
+        diffs.append(dict(field=field, cls=cls, path=show(path), raw_path=path,
+                          area=area_of(case, path) if path != b'-' else '-',
                           pre='absent' if o is None else 'present',
                           peer_val=av if av is not None else val(a, field),
                           kopiru_val=bv if bv is not None else val(b, field),
@@ -1267,7 +1268,8 @@ def compare(case, pre, post_a, post_b, res_a, res_b):
                  peer_is_pre_perm=perm_of(post_a.get(p), pre.get(p)) if f == 'mode' else '-',
                  parent_dacl='-' if p == b'-' else 'yes' if 'dacl' in (post_b.get(parent(p)) or {}) else 'no')
         d.update(peer_stray=' '.join(show(x) for x in stray) or '-', peer_skipped_operand='yes' if skipped_op else 'no')
-        d.update(peer=case.peer, user=case.user, form=case.form, mount='yes' if case.mount else 'no', dest=case.dest_kind, umask='%03o' % case.umask,
+        d.update(peer=case.peer, user=case.user, form=case.form, mount='yes' if case.mount else 'no',
+                 dest=case.dest_kind, umask='%03o' % case.umask,
                  srckinds=','.join(case.src_kinds), runs=str(case.runs),
                  peer_exit=res_a[0], kopiru_exit=res_b[0],
                  peer_out=(res_a[3] + res_a[2]).decode('utf-8', 'replace'),
@@ -1446,8 +1448,9 @@ def replay_script(case, kopiru_hint, lines):
         for c in case.kopiru_prelude:
             sh.append('run kopiru %s' % ' '.join(shq(a) for a in c))
         sh.append('run kopiru "$KOPIRU" copy %s' % ' '.join(shq(a) for a in case.kopiru_argv))
-    sh += ['listing() { (cd "$1" && find . -printf \'%y %m %U:%G %s %TY-%Tm-%Td+%TT %n %p -> %l\\n\' | LC_ALL=C sort); }',
-           'echo "== entries: kind, mode, owner, size, mtime, links, path (-> target); < peer, > kopiru"',
+    sh += ['listing() { (cd "$1" && find . -mindepth 1 '
+           '-printf \'%p -> %l  %y %m %U:%G %s %TY-%Tm-%Td+%TT %n\\n\' | LC_ALL=C sort); }',
+           'echo "== entries: path (-> target), kind, mode, owner, size, mtime, links; < peer, > kopiru"',
            'diff <(listing "$ROOT/peer") <(listing "$ROOT/kopiru")',
            'echo "== contents"',
            'diff -r --no-dereference "$ROOT/peer" "$ROOT/kopiru"',
@@ -1661,7 +1664,8 @@ def main():
     ap.add_argument('--cases', type=int, help='run N cases (seeds START..START+N-1)')
     ap.add_argument('--start', type=int, default=1, help='first seed for --cases (default 1)')
     ap.add_argument('--replay', type=int, metavar='SEED', help='run one case and show everything about it')
-    ap.add_argument('--ci', action='store_true', help='the fixed CI set: seeds %d..%d, stale known bugs fail' % CI_SEEDS)
+    ap.add_argument('--ci', action='store_true',
+                    help='the fixed CI set: seeds %d..%d, stale known bugs fail' % CI_SEEDS)
     ap.add_argument('--jobs', type=int, default=os.cpu_count(), help='cases run at once (default: CPUs)')
     ap.add_argument('--kopiru', default=os.environ.get('KOPIRU', 'kopiru'), help='the kopiru binary ($KOPIRU)')
     ap.add_argument('--results', default=os.path.join(REPO, 'target', 'oracle'),
