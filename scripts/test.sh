@@ -14,11 +14,12 @@
 # the reason, never as passed. Ends with one line: N passed, N failed, N
 # skipped (all parts added up).
 #
-# KOPIRU_TEST_PARTS=rust,node,windows,lab,release,gnu,rsync chooses parts
-# (default: all).
+# KOPIRU_TEST_PARTS=rust,node,windows,lab,release,gnu,rsync,oracle chooses
+# parts (default: all). oracle: GNU cp and rsync as oracles on random cases
+# (tests/peers/oracle/README.md).
 set -euo pipefail
 cd "$(dirname "$0")/.."
-parts=${KOPIRU_TEST_PARTS:-rust,node,windows,lab,release,gnu,rsync}
+parts=${KOPIRU_TEST_PARTS:-rust,node,windows,lab,release,gnu,rsync,oracle}
 has() { [[ ",$parts," == *",$1,"* ]]; }
 need=()
 command -v mkfs.ext4 >/dev/null || need+=(e2fsprogs)
@@ -40,6 +41,10 @@ command -v setpriv >/dev/null || need+=(util-linux)
 command -v fusermount3 >/dev/null || need+=(fuse3)
 command -v setfacl >/dev/null || need+=(acl)
 command -v setfattr >/dev/null || need+=(attr)
+if has oracle; then
+  command -v rsync >/dev/null || need+=(rsync)
+  command -v python3 >/dev/null || need+=(python3)
+fi
 if has node; then
   command -v node >/dev/null || need+=(nodejs)
   command -v npm >/dev/null || need+=(npm)
@@ -103,8 +108,8 @@ if has release; then
 fi
 # The peers' suites run against the debug binary the Rust part built (built
 # here when that part is not chosen).
-if has gnu || has rsync; then
-  if ! cargo build -p kopiru-cli 2>&1 | tee -a "$log"; then
+if has gnu || has rsync || has oracle; then
+  if ! cargo build -p kopiru-cli 2>&1 | tail -n 3 | tee -a "$log"; then
     status=1
     echo "0 passed, 1 failed, 0 skipped" | tee -a "$log"
   fi
@@ -118,6 +123,10 @@ if has rsync; then
   # a deb-src entry for `apt-get source rsync`; files each test in its list.
   echo "== rsync's testsuite against kopiru copy: tests/peers/rsync/run.sh"
   KOPIRU="$PWD/target/debug/kopiru" bash tests/peers/rsync/run.sh 2>&1 | tee -a "$log" || status=$?
+fi
+if has oracle; then
+  echo "== the peers as an oracle (GNU cp, rsync): tests/peers/oracle/oracle.py --ci"
+  python3 tests/peers/oracle/oracle.py --ci --kopiru "$PWD/target/debug/kopiru" 2>&1 | tee -a "$log" || status=$?
 fi
 # One closing line for the whole run. cargo: "test result: ... N passed; N
 # failed; N ignored" (ignored = skipped); node --test: "# pass N", "# fail
