@@ -198,9 +198,10 @@ pub struct CopyArgs {
     #[arg(short = 'a', long)]
     pub archive: bool,
 
-    /// Metadata to keep, replacing the default, comma-separated (cp's
-    /// words, and shorter ones): mode, ownership (owner), timestamps
-    /// (times), links, xattr (xattrs), all; alone, mode,ownership,timestamps
+    /// Metadata to keep besides the default's (or -a's, -p's),
+    /// comma-separated (cp's words, and shorter ones): mode, ownership
+    /// (owner), timestamps (times), links, xattr (xattrs), all; alone,
+    /// mode,ownership,timestamps. --no-preserve leaves pieces out
     /// [default: timestamps,links].
     #[arg(
         long,
@@ -669,9 +670,15 @@ impl CopyArgs {
         } else {
             Preserve::DEFAULT
         };
+        // cp's --preserve adds to what is kept (-a's, -p's or the default).
         if !self.preserve.is_empty() {
-            preserve = crate::compat::preserve_list(self.preserve.iter().map(String::as_str))
+            let more = crate::compat::preserve_list(self.preserve.iter().map(String::as_str))
                 .map_err(|other| format!("unknown --preserve item '{other}'"))?;
+            preserve.mode |= more.mode;
+            preserve.times |= more.times;
+            preserve.owner |= more.owner;
+            preserve.xattrs |= more.xattrs;
+            preserve.links |= more.links;
         }
         if self.preserve_basic {
             preserve.mode = true;

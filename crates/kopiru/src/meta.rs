@@ -165,13 +165,18 @@ pub(crate) fn apply(
         }
     }
     if !is_link {
+        let is_dir = st.kind() == FileKind::Dir;
         // The mode wanted, and whose owner its set-uid and set-gid bits
-        // were set for.
+        // were set for. A new directory keeps its sticky bit (cp's).
+        let plain = match is_dir {
+            true => 0o1777,
+            false => 0o777,
+        };
         let want = match (preserve.mode, before) {
             (true, _) => Some((st.perm(), (st.uid, st.gid))),
             (false, Before::Replaced { old, .. }) => Some((old.perm(), (old.uid, old.gid))),
             (false, Before::Same) => None,
-            (false, Before::Nothing) => Some((st.perm() & 0o777 & !umask, (st.uid, st.gid))),
+            (false, Before::Nothing) => Some((st.perm() & plain & !umask, (st.uid, st.gid))),
         };
         if let Some((mut want, (uid, gid))) = want {
             if want & 0o6000 != 0 {
@@ -182,6 +187,16 @@ pub(crate) fn apply(
                 if owner.is_none_or(|(_, g)| g != gid) {
                     want &= !0o2000;
                 }
+            }
+            // A directory keeps the set-gid and sticky bits it has: one
+            // merged into keeps its own (cp -a's), a new one the set-gid
+            // bit it took from its parent.
+            if is_dir {
+                want |= match before {
+                    Before::Same => now.perm & 0o3000,
+                    _ if !preserve.mode && want != now.perm => mode_of(&target) & 0o2000,
+                    _ => 0,
+                };
             }
             // A chown clears set-uid and set-gid: they are set again.
             let suid_bits_lost = owner_changed && want & 0o6000 != 0;
@@ -248,6 +263,21 @@ enum Xattrs {
     AllButCapabilitiesAndAcls,
     /// POSIX ACLs only (the mode kept, as cp's `-p` keeps them).
     Acls,
+}
+
+/// Whether the directory `dir` has a default ACL (new entries in it
+/// inherit it, not the umask).
+pub(crate) fn has_default_acl(dir: FdRef) -> bool {
+    sys::xattr_get(dir, c"system.posix_acl_default").is_ok()
+}
+
+/// The permission bits of `target` now, by a stat (0 if it fails).
+fn mode_of(target: &Target) -> u32 {
+    let st = match *target {
+        Target::Fd(fd) => sys::fstat(fd),
+        Target::At(dir, name) => sys::stat_at(dir, name, false),
+    };
+    st.map_or(0, |st| st.perm())
 }
 
 /// Copies the extended attributes of `src` to `dst`, those `which` says.

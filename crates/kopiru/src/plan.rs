@@ -490,7 +490,10 @@ fn plan_one(
         split(&dst_path).map_err(|e| Error::dst(&dst_path, Op::Resolve, &e))?;
 
     let dir_flags = sys::OPEN_DIR_FLAGS;
+    // The source's parent is only searched: one that may not be read
+    // (mode 0311) still lets its entry be opened, as for cp.
     let src_dir = sys::open_path(&src_parent, dir_flags)
+        .or_else(|_| sys::open_path(&src_parent, sys::SEARCH_DIR_FLAGS))
         .map_err(|e| Error::src(&src_parent, Op::Open, &e))?;
     let dst_dir = sys::open_path(&dst_parent, dir_flags)
         .map_err(|e| Error::dst(&dst_parent, Op::Open, &e))?;

@@ -166,7 +166,18 @@ impl Placement<'_> {
         sink: &dyn Sink,
     ) -> u64 {
         let mut withdrawn = 0;
-        for (tmp, name) in d.deferred.take() {
+        let deferred = d.deferred.take();
+        // A directory given a read-only mode (a copy of one) was finished
+        // before its renames: writable again for them, then as it was (as
+        // rsync makes a directory writable while it works in it).
+        let read_only = match deferred.is_empty() {
+            true => None,
+            false => sys::fstat(d.fd).ok().filter(|st| st.perm() & 0o300 != 0o300),
+        };
+        if let Some(st) = &read_only {
+            let _ = sys::fchmod(d.fd, st.perm() | 0o700);
+        }
+        for (tmp, name) in deferred {
             let path = || join(d.path, sys::os_str(&name));
             if let Some(&errno) = failed.get(&d.dev) {
                 if sys::unlink_at(d.fd, &tmp, false).is_ok() {
@@ -179,6 +190,11 @@ impl Placement<'_> {
             if let Err(e) = self.rename_final((d.fd, d.path), &tmp, &name, sink) {
                 let _ = sys::unlink_at(d.fd, &tmp, false);
                 sink.error(Error::dst(path(), Op::Rename, &e));
+            }
+        }
+        if let Some(st) = read_only {
+            if let Err(e) = sys::fchmod(d.fd, st.perm()) {
+                sink.warn(Error::dst(d.path, Op::Chmod, &e));
             }
         }
         // The renames changed the directory's times; put them back.

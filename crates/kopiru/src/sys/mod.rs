@@ -71,6 +71,14 @@ pub fn unsupported() -> io::Error {
 #[cfg(unix)]
 pub const OPEN_DIR_FLAGS: libc::c_int = libc::O_RDONLY | libc::O_DIRECTORY;
 
+/// Flags of `open_path` for a directory only searched, never listed (the
+/// parent of a source named on the command line): Linux opens one that
+/// may not be read (`O_PATH`), as a path lookup needs only search rights.
+#[cfg(target_os = "linux")]
+pub const SEARCH_DIR_FLAGS: libc::c_int = libc::O_PATH | libc::O_DIRECTORY;
+#[cfg(target_os = "macos")]
+pub const SEARCH_DIR_FLAGS: libc::c_int = OPEN_DIR_FLAGS;
+
 /// Whether an error from a clone or offload call means "this method does not
 /// work here" (fall back to the next one) rather than a real failure. The list
 /// is the union of GNU cp's `is_CLONENOTSUP` and Rust std's kernel_copy.

@@ -53,6 +53,13 @@ impl<'scope, 'env, 'a> Worker<'scope, 'env, 'a> {
             return Existing::Absent;
         };
         if d.kind() == FileKind::Dir {
+            // Nothing would replace it anyway: -n, -u and -i leave it, as
+            // cp and rsync skip it.
+            let opts = self.sh.opts;
+            if opts.no_clobber || opts.update || opts.interactive {
+                self.sh.kept(&dir.dst_path, dst_name);
+                return Existing::Refused;
+            }
             self.dst_refusal(dir, dst_name, Refusal::NonDirOverDir { source: None });
             return Existing::Refused;
         }
@@ -158,7 +165,11 @@ impl<'scope, 'env, 'a> Worker<'scope, 'env, 'a> {
     /// created under `dst_name` ([`Ahead`]).
     pub(crate) fn file_opened(&mut self, f: &SourceFile, created: Option<io::Result<Fd>>) {
         let (dir, st) = (f.dir, f.st);
-        if created.is_some() || !(self.sh.opts.preserve.links && st.nlink > 1) {
+        // With -L a file reached by a symlink too is one inode met twice,
+        // made one inode in the copy (cp -aL's), whatever its link count.
+        let opts = self.sh.opts;
+        let linked = st.nlink > 1 || opts.follow == crate::options::Follow::Always;
+        if created.is_some() || !(opts.preserve.links && linked) {
             self.copy_file(f, created);
             return;
         }
@@ -206,7 +217,10 @@ impl<'scope, 'env, 'a> Worker<'scope, 'env, 'a> {
     ) {
         let (tdir, tname) = (target.dir.dst.as_fd(), target.name.as_c_str());
         let make = |n: &Name| sys::link_at(tdir, tname, dir.dst.as_fd(), n);
-        if self.sh.opts.resume && !dir.fresh {
+        // Already that link (a resumed run's, or a merge into a copy
+        // whose links are there): renaming a second name of one inode
+        // over the first does nothing, so it is kept as it is.
+        if !dir.fresh {
             let here = sys::stat_at(dir.dst.as_fd(), dst_name, false);
             let there = sys::stat_at(tdir, tname, false);
             if let (Ok(a), Ok(b)) = (here, there) {
@@ -290,23 +304,34 @@ impl<'scope, 'env, 'a> Worker<'scope, 'env, 'a> {
         }
     }
 
-    pub(crate) fn symlink(&mut self, dir: &DirNode, name: &Name, dst_name: &Name) {
+    pub(crate) fn symlink(&mut self, dir: &Arc<DirNode>, name: &Name, dst_name: &Name) {
         let st = match sys::stat_at(dir.src.as_fd(), name, false) {
             Ok(st) => st,
             Err(e) => return self.src_error(dir, name, Op::Stat, &e),
         };
-        let target = match sys::read_link_at(dir.src.as_fd(), name) {
-            Ok(t) => t,
-            Err(e) => return self.src_error(dir, name, Op::Readlink, &e),
-        };
         if self.sh.opts.link_files.is_some() {
             return self.link_entry(dir, name, dst_name, &st);
         }
+        self.once_per_inode(dir, (name, dst_name), &st, Self::make_symlink);
+    }
+
+    /// Makes the symlink `name` of the source again as `dst_name`. Whether
+    /// it was made.
+    fn make_symlink(&mut self, dir: &DirNode, (name, dst_name): (&Name, &Name), st: &Stat) -> bool {
+        let target = match sys::read_link_at(dir.src.as_fd(), name) {
+            Ok(t) => t,
+            Err(e) => {
+                self.src_error(dir, name, Op::Readlink, &e);
+                return false;
+            }
+        };
         let make = |n: &Name| sys::symlink_at(&target, dir.dst.as_fd(), n);
         let shown = (EntryKind::Symlink, Some(Path::new(sys::os_str(&target))));
-        if self.create_or_replace(dir, (name, dst_name), &st, (Op::Symlink, shown), make) {
+        let made = self.create_or_replace(dir, (name, dst_name), st, (Op::Symlink, shown), make);
+        if made {
             self.sh.counters.symlinks.fetch_add(1, Ordering::Relaxed);
         }
+        made
     }
 
     pub(crate) fn special(
@@ -323,12 +348,23 @@ impl<'scope, 'env, 'a> Worker<'scope, 'env, 'a> {
         if self.sh.opts.link_files.is_some() {
             return self.link_entry(dir, name, dst_name, &st);
         }
+        self.once_per_inode(dir, (name, dst_name), &st, Self::make_special);
+    }
+
+    /// Makes a symlink or special file with `make`, once per source inode
+    /// where hard links are kept: its other names become hard links to the
+    /// first one made, as regular files' do.
+    fn once_per_inode(
+        &mut self,
+        dir: &Arc<DirNode>,
+        (name, dst_name): (&Name, &Name),
+        st: &Stat,
+        make: fn(&mut Self, &DirNode, (&Name, &Name), &Stat) -> bool,
+    ) {
         if !(self.sh.opts.preserve.links && st.nlink > 1 && self.sh.deferred_links.is_none()) {
-            self.make_special(dir, (name, dst_name), &st);
+            make(self, dir, (name, dst_name), st);
             return;
         }
-        // A FIFO or device with several names: made once, the other names
-        // hard links to it, as regular files are.
         let cell: LinkCell = self
             .sh
             .links
@@ -340,18 +376,17 @@ impl<'scope, 'env, 'a> Worker<'scope, 'env, 'a> {
         let mut made_here = false;
         let target = cell.get_or_init(|| {
             made_here = true;
-            self.make_special(dir, (name, dst_name), &st)
-                .then(|| LinkTarget {
-                    dir: dir.clone(),
-                    name: dst_name.to_owned(),
-                    dst_name: dst_name.to_owned(),
-                })
+            make(self, dir, (name, dst_name), st).then(|| LinkTarget {
+                dir: dir.clone(),
+                name: dst_name.to_owned(),
+                dst_name: dst_name.to_owned(),
+            })
         });
         match (made_here, target) {
             (true, _) => {}
-            (false, Some(t)) => self.hard_link(dir, (name, dst_name), t, &st),
+            (false, Some(t)) => self.hard_link(dir, (name, dst_name), t, st),
             (false, None) => {
-                self.make_special(dir, (name, dst_name), &st);
+                make(self, dir, (name, dst_name), st);
             }
         }
     }

@@ -38,7 +38,14 @@ impl<'scope, 'env, 'a> Worker<'scope, 'env, 'a> {
         let mut old = None;
         if !dir.fresh {
             match self.existing(dir, f.dst_name, (f.st, Some(f.src)), true) {
-                Existing::Keep => return Some(f.dst_name.to_owned()),
+                // A file kept as a complete copy takes the source's other
+                // names as links; one left alone by -n or -u is not the
+                // source's data, so they are copied on their own (cp's).
+                Existing::Keep => {
+                    let opts = self.sh.opts;
+                    let copy_of_source = !(opts.no_clobber || opts.update);
+                    return copy_of_source.then(|| f.dst_name.to_owned());
+                }
                 Existing::Refused => return None,
                 Existing::Absent => {}
                 Existing::Replace(d) => old = Some(d),
@@ -540,8 +547,14 @@ impl<'scope, 'env, 'a> Worker<'scope, 'env, 'a> {
             _ => None,
         };
         let owner_now = self.new_owner(dir, || dst_stat.unwrap_or_else(|| sys::fstat(dst.as_fd())));
+        // Made in a directory with a default ACL, its bits are that ACL's:
+        // a kept mode is set whatever they are.
+        let unknown = self.sh.opts.preserve.mode && dir.inherits_acl();
         let now = meta::Now {
-            perm: self.create_perm(st, new.replaced.as_ref()) & !self.sh.umask,
+            perm: match unknown {
+                true => u32::MAX,
+                false => self.create_perm(st, new.replaced.as_ref()) & !self.sh.umask,
+            },
             owner: owner_now,
         };
         // The file it replaces is still under its name: its extended

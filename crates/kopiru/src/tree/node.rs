@@ -54,6 +54,10 @@ pub(crate) struct DirNode {
     /// The partial copies (`--partial`) found here when the directory was
     /// cleaned of leftovers ([`place::partial_name`]s).
     pub(crate) partials: Mutex<Vec<NameBuf>>,
+    /// The destination directory has a default ACL, which new entries
+    /// inherit instead of the umask: the bits they are made with are not
+    /// known, so a kept mode is always set (looked up once, when needed).
+    pub(crate) default_acl: OnceLock<bool>,
 }
 
 impl DirNode {
@@ -85,6 +89,7 @@ impl DirNode {
             basis_top: None,
             stages: false,
             partials: Mutex::new(Vec::new()),
+            default_acl: OnceLock::new(),
         }
     }
 
@@ -93,6 +98,13 @@ impl DirNode {
     pub(crate) fn basis_of<'n>(&'n self, dst_name: &'n Name) -> Option<(&'n Fd, &'n Name)> {
         let dir = self.basis.as_ref()?;
         Some((dir, self.basis_top.as_deref().unwrap_or(dst_name)))
+    }
+
+    /// Whether entries made here inherit a default ACL ([`DirNode::default_acl`]).
+    pub(crate) fn inherits_acl(&self) -> bool {
+        *self
+            .default_acl
+            .get_or_init(|| crate::meta::has_default_acl(self.dst.as_fd()))
     }
 
     /// Takes the partial copy of `dst_name` out of the list: its name, if

@@ -292,8 +292,16 @@ impl<'scope, 'env, 'a> Worker<'scope, 'env, 'a> {
                     true => meta::Before::Nothing,
                     false => meta::Before::Same,
                 };
+                // Made in a directory with a default ACL: its bits are
+                // that ACL's, and a kept mode is set whatever they are.
+                let unknown = cur.fresh
+                    && opts.preserve.mode
+                    && cur.parent.as_ref().is_some_and(|p| p.inherits_acl());
                 let now = meta::Now {
-                    perm: cur.created_perm,
+                    perm: match unknown {
+                        true => u32::MAX,
+                        false => cur.created_perm,
+                    },
                     owner: owner_now,
                 };
                 let w = meta::apply(

@@ -25,6 +25,8 @@ use super::{create_file, cvt, full, last_error, open_flags, verbatim, wide, AsFd
 pub const O_DIRECTORY: i32 = 0x1_0000;
 /// Flags of [`open_path`] for a directory to read.
 pub const OPEN_DIR_FLAGS: i32 = O_DIRECTORY;
+/// The same: Windows has no directory opened for searching only.
+pub const SEARCH_DIR_FLAGS: i32 = OPEN_DIR_FLAGS;
 
 /// Opens a command-line path for reading (a directory with [`O_DIRECTORY`]).
 pub fn open_path(path: &Path, flags: i32) -> io::Result<Fd> {
