@@ -174,7 +174,15 @@ pub(crate) fn apply(
         };
         let want = match (preserve.mode, before) {
             (true, _) => Some((st.perm(), (st.uid, st.gid))),
-            (false, Before::Replaced { old, .. }) => Some((old.perm(), (old.uid, old.gid))),
+            // A write into a set-uid file clears its set-uid and set-gid
+            // bits unless the writer may keep them (root): so here.
+            (false, Before::Replaced { old, .. }) => {
+                let kept = match sys::euid() {
+                    0 => old.perm(),
+                    _ => old.perm() & !0o6000,
+                };
+                Some((kept, (old.uid, old.gid)))
+            }
             (false, Before::Same) => None,
             (false, Before::Nothing) => Some((st.perm() & plain & !umask, (st.uid, st.gid))),
         };
