@@ -16,7 +16,9 @@
 #
 # KOPIRU_TEST_PARTS=rust,node,windows,lab,release,gnu,rsync,oracle chooses
 # parts (default: all). oracle: GNU cp and rsync as oracles on random cases
-# (tests/peers/oracle/README.md).
+# (tests/peers/oracle/README.md). With any of gnu, rsync and oracle,
+# tests/peers/check-differences.py also runs (a second): every deliberate
+# difference those three file is named in docs/copy.md, and only those.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 parts=${KOPIRU_TEST_PARTS:-rust,node,windows,lab,release,gnu,rsync,oracle}
@@ -43,6 +45,9 @@ command -v setfacl >/dev/null || need+=(acl)
 command -v setfattr >/dev/null || need+=(attr)
 if has oracle; then
   command -v rsync >/dev/null || need+=(rsync)
+fi
+if has gnu || has rsync || has oracle; then
+  # tests/peers/check-differences.py, the oracle, rsync's wrapper
   command -v python3 >/dev/null || need+=(python3)
 fi
 if has node; then
@@ -105,6 +110,11 @@ if has release; then
     status=1
     echo "0 passed, 1 failed, 0 skipped" | tee -a "$log"
   fi
+fi
+# The peers' lists against docs/copy.md's "Differences from cp and rsync".
+if has gnu || has rsync || has oracle; then
+  echo "== the peers' deliberate differences named in docs/copy.md: tests/peers/check-differences.py"
+  python3 tests/peers/check-differences.py 2>&1 | tee -a "$log" || status=$?
 fi
 # The peers' suites run against the debug binary the Rust part built (built
 # here when that part is not chosen).
