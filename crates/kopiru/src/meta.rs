@@ -184,7 +184,14 @@ pub(crate) fn apply(
                 Some((kept, (old.uid, old.gid)))
             }
             (false, Before::Same) => None,
-            (false, Before::Nothing) => Some((st.perm() & plain & !umask, (st.uid, st.gid))),
+            (false, Before::Nothing) => {
+                let bits = match (preserve.plain_mode, is_dir) {
+                    (true, true) => 0o777,
+                    (true, false) => 0o666,
+                    (false, _) => st.perm() & plain,
+                };
+                Some((bits & !umask, (st.uid, st.gid)))
+            }
         };
         if let Some((mut want, (uid, gid))) = want {
             if want & 0o6000 != 0 {
