@@ -11,7 +11,7 @@ use std::fs::File;
 
 /// What an image's format says of its size once decoded.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-pub(super) struct DecodedSize {
+pub(crate) struct DecodedSize {
     /// The size, where the format records it.
     pub exact: Option<u64>,
     /// Else a size it has at least, where known.
@@ -43,7 +43,7 @@ pub(super) fn decoded(f: &File, len: u64, format: Format) -> DecodedSize {
 /// The same from a file of `len` bytes read by `at(offset, n)`; `walk`:
 /// whether a zstd file may be walked frame by frame and block by block
 /// (one read each: not over HTTP, where each is a request).
-pub(super) fn decoded_by(
+pub(crate) fn decoded_by(
     at: &dyn Fn(u64, usize) -> Option<Vec<u8>>,
     len: u64,
     format: Format,
@@ -88,6 +88,10 @@ fn varint(b: &[u8], i: &mut usize) -> Option<u64> {
     None
 }
 
+/// The largest xz index read: 8 bytes or so a block, so some millions of
+/// blocks (`xz -T0` makes blocks of 3 MiB and more).
+const MAX_INDEX: u64 = 64 << 20;
+
 /// The sum of the uncompressed sizes in the indexes of every stream of an
 /// xz file of `len` bytes, read from the end: stream padding, the footer
 /// (which gives the index's size), the index (each block's unpadded and
@@ -108,6 +112,12 @@ fn xz_size(at: &dyn Fn(u64, usize) -> Option<Vec<u8>>, len: u64) -> Option<u64> 
         }
         let backward = u32::from_le_bytes(footer[4..8].try_into().ok()?);
         let index_size = (u64::from(backward) + 1) * 4;
+        // The footer may say up to 16 GiB, and the index is read whole
+        // (over HTTP, into a buffer of that size, from a length the server
+        // claims): past MAX_INDEX the size is left unknown.
+        if index_size > MAX_INDEX {
+            return None;
+        }
         let index_at = pos.checked_sub(12 + index_size)?;
         let index = at(index_at, usize::try_from(index_size).ok()?)?;
         if index[0] != 0 {
@@ -250,6 +260,29 @@ mod tests {
         assert_eq!(uncompressed_size("xz", &two), Some(2 * data.len() as u64));
         // Damaged: no size, rather than a wrong one.
         assert_eq!(uncompressed_size("xz-cut", &one[..one.len() - 5]), None);
+    }
+
+    /// Found by fuzz/fuzz_targets/decoded_size.rs: a footer that says an
+    /// index of 16 GiB was read whole, over HTTP into a buffer of that
+    /// size, in a file whose length the server claims.
+    #[test]
+    fn xz_index_size_is_bounded() {
+        let mut xz = Vec::new();
+        lzma_rs::xz_compress(&mut &[7u8; 1000][..], &mut xz).expect("xz");
+        let n = xz.len();
+        // The footer: CRC32, backward size, stream flags, "YZ".
+        xz[n - 8..n - 4].copy_from_slice(&u32::MAX.to_le_bytes());
+        // The file's tail as a server gives it: 32 GiB claimed before it.
+        let before = 32u64 << 30;
+        let most = std::cell::Cell::new(0);
+        let at = |off: u64, k: usize| {
+            most.set(most.get().max(k));
+            let from = usize::try_from(off.checked_sub(before)?).ok()?;
+            xz.get(from..from + k).map(<[u8]>::to_vec)
+        };
+        let got = decoded_by(&at, before + n as u64, Format::Xz, false);
+        assert_eq!(got, DecodedSize::default());
+        assert!(most.get() <= MAX_INDEX as usize, "read {} bytes", most.get());
     }
 
     /// A zstd frame of raw blocks (`fcs`: whether the header records the
