@@ -4,17 +4,18 @@
 # (built, packed, installed into a scratch project, `node --test`), and the
 # Windows builds of the command and of the binding under Wine, and the crash
 # lab (scripts/lab.sh: dm-log-writes replay under Debian's kernel in QEMU,
-# docs/LAB.md), and the release artifacts (scripts/release.sh builds them
+# docs/LAB.md), the fuzz targets of the parsers of outside bytes
+# (scripts/test-fuzz.sh, docs/FUZZING.md), and the release artifacts (scripts/release.sh builds them
 # into dist/, scripts/test-release.sh installs and runs each without Rust). As root on Debian/Ubuntu it first installs what
 # the tests need with apt-get; what cannot run is reported as skipped, with
 # the reason, never as passed. Ends with one line: N passed, N failed, N
 # skipped (all parts added up).
 #
-# KOPIRU_TEST_PARTS=rust,node,windows,lab,release chooses parts (default:
-# all).
+# KOPIRU_TEST_PARTS=rust,fuzz,node,windows,lab,release chooses parts
+# (default: all).
 set -euo pipefail
 cd "$(dirname "$0")/.."
-parts=${KOPIRU_TEST_PARTS:-rust,node,windows,lab,release}
+parts=${KOPIRU_TEST_PARTS:-rust,fuzz,node,windows,lab,release}
 has() { [[ ",$parts," == *",$1,"* ]]; }
 need=()
 command -v mkfs.ext4 >/dev/null || need+=(e2fsprogs)
@@ -53,6 +54,10 @@ if has rust; then
   # The simulated share (tests/fs/shares.rs) runs beside kopiru's binary.
   cargo build -p kopiru-slowfs 2>&1 | tee -a "$log" || status=$?
   cargo test --workspace "$@" 2>&1 | tee -a "$log" || status=$?
+fi
+if has fuzz; then
+  echo "== fuzzing the parsers of outside bytes: scripts/test-fuzz.sh"
+  bash scripts/test-fuzz.sh 2>&1 | tee -a "$log" || status=$?
 fi
 if has node; then
   echo "== Node.js binding: bindings/node/scripts/ci.sh"
