@@ -43,7 +43,11 @@ fn check(text: &str) {
     };
     let mut prev_end = 0;
     for &(a, b, _) in &map.ranges {
-        assert!(prev_end <= a && a < b && b <= map.image_size, "{:?}", map.ranges);
+        assert!(
+            prev_end <= a && a < b && b <= map.image_size,
+            "{:?}",
+            map.ranges
+        );
         prev_end = b;
     }
     // The image's first 256 KiB, a pattern (no all-zero blocks), in at
@@ -74,7 +78,11 @@ fn check(text: &str) {
             let mut at = off;
             for &(o, n) in &got {
                 let e = o + n as u64;
-                assert!(at <= o && o < e && e <= end, "piece {o}+{n} of {off}+{}", d.len());
+                assert!(
+                    at <= o && o < e && e <= end,
+                    "piece {o}+{n} of {off}+{}",
+                    d.len()
+                );
                 // Widened to the sector, never more: each byte is in a
                 // sector that a range touches.
                 for s in [o, e - 1] {

@@ -48,10 +48,16 @@ fuzz_target!(|data: &[u8]| {
     }
     if let Ok(decoded) = k::decoded_len(file, format, DECODE_LIMIT) {
         if let Some(n) = exact {
-            assert_eq!(n, decoded, "{format} recorded {n} bytes, decoded to {decoded}");
+            assert_eq!(
+                n, decoded,
+                "{format} recorded {n} bytes, decoded to {decoded}"
+            );
         }
         if let Some(n) = at_least {
-            assert!(n <= decoded, "{format}: at least {n} bytes, decoded to {decoded}");
+            assert!(
+                n <= decoded,
+                "{format}: at least {n} bytes, decoded to {decoded}"
+            );
         }
     }
 });

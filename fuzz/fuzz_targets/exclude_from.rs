@@ -82,7 +82,10 @@ fuzz_target!(|data: &[u8]| {
         let kind = [RuleKind::Exclude, RuleKind::Include][p.len() / exact.len() % 2];
         let first = Rule::new(kind, pattern).expect("a plain pattern");
         let out = filter(Some(first)).excludes(rel, || false);
-        assert_eq!(out, kind == RuleKind::Exclude, "{pattern:?} first, for {rel:?}");
+        assert_eq!(
+            out,
+            kind == RuleKind::Exclude,
+            "{pattern:?} first, for {rel:?}"
+        );
     }
 });
-

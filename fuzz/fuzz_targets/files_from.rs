@@ -41,7 +41,10 @@ fuzz_target!(|data: &[u8]| {
                     assert_eq!(k::file_name_ok(name), !name.as_bytes().contains(&0));
                 }
             }
-            None => assert!(up || (p.is_absolute() && !p.starts_with(src)), "{p:?} refused"),
+            None => assert!(
+                up || (p.is_absolute() && !p.starts_with(src)),
+                "{p:?} refused"
+            ),
         }
     }
 });

@@ -31,7 +31,10 @@ fuzz_target!(|data: &[u8]| {
                 "GPT" => assert!((1..=4096).contains(&number)),
                 other => panic!("table {other:?}"),
             }
-            assert!(end > 0 && end % sector == 0, "{table} {number} ends at {end}");
+            assert!(
+                end > 0 && end % sector == 0,
+                "{table} {number} ends at {end}"
+            );
         }
         Ok(None) => {}
         Err(e) => assert!(!e.to_string().is_empty()),

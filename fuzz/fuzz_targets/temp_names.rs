@@ -17,6 +17,11 @@ fuzz_target!(|data: &[u8]| {
         let rest = text.strip_prefix(".kopiru-tmp.").expect("the prefix");
         let (p, n) = rest.split_once('.').expect("<pid>.<n>");
         assert_eq!(p.parse::<u32>().ok(), Some(pid));
-        assert!(!n.is_empty() && n.trim_start_matches('+').bytes().all(|b| b.is_ascii_digit()));
+        assert!(
+            !n.is_empty()
+                && n.trim_start_matches('+')
+                    .bytes()
+                    .all(|b| b.is_ascii_digit())
+        );
     }
 });
