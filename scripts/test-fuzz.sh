@@ -19,8 +19,9 @@
 # KOPIRU_FUZZ_SECONDS: seconds each target runs (default 40: nine targets,
 # two at a time, about three minutes). KOPIRU_FUZZ_TARGETS: a comma list
 # of targets (default: all). KOPIRU_FUZZ_JOBS: targets at once (default 2).
+# KOPIRU_FUZZ_BUILD_ARGS: more cargo-fuzz build options (below).
 set -uo pipefail
-cd "$(dirname "$0")/.."
+cd "$(dirname "$0")/.." || exit 1
 root=$PWD
 seconds=${KOPIRU_FUZZ_SECONDS:-40}
 jobs=${KOPIRU_FUZZ_JOBS:-2}
@@ -77,9 +78,12 @@ fi
 
 scratch=$(mktemp -d)
 trap 'rm -rf "$scratch"' EXIT
-# Release with debug assertions and overflow checks, AddressSanitizer.
-flags=(--release --debug-assertions --target-dir "$cache/fuzz-target")
-echo "== building ${#targets[@]} fuzz targets (cargo $plus fuzz build)"
+# Release with debug assertions and overflow checks, AddressSanitizer;
+# KOPIRU_FUZZ_BUILD_ARGS adds to them (e.g. "-s none --codegen-units 16",
+# a cheaper build: no sanitizer, so no -malloc_limit_mb either).
+read -r -a extra <<<"${KOPIRU_FUZZ_BUILD_ARGS:-}"
+flags=(--release --debug-assertions --target-dir "$cache/fuzz-target" "${extra[@]}")
+echo "== building the fuzz targets (cargo $plus fuzz build)"
 t0=$SECONDS
 if ! (cd fuzz && cargo "$plus" fuzz build "${flags[@]}" >"$scratch/build.log" 2>&1); then
   tail -40 "$scratch/build.log"
