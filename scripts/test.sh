@@ -4,7 +4,8 @@
 # (built, packed, installed into a scratch project, `node --test`), and the
 # Windows builds of the command and of the binding under Wine, and the crash
 # lab (scripts/lab.sh: dm-log-writes replay under Debian's kernel in QEMU,
-# docs/LAB.md), and the release artifacts (scripts/release.sh builds them
+# docs/LAB.md), the fuzz targets of the parsers of outside bytes
+# (scripts/test-fuzz.sh, docs/FUZZING.md), and the release artifacts (scripts/release.sh builds them
 # into dist/, scripts/test-release.sh installs and runs each without Rust),
 # and the peers' own tests: GNU coreutils' cp tests against `kopiru cp`
 # (tests/peers/gnu-cp/run.sh) and rsync's testsuite against `kopiru copy`
@@ -14,14 +15,14 @@
 # the reason, never as passed. Ends with one line: N passed, N failed, N
 # skipped (all parts added up).
 #
-# KOPIRU_TEST_PARTS=rust,node,windows,lab,release,gnu,rsync,oracle chooses
+# KOPIRU_TEST_PARTS=rust,fuzz,node,windows,lab,release,gnu,rsync,oracle chooses
 # parts (default: all). oracle: GNU cp and rsync as oracles on random cases
 # (tests/peers/oracle/README.md). With any of gnu, rsync and oracle,
 # tests/peers/check-differences.py also runs (a second): every deliberate
 # difference those three file is named in docs/copy.md, and only those.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-parts=${KOPIRU_TEST_PARTS:-rust,node,windows,lab,release,gnu,rsync,oracle}
+parts=${KOPIRU_TEST_PARTS:-rust,fuzz,node,windows,lab,release,gnu,rsync,oracle}
 has() { [[ ",$parts," == *",$1,"* ]]; }
 need=()
 command -v mkfs.ext4 >/dev/null || need+=(e2fsprogs)
@@ -79,6 +80,10 @@ if has rust; then
   # The simulated share (tests/fs/shares.rs) runs beside kopiru's binary.
   cargo build -p kopiru-slowfs 2>&1 | tee -a "$log" || status=$?
   cargo test --workspace "$@" 2>&1 | tee -a "$log" || status=$?
+fi
+if has fuzz; then
+  echo "== fuzzing the parsers of outside bytes: scripts/test-fuzz.sh"
+  bash scripts/test-fuzz.sh 2>&1 | tee -a "$log" || status=$?
 fi
 if has node; then
   echo "== Node.js binding: bindings/node/scripts/ci.sh"
