@@ -11,8 +11,12 @@
 #
 # Needs gcc-mingw-w64-x86-64 and wine64 (installed with apt-get when run as
 # root and missing) and rustup's x86_64-pc-windows-gnu target (added).
-# Environment: CARGO_TARGET_DIR (as cargo), KOPIRU_WINEPREFIX (default
-# /tmp/kopiru-wineprefix, kept between runs: the first start takes ~10 s).
+# Wine runs one session for the whole script (scripts/wine-session.sh):
+# the run's own copy of a prefix made once, one persistent wineserver,
+# stopped at the end.
+# Environment: CARGO_TARGET_DIR (as cargo), KOPIRU_WINEPREFIX (the prefix
+# copied, default /tmp/kopiru-wineprefix, kept between runs: making it
+# takes ~15 s).
 set -u
 cd "$(dirname "$0")/.."
 ROOT=$PWD
@@ -80,10 +84,13 @@ if ! "$CC" -shared -O2 -o "$BIN/bcryptprimitives.dll" \
     finish
 fi
 
-export WINEPREFIX=${KOPIRU_WINEPREFIX:-/tmp/kopiru-wineprefix}
-export WINEDEBUG=-all
-# Wine's own console and display: none.
-export DISPLAY=
+# shellcheck source=scripts/wine-session.sh
+. scripts/wine-session.sh
+trap 'wine_session_end; rm -rf "$WORK"' EXIT
+if ! wine_session_start; then
+    fail "starting Wine (scripts/wine-session.sh)"
+    finish
+fi
 
 # A Linux path as Wine sees it on Z:.
 winpath() { local p=${1//\//\\}; printf 'Z:%s' "$p"; }
