@@ -112,9 +112,10 @@ k() {
 }
 show() { echo "  exit $RC; stdout: $(head -c 600 "$OUT"); stderr: $(head -c 600 "$ERR")"; }
 
-# Windows attributes of a Linux path, as `attrib` prints them ("A  HR").
+# Windows attributes of a Linux path, as `attrib` prints them ("A  HR");
+# what Wine said on stderr is left in $WORK/attrib.err.
 attrs() {
-    "$WINE" cmd /c attrib "$(winpath "$1")" 2>/dev/null | tr -d '\r' | head -1 |
+    "$WINE" cmd /c attrib "$(winpath "$1")" 2>"$WORK/attrib.err" | tr -d '\r' | head -1 |
         cut -c1-12
 }
 
@@ -129,11 +130,11 @@ interruptible_tree() {
     done
     head -c 20000000 /dev/urandom >"$root/src/big"
 }
-# Waits (up to 15 s) until N files exist under ROOT outside ROOT/src, or
+# Waits (up to 60 s) until N files exist under ROOT outside ROOT/src, or
 # until process PID has ended.
 wait_for_files() {
     local root=$1 n=$2 pid=$3 have
-    for _ in $(seq 1 300); do
+    for _ in $(seq 1 1200); do
         have=$(find "$root" -path "$root/src" -prune -o -type f -print 2>/dev/null | wc -l)
         [ "$have" -ge "$n" ] && return
         kill -0 "$pid" 2>/dev/null || return
@@ -237,8 +238,10 @@ else
     bad=
     for f in readonly hidden both plain; do
         want=$(attrs "$A/$f" | tr -d ' A')
-        got=$(attrs "$T/attr-dst/$f" | tr -d ' A')
-        [ "$want" = "$got" ] || bad+=" $f: want '$want', got '$got';"
+        printed=$(attrs "$T/attr-dst/$f")
+        got=$(printf '%s' "$printed" | tr -d ' A')
+        [ "$want" = "$got" ] ||
+            bad+=" $f: want '$want', got '$got' (attrib printed '$printed', stderr '$(head -c 300 "$WORK/attrib.err" | tr -d '\r' | tr '\n' ' ')'; mode $(stat -c %A "$T/attr-dst/$f"));"
     done
     if [ $RC -eq 0 ] && [ -z "$bad" ]; then
         pass "attributes: read-only and hidden kept (attrib)"
@@ -527,13 +530,13 @@ if cargo test -q -p kopiru --lib --target x86_64-pc-windows-gnu --no-run \
     --message-format=json >"$WORK/build.json" 2>"$WORK/build.err"; then
     unit=$(grep -o '"executable":"[^"]*"' "$WORK/build.json" | tail -1 | cut -d'"' -f4)
     cp "$unit" "$BIN/kopiru-unit.exe"
-    timeout 120 "$WINE" "$BIN/kopiru-unit.exe" --test-threads 2 >"$OUT" 2>"$ERR" </dev/null
+    timeout 600 "$WINE" "$BIN/kopiru-unit.exe" --test-threads 2 >"$OUT" 2>"$ERR" </dev/null
     RC=$?
     summary=$(grep '^test result' "$OUT")
     if [ $RC -eq 0 ] && [[ $summary == *" 0 failed"* ]]; then
         pass "unit-tests: ${summary#test result: }"
     else
-        fail "unit-tests (exit $RC; 124 is the 120 s timeout)"
+        fail "unit-tests (exit $RC; 124 is the 600 s timeout)"
         tail -n 20 "$OUT" "$ERR"
     fi
 else
@@ -546,7 +549,7 @@ fi
 # it checks either outcome). Where it is refused, every placement above
 # went through MoveFileExW.
 if [ -f "$BIN/kopiru-unit.exe" ]; then
-    timeout 60 "$WINE" "$BIN/kopiru-unit.exe" rename_by_handle_or_moved --nocapture \
+    timeout 300 "$WINE" "$BIN/kopiru-unit.exe" rename_by_handle_or_moved --nocapture \
         >"$OUT" 2>"$ERR" </dev/null
     RC=$?
     how=$(grep -o 'KOPIRU-RENAME-BY-HANDLE: .*' "$OUT" | tr -d '\r')
@@ -581,7 +584,7 @@ else
     show
 fi
 if [ -f "$BIN/kopiru-unit.exe" ]; then
-    timeout 60 "$WINE" "$BIN/kopiru-unit.exe" security_descriptor_copied \
+    timeout 300 "$WINE" "$BIN/kopiru-unit.exe" security_descriptor_copied \
         alternate_data_streams_or_none --nocapture >"$OUT" 2>"$ERR" </dev/null
     RC=$?
     sec=$(grep -o 'KOPIRU-SECURITY: .*' "$OUT" | tr -d '\r')
@@ -628,7 +631,7 @@ skip "symlinks: Wine 8 shows Unix symlinks as their targets, and its CreateSymbo
 # junctions (FSCTL_SET_REPARSE_POINT): its unit test, run again for what it
 # prints (where the filesystem refuses, it checks nothing is left behind).
 if [ -f "$BIN/kopiru-unit.exe" ]; then
-    timeout 60 "$WINE" "$BIN/kopiru-unit.exe" junction_made_again_as_a_junction \
+    timeout 300 "$WINE" "$BIN/kopiru-unit.exe" junction_made_again_as_a_junction \
         --nocapture >"$OUT" 2>"$ERR" </dev/null
     RC=$?
     how=$(grep -o 'KOPIRU-JUNCTION: .*' "$OUT" | tr -d '\r')
