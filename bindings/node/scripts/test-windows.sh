@@ -76,6 +76,14 @@ x86_64-w64-mingw32-ar rc "$work/libnode/libnode.dll.a"
 target_dir=${CARGO_TARGET_DIR:-$root/target}
 dll=$target_dir/x86_64-pc-windows-gnu/release/kopiru_node.dll
 
+# The package's loader (binding.js) is made by the Linux build, which
+# scripts/test.sh runs first (bindings/node/scripts/ci.sh); alone, this
+# script makes it the same way.
+if [ ! -f "$here/binding.js" ]; then
+  echo "== no binding.js: npm ci and npm run build (as scripts/ci.sh)"
+  (cd "$here" && npm ci --no-audit --no-fund --silent && npm run build)
+fi
+
 echo "== packing and installing into a scratch project"
 tarball="$(cd "$here" && npm pack --silent --pack-destination "$work" | tail -n 1)"
 mkdir "$work/project"
