@@ -130,16 +130,36 @@ interruptible_tree() {
     done
     head -c 20000000 /dev/urandom >"$root/src/big"
 }
-# Waits (up to 60 s) until N files exist under ROOT outside ROOT/src, or
-# until process PID has ended.
-wait_for_files() {
-    local root=$1 n=$2 pid=$3 have
-    for _ in $(seq 1 1200); do
-        have=$(find "$root" -path "$root/src" -prune -o -type f -print 2>/dev/null | wc -l)
-        [ "$have" -ge "$n" ] && return
-        kill -0 "$pid" 2>/dev/null || return
-        sleep 0.05
+# Waits until process PID has stopped (SIGSTOP takes effect soon, not at
+# once); returns 1 if it has ended instead.
+is_stopped() {
+    local state
+    for _ in $(seq 1 5000); do
+        state=$(sed 's/.*) //' "/proc/$1/stat" 2>/dev/null | cut -d' ' -f1)
+        case $state in
+        T) return 0 ;;
+        Z | X | "") return 1 ;;
+        esac
+        sleep 0.001
     done
+    return 1
+}
+# Lets process PID run in slices of a few milliseconds, stopped (SIGSTOP)
+# between them, until N files exist under ROOT outside ROOT/src, and
+# leaves it stopped there. Watched while it runs, a copy could end between
+# two looks (a warm Wine copies these trees in a fraction of a second);
+# stopped while it is looked at, it cannot. Returns 1 if it ended first
+# (or after 20000 slices).
+stop_at_files() {
+    local root=$1 n=$2 pid=$3 have
+    for _ in $(seq 1 20000); do
+        kill -STOP "$pid" 2>/dev/null && is_stopped "$pid" || return 1
+        have=$(find "$root" -path "$root/src" -prune -o -type f -print 2>/dev/null | wc -l)
+        [ "$have" -ge "$n" ] && return 0
+        kill -CONT "$pid"
+        sleep 0.002
+    done
+    return 1
 }
 
 # Modification time with nanoseconds, and access time.
@@ -334,8 +354,7 @@ interruptible_tree "$R" 12 80
     >/dev/null 2>&1 </dev/null &
 pid=$!
 # Kill once the copy is under way: a staged tree with files in it.
-wait_for_files "$R" 100 $pid
-if kill -9 $pid 2>/dev/null; then
+if stop_at_files "$R" 100 $pid && kill -9 $pid 2>/dev/null; then
     wait $pid 2>/dev/null
     partial=$(find "$R" -path "$R/src" -prune -o -type f -print | wc -l)
     k copy --resume --sync none -T "$R/src" "$R/dst"
@@ -363,8 +382,7 @@ interruptible_tree "$A" 8 60
 "$WINE" "$BIN/kopiru.exe" copy --sync none "$(winpath "$A/src")" "$(winpath "$A/dst")" \
     >"$WORK/first.out" 2>&1 </dev/null &
 pid=$!
-wait_for_files "$A" 50 $pid
-if kill -STOP $pid 2>/dev/null; then
+if stop_at_files "$A" 50 $pid; then
     staged=$(find "$A" -maxdepth 1 -name '.kopiru-tmp.tree.*' | wc -l)
     k copy --sync none "$A/src" "$A/dst"
     rc2=$RC
