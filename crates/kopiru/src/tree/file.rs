@@ -464,7 +464,7 @@ impl<'scope, 'env, 'a> Worker<'scope, 'env, 'a> {
             }
             Start::New(None) => {}
             Start::Anonymous => {
-                let timer = self.sh.latency.time_create();
+                let timer = self.sh.latency.time_create(dir.dst.as_fd(), dir.dst_dev);
                 new.fd = self.sh.place.create_anonymous(&dir.dest(), perm);
                 new.anonymous = new.fd.is_some();
                 if let (Some(t), true) = (timer, new.anonymous) {
@@ -475,7 +475,7 @@ impl<'scope, 'env, 'a> Worker<'scope, 'env, 'a> {
             Start::CloneOf(b) => new.basis = Some(b),
         }
         if new.fd.is_none() {
-            let timer = self.sh.latency.time_create();
+            let timer = self.sh.latency.time_create(dir.dst.as_fd(), dir.dst_dev);
             match sys::create_new(dir.dst.as_fd(), tmp, perm) {
                 Ok(fd) => {
                     if let Some(t) = timer {
