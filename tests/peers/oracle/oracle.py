@@ -44,6 +44,9 @@ SIDE = b'@SIDE@'  # stands for the side's absolute path in absolute symlink targ
 NOBODY = 65534
 TIMEOUT = 10  # seconds, each tool run (a case takes well under one)
 CI_SEEDS = (1, 2200)  # the fixed seeds of --ci: about 2,050 cases run, the rest skipped
+# and these, each the only case of a known bug in seeds 1..6000 outside that range: with them every
+# known-bug row of differences.tsv matches something in --ci, so that a fix shows as a stale row
+CI_EXTRA_SEEDS = (4197, 4885, 5202, 5916)
 FRESH = 'fresh'
 
 # ---------------------------------------------------------------------------
@@ -1044,6 +1047,9 @@ DATA_FIELDS = ('kind', 'content', 'target', 'rdev')
 META_FIELDS = ('mode', 'uid', 'gid', 'xattr', 'acl', 'dacl')
 
 
+MAX_DEPTH = 40  # deeper than any case builds; a peer that loops (cp -L) stops being listed there
+
+
 def snapshot(side, moves=None):
     """path (relative to side) -> {field: value}, every entry under side; moves: {path: new
     path} names a directory (a staged tree) by another path."""
@@ -1055,13 +1061,16 @@ def snapshot(side, moves=None):
                 return new + r[len(old):]
         return r
 
-    def walk(rel):
+    def walk(rel, depth=0):
         d = os.path.join(side, rel) if rel else side
         for n in sorted(os.listdir(d)):
             real = rel + b'/' + n if rel else n
             p = os.path.join(side, real)
-            st = os.lstat(p)
             r = moved(real)
+            if depth >= MAX_DEPTH:  # a tool that followed a symlink loop: one entry says so
+                recs[r] = dict(kind='too-deep', mode=0, uid=0, gid=0, mtime=0)
+                continue
+            st = os.lstat(p)
             kind = KIND.get(stat.S_IFMT(st.st_mode), '?')
             rec = dict(kind=kind, mode=stat.S_IMODE(st.st_mode), uid=st.st_uid, gid=st.st_gid,
                        mtime=st.st_mtime_ns)
@@ -1092,7 +1101,7 @@ def snapshot(side, moves=None):
                 inodes.setdefault((st.st_dev, st.st_ino), []).append(r)
             recs[r] = rec
             if kind == 'dir':
-                walk(real)
+                walk(real, depth + 1)
     walk(b'')
     for group in inodes.values():
         if len(group) > 1:
@@ -1413,6 +1422,7 @@ def compare(case, pre, post_a, post_b, res_a, res_b, staged=None):
                  parent_dacl='-' if p == b'-' else 'yes' if 'dacl' in (post_b.get(parent(p)) or {}) else 'no')
         d.update(staged='yes' if any(p == b'-' or under(p, f) for f in staged.values()) else 'no')
         d.update(peer_stray=' '.join(show(x) for x in stray) or '-', peer_skipped_operand='yes' if skipped_op else 'no')
+        d.update(dup_operands='yes' if len({base(o) for o in case.operands}) < len(case.operands) else 'no')
         d.update(peer=case.peer, user=case.user, form=case.form, mount='yes' if case.mount else 'no',
                  dest=case.dest_kind, umask='%03o' % case.umask,
                  srckinds=','.join(case.src_kinds), runs=str(case.runs),
@@ -1826,7 +1836,7 @@ def main():
     ap.add_argument('--start', type=int, default=1, help='first seed for --cases (default 1)')
     ap.add_argument('--replay', type=int, metavar='SEED', help='run one case and show everything about it')
     ap.add_argument('--ci', action='store_true',
-                    help='the fixed CI set: seeds %d..%d, stale known bugs fail' % CI_SEEDS)
+                    help='the fixed CI set: seeds %d..%d and a few more, stale known bugs fail' % CI_SEEDS)
     ap.add_argument('--jobs', type=int, default=os.cpu_count(), help='cases run at once (default: CPUs)')
     ap.add_argument('--kopiru', default=os.environ.get('KOPIRU', 'kopiru'), help='the kopiru binary ($KOPIRU)')
     ap.add_argument('--results', default=os.path.join(REPO, 'target', 'oracle'),
@@ -1837,7 +1847,7 @@ def main():
     ap.add_argument('--keep-fs', action='store_true', help='leave the ext4 mounted at the end')
     ap.add_argument('--keep', action='store_true', help='keep each case\'s directories (with --replay)')
     ap.add_argument('--stale', action='store_true', help='fail on known-bug rows that matched nothing '
-                    '(on by default with --ci and for 1000 cases or more)')
+                    '(on by default with --ci)')
     ap.add_argument('--self-check', type=int, default=0, metavar='N',
                     help='also check that the replay scripts of N seeds build the same case (default 0; --ci: 20)')
     args = ap.parse_args()
@@ -1861,11 +1871,12 @@ def main():
     elif args.cases:
         seeds = list(range(args.start, args.start + args.cases))
     else:
-        seeds = list(range(CI_SEEDS[0], CI_SEEDS[1] + 1))
+        seeds = list(range(CI_SEEDS[0], CI_SEEDS[1] + 1)) + list(CI_EXTRA_SEEDS)
         args.ci = True
     if args.ci:
         args.self_check = args.self_check or 20
-    stale_check = args.stale or args.ci or len(seeds) >= 1000
+    # Only the CI set is known to show every known bug; another run lists the rows it did not see.
+    stale_check = args.stale or args.ci
 
     os.makedirs(args.results, exist_ok=True)
     for n in os.listdir(args.results) if args.replay is None else []:
@@ -1883,8 +1894,10 @@ def main():
     try:
         if args.replay is not None:
             return replay(args, cfg)
-        print('oracle: %d cases (seeds %d..%d), %d at once, kopiru %s, cp %s, rsync %s; on %s'
-              % (len(seeds), seeds[0], seeds[-1], args.jobs, kopiru, tool_version('cp'), tool_version('rsync'),
+        span = '%d..%d' % (seeds[0], seeds[-1]) if seeds == list(range(seeds[0], seeds[-1] + 1)) else \
+            '%d..%d and %d more' % (CI_SEEDS[0], CI_SEEDS[1], len(CI_EXTRA_SEEDS))
+        print('oracle: %d cases (seeds %s), %d at once, kopiru %s, cp %s, rsync %s; on %s'
+              % (len(seeds), span, args.jobs, kopiru, tool_version('cp'), tool_version('rsync'),
                  args.mount), flush=True)
         results = []
         with multiprocessing.get_context('fork').Pool(args.jobs, init_worker, (cfg,)) as pool:
@@ -1973,6 +1986,8 @@ def report(args, results, table, stale_check, bad_replays, secs):
         print('STALE: known-bug rows that matched nothing (fixed? delete them from differences.tsv): %s'
               % ', '.join(stale))
         extra_fail += len(stale)
+    elif stale:
+        print('known-bug rows this run did not meet (not a failure outside --ci): %s' % ', '.join(stale))
     if bad_replays:
         print('FAILED: %d replay scripts build another case than the oracle ran' % bad_replays)
         extra_fail += bad_replays
