@@ -700,8 +700,12 @@ impl CopyArgs {
                 Follow::Always
             } else if self.follow_args {
                 Follow::CommandLine
-            } else if self.compat.never_follow() || (self.recursive() && !self.compat.link) {
-                // cp -l follows a symlink named as a source, even with -R.
+            } else if self.compat.never_follow()
+                || self.archive
+                || (self.recursive && !self.compat.link)
+            {
+                // cp -l follows a symlink named as a source, even with -R;
+                // -a (cp's -dR) never.
                 Follow::Never
             } else {
                 Follow::CommandLine
