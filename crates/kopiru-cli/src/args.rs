@@ -694,18 +694,18 @@ impl CopyArgs {
             },
             sparse: self.sparse,
             preserve,
-            // cp's: -L, -H, -P as given; else -P with -R (and -a), -H
-            // without.
+            // cp's: -L, -H, -P as given; else -P with -a (cp's -dR), and
+            // with -R unless -l; -L with -rl (cp's manual: "cp follows
+            // symbolic links ... when --link (-l) is used"); -H without -R.
             follow: if self.dereference {
                 Follow::Always
             } else if self.follow_args {
                 Follow::CommandLine
-            } else if self.compat.never_follow()
-                || self.archive
-                || (self.recursive && !self.compat.link)
-            {
-                // cp -l follows a symlink named as a source, even with -R;
-                // -a (cp's -dR) never.
+            } else if self.compat.never_follow() || self.archive {
+                Follow::Never
+            } else if self.recursive && self.compat.link {
+                Follow::Always
+            } else if self.recursive {
                 Follow::Never
             } else {
                 Follow::CommandLine

@@ -203,7 +203,9 @@ pub(crate) fn left_alone(refused: Vec<Error>) -> (Vec<Error>, Vec<Error>) {
     refused.into_iter().partition(|e| {
         matches!(
             e.refusal(),
-            Some(Refusal::AlreadyCopied { .. } | Refusal::NamedTwice { .. })
+            Some(
+                Refusal::AlreadyCopied { .. } | Refusal::NamedTwice { .. } | Refusal::KeptExisting
+            )
         )
     })
 }
@@ -213,9 +215,12 @@ pub(crate) fn left_alone(refused: Vec<Error>) -> (Vec<Error>, Vec<Error>) {
 pub(crate) fn already_copied(done: Vec<Error>, reporter: &dyn Reporter, summary: &mut Summary) {
     for w in done {
         reporter.kept(&w.path);
-        reporter.warning(&w);
         summary.skipped += 1;
-        summary.warnings.push(w);
+        // -n and -u keep what is there silently, as cp does.
+        if !matches!(w.refusal(), Some(Refusal::KeptExisting)) {
+            reporter.warning(&w);
+            summary.warnings.push(w);
+        }
     }
 }
 

@@ -207,6 +207,10 @@ pub enum Refusal {
         /// The copy.
         dest: PathBuf,
     },
+    /// What DEST holds is kept as it is, as `--no-clobber` or `--update`
+    /// asks (a directory where the source has a file): counted as
+    /// skipped, without a warning, as cp says nothing.
+    KeptExisting,
     /// A new tree was not put in place under its name, since entries in it
     /// failed: what was copied stays under its staged name, for the same
     /// command (with `--resume`, keeping what is there) to finish.
@@ -474,6 +478,7 @@ impl fmt::Display for Refusal {
                 "{errors} entries failed on other ranks (see their messages); the rest is in place"
             ),
             Refusal::OutsideSource => f.write_str("not a path inside the source directory"),
+            Refusal::KeptExisting => f.write_str("kept as it is (--no-clobber or --update)"),
             Refusal::NamedTwice { first } => write!(
                 f,
                 "the same source as '{}', named before: copied once",

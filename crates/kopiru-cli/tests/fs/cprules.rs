@@ -367,6 +367,29 @@ fn cp_options(fs: Fs) -> R {
         ensure!(read(&w.join("kept"))? == "data\n", "{flag} -f");
         std::fs::remove_file(w.join("kept"))?;
     }
+    // -n keeps a directory where the source has a file, silently, and
+    // -u one not older than the source; -u refuses an older one (cp's).
+    std::fs::create_dir_all(w.join("dirs/x"))?;
+    std::fs::write(w.join("x"), "x\n")?;
+    let o = kopiru_in(&w, &["cp", "-n", "-t", "dirs", "x"]);
+    ensure!(code(&o) == 0 && o.stderr.is_empty() && w.join("dirs/x").is_dir(), "-n: {}", show(&o));
+    fixture::sh(Command::new("touch").args(["-d", "@1000"]).arg(w.join("dirs/x")))?;
+    let o = kopiru_in(&w, &["cp", "-u", "-t", "dirs", "x"]);
+    ensure!(code(&o) == 1 && w.join("dirs/x").is_dir(), "-u onto an older directory: {}", show(&o));
+    // -n never opens a source it keeps: an unreadable one is no error.
+    std::fs::write(w.join("dirs/locked"), "old\n")?;
+    std::fs::write(w.join("locked"), "new\n")?;
+    std::fs::set_permissions(w.join("locked"), PermissionsExt::from_mode(0o000))?;
+    let o = bash_in(&w, "chown nobody: locked dirs/locked && HOME=/nonexistent setpriv --reuid=65534 --regid=65534 --clear-groups -- \"$K\" cp -n locked dirs/locked");
+    ensure!(code(&o) == 0 && read(&w.join("dirs/locked"))? == "old\n", "-n opened the source: {}", show(&o));
+    // -rl follows symlinks inside the tree, linking their targets (cp's).
+    std::fs::create_dir_all(w.join("lt/dir"))?;
+    std::fs::write(w.join("lt/f"), "f\n")?;
+    std::os::unix::fs::symlink("f", w.join("lt/l"))?;
+    std::os::unix::fs::symlink("dir", w.join("lt/ld"))?;
+    ok(&kopiru_in(&w, &["cp", "-rl", "lt", "ltl"]))?;
+    ensure!(std::fs::symlink_metadata(w.join("ltl/l"))?.ino() == std::fs::metadata(w.join("lt/f"))?.ino(), "-rl: symlink not followed");
+    ensure!(std::fs::symlink_metadata(w.join("ltl/ld"))?.is_dir(), "-rl: symlink to a directory not followed");
     // A socket has no data: named without -r it fails, as in cp, and an
     // existing file in its place stays.
     std::os::unix::net::UnixListener::bind(w.join("sock"))?;
@@ -403,7 +426,7 @@ fn cp_options(fs: Fs) -> R {
 pub fn trials(add: Add) {
     let fs = Fs::Ext4;
     let tools = || {
-        ["setfacl", "getfacl", "setfattr", "getfattr", "losetup", "mkfifo", "mknod"]
+        ["setfacl", "getfacl", "setfattr", "getfattr", "losetup", "mkfifo", "mknod", "setpriv"]
             .into_iter()
             .find(|t| !fixture::have(t))
             .map(|t| format!("{t} not installed"))

@@ -53,10 +53,11 @@ impl<'scope, 'env, 'a> Worker<'scope, 'env, 'a> {
             return Existing::Absent;
         };
         if d.kind() == FileKind::Dir {
-            // Nothing would replace it anyway: -n, -u and -i leave it, as
-            // cp and rsync skip it.
+            // -n and -u (when it is not older than the source) leave it,
+            // as cp skips it; else refused, as cp refuses it (with -i
+            // after its question).
             let opts = self.sh.opts;
-            if opts.no_clobber || opts.update || opts.interactive {
+            if opts.no_clobber || (opts.update && d.mtime >= src.mtime) {
                 self.sh.kept(&dir.dst_path, dst_name);
                 return Existing::Refused;
             }
@@ -137,6 +138,9 @@ impl<'scope, 'env, 'a> Worker<'scope, 'env, 'a> {
     /// device read for its data) to `dst_name` in `dir`'s destination.
     pub(crate) fn file(&mut self, dir: &Arc<DirNode>, item: &Item, dst_name: &Name) {
         let name = item.name.as_c_str();
+        if self.kept_unopened(dir, item, dst_name) {
+            return;
+        }
         let Some((src, st)) = self.open_and_stat(dir, name, false, item.follow) else {
             return;
         };
@@ -160,6 +164,28 @@ impl<'scope, 'env, 'a> Worker<'scope, 'env, 'a> {
             write_into: item.write_into,
         };
         self.file_opened(&f, None);
+    }
+
+    /// `-n` and `-u` decide by the names' stats: a source whose copy they
+    /// keep is never opened, so one that cannot be read is no error (cp's).
+    /// Another name of the source itself goes the usual way.
+    fn kept_unopened(&self, dir: &DirNode, item: &Item, dst_name: &Name) -> bool {
+        let opts = self.sh.opts;
+        if !(opts.no_clobber || opts.update) || dir.fresh || item.write_into {
+            return false;
+        }
+        let Ok(d) = sys::stat_at(dir.dst.as_fd(), dst_name, false) else {
+            return false;
+        };
+        let Ok(s) = sys::stat_at(dir.src.as_fd(), &item.name, item.follow) else {
+            return false;
+        };
+        let keep = (d.dev, d.ino) != (s.dev, s.ino)
+            && (opts.no_clobber || (opts.update && d.mtime >= s.mtime));
+        if keep {
+            self.sh.kept(&dir.dst_path, dst_name);
+        }
+        keep
     }
 
     /// Copies a regular file whose source is open, or links it to an
