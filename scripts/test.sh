@@ -79,7 +79,7 @@ if has rust; then
   echo "== Rust: cargo test --workspace"
   # The simulated share (tests/fs/shares.rs) runs beside kopiru's binary.
   cargo build -p kopiru-slowfs 2>&1 | tee -a "$log" || status=$?
-  cargo test --workspace "$@" 2>&1 | tee -a "$log" || status=$?
+  cargo test --workspace --no-fail-fast "$@" 2>&1 | tee -a "$log" || status=$?
 fi
 if has fuzz; then
   echo "== fuzzing the parsers of outside bytes: scripts/test-fuzz.sh"
