@@ -33,6 +33,7 @@ mod plan;
 mod precheck;
 mod preview;
 pub mod probe;
+pub mod progress;
 mod record;
 mod shard;
 pub(crate) mod sys;
