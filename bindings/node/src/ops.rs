@@ -223,11 +223,9 @@ pub fn copy<'e>(
         // The totals are walked only for a caller who shows progress; the
         // walk has its own stop, set when the copy ends.
         let walk_stop = kopiru::Cancel::new();
-        let totals = on_progress.is_some().then(|| {
-            let mut walk = opts.clone();
-            walk.cancel = walk_stop.clone();
-            Totals::spawn(sources.clone(), &walk)
-        });
+        let totals = on_progress
+            .is_some()
+            .then(|| Totals::spawn(sources.clone(), &opts, walk_stop.clone()));
         let c = counts.clone();
         let start = Instant::now();
         let window = Mutex::new(Window::new(WINDOW_SECS));

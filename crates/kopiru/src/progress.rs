@@ -3,28 +3,37 @@
 //! runs beside the copy), and a rate and an ETA from the counts so far. The
 //! command line's bar and the Node binding's `onProgress` both use these.
 //!
+//! [`CopyProgress`] puts them together: a [`crate::Reporter`] to pass to
+//! [`crate::copy`], which walks the totals beside the copy and gives a
+//! [`Snapshot`] (counts, totals, fraction done, ETA) whenever asked.
+//!
 //! ```no_run
-//! use kopiru::progress::{Totals, Window, WINDOW_SECS};
+//! use kopiru::progress::CopyProgress;
 //! use std::path::PathBuf;
 //!
 //! let sources = vec![PathBuf::from("node_modules")];
-//! let options = kopiru::CopyOptions::default();
-//! // Counted on a thread of its own; stopped by cancelling `options.cancel`.
-//! let totals = Totals::spawn(sources, &options);
-//! // ... later, from a ticker:
-//! if totals.known() {
-//!     println!("{} files, {} bytes in all", totals.files(), totals.bytes());
-//! }
-//! let mut window = Window::new(WINDOW_SECS);
-//! window.push(0.0, 0, 0);
+//! let options = kopiru::CopyOptions::new().exclude(".cache/")?;
+//! let progress = CopyProgress::start(&sources, &options);
+//! std::thread::scope(|s| {
+//!     let copy = s.spawn(|| kopiru::copy(&sources, "copy".as_ref(), &options, &progress));
+//!     while !copy.is_finished() {
+//!         let now = progress.snapshot();
+//!         if let Some(f) = now.fraction() {
+//!             eprint!("\r{:5.1}%", f * 100.0);
+//!         }
+//!         std::thread::sleep(std::time::Duration::from_millis(100));
+//!     }
+//! });
+//! # Ok::<(), kopiru::PatternError>(())
 //! ```
 
 use crate::sys::{self, FileKind};
-use crate::{Cancel, CopyOptions, Follow};
+use crate::{Cancel, CopyOptions, FileDone, Follow, Phase, Reporter};
 use std::collections::{HashSet, VecDeque};
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicU8, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::Instant;
 
 /// The files and bytes a copy will move, as counted so far. Shared between
 /// the counting walk (which adds) and a display (which reads) through an
@@ -61,13 +70,13 @@ impl Totals {
     }
 
     /// Counts `sources` as [`count_totals`] does, on a thread of its own,
-    /// which stops when `options.cancel` is cancelled.
-    pub fn spawn(sources: Vec<PathBuf>, options: &CopyOptions) -> Arc<Totals> {
+    /// which ends when `stop` or `options.cancel` is cancelled.
+    pub fn spawn(sources: Vec<PathBuf>, options: &CopyOptions, stop: Cancel) -> Arc<Totals> {
         let totals = Arc::new(Totals::new());
         let (t, options) = (totals.clone(), options.clone());
         std::thread::Builder::new()
             .name("kopiru-totals".into())
-            .spawn(move || count_totals(&sources, &options, &t, &options.cancel))
+            .spawn(move || count_totals(&sources, &options, &t, &stop))
             .expect("a thread for the totals");
         totals
     }
@@ -131,6 +140,10 @@ struct Walk<'a> {
 }
 
 impl Walk<'_> {
+    fn stopped(&self) -> bool {
+        self.stop.is_cancelled() || self.options.cancel.is_cancelled()
+    }
+
     /// Counts the entry at `path` (`rel` below its source directory) and
     /// what is below it. `false` once stopped.
     fn entry(
@@ -142,7 +155,7 @@ impl Walk<'_> {
         root_dev: Option<u64>,
     ) -> bool {
         let Ok(st) = sys::stat_path(path, follow) else {
-            return !self.stop.is_cancelled();
+            return !self.stopped();
         };
         match st.kind() {
             FileKind::File => self.file(&st),
@@ -155,7 +168,7 @@ impl Walk<'_> {
             }
             _ => {}
         }
-        !self.stop.is_cancelled()
+        !self.stopped()
     }
 
     /// Counts a regular file; a hard link kept as a link is counted once.
@@ -176,7 +189,7 @@ impl Walk<'_> {
                 continue;
             };
             for e in listing.flatten() {
-                if self.stop.is_cancelled() {
+                if self.stopped() {
                     return false;
                 }
                 let (child, child_rel) = (e.path(), rel.join(e.file_name()));
@@ -200,7 +213,7 @@ impl Walk<'_> {
                 }
             }
         }
-        !self.stop.is_cancelled()
+        !self.stopped()
     }
 }
 
@@ -294,6 +307,147 @@ pub fn eta(bytes_left: u64, files_left: u64, r: Rates) -> Option<f64> {
                 true => (left_avg <= SMALL).then_some(f),
             }
         }
+    }
+}
+
+/// The observer of one copy for a progress display: pass it to
+/// [`crate::copy`] as its reporter and read [`CopyProgress::snapshot`] from
+/// another thread (a ticker, a UI). It counts files and bytes as the copy
+/// reports them and walks the sources for the totals on a thread of its
+/// own ([`Totals::spawn`]), stopped when it is dropped. To also receive the
+/// copy's other events, call its [`Reporter`] methods from your own.
+#[derive(Debug)]
+pub struct CopyProgress {
+    files: AtomicU64,
+    bytes: AtomicU64,
+    phase: AtomicU8,
+    totals: Arc<Totals>,
+    walk_stop: Cancel,
+    started: Instant,
+    window: Mutex<Window>,
+}
+
+/// How a copy stands, from [`CopyProgress::snapshot`].
+#[derive(Clone, Copy, Debug, PartialEq)]
+#[non_exhaustive]
+pub struct Snapshot {
+    /// Regular files copied so far.
+    pub files: u64,
+    /// Bytes of file data copied so far.
+    pub bytes: u64,
+    /// The files of the whole copy once the walk has counted them (never
+    /// below `files`); `None` while it counts.
+    pub total_files: Option<u64>,
+    /// The bytes of the whole copy, likewise (never below `bytes`).
+    pub total_bytes: Option<u64>,
+    /// Seconds left ([`eta`] over the last [`WINDOW_SECS`]), once there are
+    /// totals and a second of rates, while copying.
+    pub eta_seconds: Option<f64>,
+    /// What the copy is doing.
+    pub phase: Phase,
+    /// Seconds since [`CopyProgress::start`].
+    pub elapsed: f64,
+}
+
+/// What one file costs besides its bytes in [`Snapshot::fraction`]: its
+/// create, metadata and close take about as long as moving 256 KiB.
+const FILE_AS_BYTES: f64 = 256.0 * 1024.0;
+
+impl Snapshot {
+    /// How much is done, 0 to 1, once the totals are known: bytes and
+    /// files added up, each file weighing as much as 256 KiB of data, so a
+    /// tree of small files moves by files and one big file by its bytes.
+    pub fn fraction(&self) -> Option<f64> {
+        let work = |b: u64, f: u64| b as f64 + f as f64 * FILE_AS_BYTES;
+        let total = work(self.total_bytes?, self.total_files?);
+        Some(match total > 0.0 {
+            true => (work(self.bytes, self.files) / total).min(1.0),
+            false => 1.0,
+        })
+    }
+}
+
+impl CopyProgress {
+    /// Starts counting the totals of a copy of `sources` with `options`
+    /// (the walk stops early when `options.cancel` is cancelled, or when
+    /// this is dropped).
+    pub fn start(sources: &[PathBuf], options: &CopyOptions) -> CopyProgress {
+        let walk_stop = Cancel::new();
+        let totals = Totals::spawn(sources.to_vec(), options, walk_stop.clone());
+        CopyProgress {
+            files: AtomicU64::new(0),
+            bytes: AtomicU64::new(0),
+            phase: AtomicU8::new(0),
+            totals,
+            walk_stop,
+            started: Instant::now(),
+            window: Mutex::new(Window::new(WINDOW_SECS)),
+        }
+    }
+
+    /// The counts now, with the totals and the ETA when known. Each call
+    /// adds a sample to the rate window: call it at a steady pace (a
+    /// ticker's, every 100 ms or so).
+    pub fn snapshot(&self) -> Snapshot {
+        let files = self.files.load(Ordering::Relaxed);
+        let bytes = self.bytes.load(Ordering::Relaxed);
+        let elapsed = self.started.elapsed().as_secs_f64();
+        let phase = match self.phase.load(Ordering::Relaxed) {
+            1 => Phase::Flushing,
+            2 => Phase::Verifying,
+            3 => Phase::Waiting,
+            _ => Phase::Copying,
+        };
+        let rates = {
+            let mut w = self.window.lock().unwrap_or_else(|e| e.into_inner());
+            w.push(elapsed, bytes, files);
+            w.rates()
+        };
+        let known = self.totals.known().then_some(&*self.totals);
+        let total_files = known.map(|t| t.files().max(files));
+        let total_bytes = known.map(|t| t.bytes().max(bytes));
+        let eta_seconds = match (total_files, total_bytes, rates, phase) {
+            (Some(tf), Some(tb), Some(r), Phase::Copying) => eta(tb - bytes, tf - files, r),
+            _ => None,
+        };
+        Snapshot {
+            files,
+            bytes,
+            total_files,
+            total_bytes,
+            eta_seconds,
+            phase,
+            elapsed,
+        }
+    }
+
+    /// The totals as the walk has them.
+    pub fn totals(&self) -> &Totals {
+        &self.totals
+    }
+}
+
+impl Drop for CopyProgress {
+    fn drop(&mut self) {
+        self.walk_stop.cancel();
+    }
+}
+
+impl Reporter for CopyProgress {
+    fn file_done(&self, _done: &FileDone) {
+        self.files.fetch_add(1, Ordering::Relaxed);
+    }
+    fn bytes(&self, n: u64) {
+        self.bytes.fetch_add(n, Ordering::Relaxed);
+    }
+    fn phase(&self, phase: Phase) {
+        let n = match phase {
+            Phase::Flushing => 1,
+            Phase::Verifying => 2,
+            Phase::Waiting => 3,
+            _ => 0,
+        };
+        self.phase.store(n, Ordering::Relaxed);
     }
 }
 

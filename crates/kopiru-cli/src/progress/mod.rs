@@ -110,11 +110,8 @@ impl Progress {
         let counts = Arc::new(Counts::default());
         // Its own stop: the walk ends with the display, not only on a cancel.
         let totals_stop = kopiru::Cancel::new();
-        let totals = (work == Work::Copy).then(|| {
-            let mut walk = options.clone();
-            walk.cancel = totals_stop.clone();
-            Totals::spawn(sources.to_vec(), &walk)
-        });
+        let totals = (work == Work::Copy)
+            .then(|| Totals::spawn(sources.to_vec(), options, totals_stop.clone()));
         let ticker = {
             let (bar, counts) = (bar.clone(), counts.clone());
             std::thread::spawn(move || tick(&bar, &counts, totals.as_deref(), work))
