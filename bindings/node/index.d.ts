@@ -59,7 +59,7 @@ export interface Summary {
   warnings: EntryError[]
   elapsedSeconds: number
   cancelled: boolean
-  /** Always false here (the command's `--dry-run` lists instead). */
+  /** The copy was a `dryRun`: nothing was written, the counts are what it would do. */
   dryRun: boolean
   /** The command's exit code for this outcome: 0, 1 (nothing copied), 20 (cancelled), 23 (partial). */
   exitCode: number
@@ -70,6 +70,19 @@ export interface CopyProgress {
   files: number
   /** Bytes of file data copied so far. */
   bytes: number
+  /** Files the whole copy moves, once a walk of the sources beside the copy (the engine's,
+   * through the same filters and links as the copy) has counted them; null while it is still
+   * counting. Never below `files`, so `files / totalFiles` is at most 1. In the final call:
+   * `files`. */
+  totalFiles: number | null
+  /** Bytes the whole copy moves (a file with holes counts its allocated bytes); null while
+   * counting. Never below `bytes`. In the final call: `bytes`. */
+  totalBytes: number | null
+  /** Whether `totalFiles` and `totalBytes` are known (they are in the final call). */
+  totalsKnown: boolean
+  /** Seconds left, from the rates of the last 5 seconds and the totals; null until both are
+   * known, and outside the 'copying' phase. 0 in the final call. */
+  etaSeconds: number | null
   /** 'done' in the final call only. */
   phase: 'copying' | 'flushing' | 'verifying' | 'done'
 }
@@ -101,11 +114,37 @@ export interface CopyOptions {
   verify?: boolean
   /** Worker threads; 0 (default) picks from the machine. */
   jobs?: number
+  /** Entries inside copied directories left out, as the command's `--exclude` (rsync's
+   * patterns, matched against the path below the copied source directory): `'*.o'` (a name at
+   * any depth), `'/build'` (anchored), `'cache/'` (directories only), `'a/**'`. An excluded
+   * directory is not entered. `'+ PATTERN'` makes an include, `'- PATTERN'` an exclude. */
+  exclude?: string[]
+  /** Entries copied even though an `exclude` matches them: all of `include` is tried before
+   * `exclude` (the command's `--include ... --exclude ...`); the first rule that matches
+   * decides. With `include: ['*.rs', 'src/']` and `exclude: ['*']`, only the `.rs` files at the top
+   * and inside directories named `src` are copied. */
+  include?: string[]
+  /** After the copy, remove what `dest` holds that the sources do not (excluded entries are
+   * kept). Only when `dest` is the copy itself: with `noTargetDirectory`, or a source ending
+   * in `/.`; otherwise the copy is refused. */
+  delete?: boolean
+  /** Replace an existing destination file only when the source is newer (`cp -u`). */
+  update?: boolean
+  /** A file unchanged (same size and modification time) against the same path in this
+   * directory is hard-linked from there instead of copied (rsync's `--link-dest`); a
+   * relative path is relative to `dest`. */
+  linkDest?: string | URL
+  /** As `linkDest`, but the unchanged file is cloned from there (another method where the
+   * filesystem cannot clone). Not with `linkDest`. */
+  cloneDest?: string | URL
+  /** Write nothing: the summary counts what the copy would create or replace. */
+  dryRun?: boolean
   /** Aborting stops work already started (within a chunk of a large file); nothing
    * half-written keeps a final name; `resume: true` finishes later. */
   signal?: AbortSignal
   /** At most ~10 calls a second while copying, plus one at the end with the summary's
-   * totals; counts never decrease. */
+   * totals; counts never decrease. The sources are walked for the totals only when this is
+   * given. */
   onProgress?: (p: CopyProgress) => void
 }
 
@@ -151,8 +190,8 @@ export interface VerifyOptions {
   jobs?: number
   /** Entries only in `dest` are not differences. */
   ignoreExtra?: boolean
-  /** Rejects at once with an AbortError; the comparison (read-only) runs on to its end in the
-   * background (the engine's verify takes no cancel handle yet). */
+  /** Rejects at once with an AbortError; the comparison (read-only) stops within a chunk in
+   * the background. */
   signal?: AbortSignal
 }
 

@@ -191,6 +191,16 @@ function finalProgress(progress, last, totals) {
   progress(p)
 }
 
+/** A copy's final onProgress call: the counts as finalProgress gives them,
+ * and the totals those counts (what the copy turned out to be: a file the
+ * walk counted but the copy skipped is not left to do), so a percentage
+ * ends at exactly 100. */
+function finalCopyProgress(progress, last, s) {
+  finalProgress(progress && ((p) => {
+    progress({ ...p, totalFiles: p.files, totalBytes: p.bytes, totalsKnown: true, etaSeconds: 0, phase: 'done' })
+  }), last && { files: last.files, bytes: last.bytes }, { files: s.files, bytes: s.bytes })
+}
+
 /** The outcome by exit code: 0 resolves; 20 AbortError; 23 KOPIRU_PARTIAL;
  * anything else KOPIRU_FAILED. */
 function settle(fn, summary, signal, state, what) {
@@ -227,6 +237,13 @@ const COPY = {
   noTargetDirectory: 'boolean',
   verify: 'boolean',
   jobs: 'count',
+  exclude: 'string[]',
+  include: 'string[]',
+  delete: 'boolean',
+  update: 'boolean',
+  linkDest: 'string',
+  cloneDest: 'string',
+  dryRun: 'boolean',
 }
 
 const PRESERVE = new Set(CHOICES.preserve)
@@ -250,6 +267,16 @@ async function copy(sources, dest, options) {
     noTargetDirectory: o.noTargetDirectory,
     verify: o.verify,
     jobs: o.jobs,
+    exclude: o.exclude,
+    include: o.include,
+    delete: o.delete,
+    update: o.update,
+    linkDest: o.linkDest === undefined ? undefined : toPath(o.linkDest, 'linkDest'),
+    cloneDest: o.cloneDest === undefined ? undefined : toPath(o.cloneDest, 'cloneDest'),
+    dryRun: o.dryRun,
+  }
+  if (nativeOptions.linkDest !== undefined && nativeOptions.cloneDest !== undefined) {
+    throw valueError('copy: linkDest and cloneDest: give one of them only')
   }
   const { result: r, state, progress } = await run('copy', o, (token, p) =>
     native.copy(srcs, dst, nativeOptions, token, p))
@@ -257,7 +284,7 @@ async function copy(sources, dest, options) {
   const s = r.summary
   withCodes(s.errors)
   withCodes(s.warnings)
-  finalProgress(progress, state.last, { files: s.files, bytes: s.bytes, phase: 'done' })
+  finalCopyProgress(progress, state.last, s)
   return settle('copy', s, o.signal, state, 'was copied')
 }
 

@@ -109,8 +109,8 @@ fn windows_code(code: i32) -> Option<&'static str> {
 }
 
 /// `kopiru copy --json`, in camelCase.
-pub fn copy_summary(s: &Summary) -> Value {
-    camel(Json::NODE.copy(s, false))
+pub fn copy_summary(s: &Summary, dry_run: bool) -> Value {
+    camel(Json::NODE.copy(s, dry_run))
 }
 
 /// `kopiru verify --json`, in camelCase.

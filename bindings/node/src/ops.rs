@@ -14,10 +14,11 @@ use kopiru::dedupe::DedupeOptions;
 use kopiru::flash::{self, Bmap, FlashEvents, FlashOptions};
 #[cfg(target_os = "linux")]
 use kopiru::image::{check_source, Format, ImageOptions};
+use kopiru::progress::{eta, Totals, Window, WINDOW_SECS};
 use kopiru::verify::VerifyOptions;
 use kopiru::{
-    Choice, CopyOptions, FileDone, Follow, MethodChoice, Phase, Preserve, Reporter, SparseMode,
-    SyncMode,
+    Basis, BasisKind, Choice, CopyOptions, FileDone, Filter, Follow, MethodChoice, Phase, Preserve,
+    Reporter, Rule, RuleKind, SparseMode, SyncMode,
 };
 #[cfg(unix)]
 use kopiru::{DeviceProgress, Error as KError};
@@ -26,7 +27,8 @@ use napi_derive::napi;
 use serde_json::json;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::Ordering;
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
+use std::time::Instant;
 
 fn invalid(msg: String) -> napi::Error {
     napi::Error::new(Status::InvalidArg, msg)
@@ -52,6 +54,16 @@ pub struct NativeCopyOptions {
     pub no_target_directory: Option<bool>,
     pub verify: Option<bool>,
     pub jobs: Option<u32>,
+    /// rsync-style patterns, tried after `include`'s (`+ `/`- ` prefixes
+    /// as rsync's).
+    pub exclude: Option<Vec<String>>,
+    /// Patterns whose matches are copied though an `exclude` matches too.
+    pub include: Option<Vec<String>>,
+    pub delete: Option<bool>,
+    pub update: Option<bool>,
+    pub link_dest: Option<String>,
+    pub clone_dest: Option<String>,
+    pub dry_run: Option<bool>,
 }
 
 impl NativeCopyOptions {
@@ -75,7 +87,39 @@ impl NativeCopyOptions {
         let sync: SyncMode = choice(&self.sync, "sync")?;
         let sparse: SparseMode = choice(&self.sparse, "sparse")?;
         let follow: Follow = choice(&self.follow, "follow")?;
+        // Includes first: they are the exceptions to the excludes (as
+        // `--include '*.rs' --include '*/' --exclude '*'` on the command
+        // line, whose order decides).
+        let mut filter = Filter::new();
+        let rules = [
+            (RuleKind::Include, &self.include),
+            (RuleKind::Exclude, &self.exclude),
+        ];
+        for (kind, patterns) in rules {
+            for p in patterns.iter().flatten() {
+                filter.push(Rule::parse(kind, p).map_err(|e| invalid(e.to_string()))?);
+            }
+        }
+        let basis = match (&self.link_dest, &self.clone_dest) {
+            (Some(_), Some(_)) => {
+                return Err(invalid("linkDest and cloneDest: one of them only".into()))
+            }
+            (Some(dir), None) => Some(Basis {
+                dir: dir.into(),
+                kind: BasisKind::Link,
+            }),
+            (None, Some(dir)) => Some(Basis {
+                dir: dir.into(),
+                kind: BasisKind::Clone,
+            }),
+            (None, None) => None,
+        };
         Ok(CopyOptions {
+            filter,
+            basis,
+            delete: self.delete.unwrap_or(false),
+            update: self.update.unwrap_or(false),
+            dry_run: self.dry_run.unwrap_or(false),
             method,
             sparse,
             preserve,
@@ -115,6 +159,38 @@ impl Reporter for CopyReporter {
     }
 }
 
+/// One `onProgress` snapshot of a copy: the counts, the totals once the
+/// walk has finished (never below the counts, so a percentage stays at most
+/// 100), and the ETA once the rates and the totals are known.
+fn copy_progress(
+    files: u64,
+    bytes: u64,
+    phase: u8,
+    totals: Option<&Totals>,
+    window: &Window,
+) -> serde_json::Value {
+    let known = totals.filter(|t| t.known());
+    let (total_files, total_bytes) = match known {
+        Some(t) => (Some(t.files().max(files)), Some(t.bytes().max(bytes))),
+        None => (None, None),
+    };
+    let eta_seconds = match (total_files, total_bytes, window.rates()) {
+        (Some(tf), Some(tb), Some(r)) if phase == 0 => eta(tb - bytes, tf - files, r)
+            // Tenths: a snapshot is sent only when something changed.
+            .map(|s| (s * 10.0).round() / 10.0),
+        _ => None,
+    };
+    json!({
+        "files": files,
+        "bytes": bytes,
+        "totalFiles": total_files,
+        "totalBytes": total_bytes,
+        "totalsKnown": known.is_some(),
+        "etaSeconds": eta_seconds,
+        "phase": phase_name(phase),
+    })
+}
+
 fn phase_name(n: u8) -> &'static str {
     match n {
         1 => "flushing",
@@ -144,16 +220,30 @@ pub fn copy<'e>(
     let dest = PathBuf::from(dest);
     off_thread(env, "copy", move || {
         let counts = Arc::new(Counts::default());
+        // The totals are walked only for a caller who shows progress; the
+        // walk has its own stop, set when the copy ends.
+        let walk_stop = kopiru::Cancel::new();
+        let totals = on_progress
+            .is_some()
+            .then(|| Totals::spawn(sources.clone(), &opts, walk_stop.clone()));
         let c = counts.clone();
+        let start = Instant::now();
+        let window = Mutex::new(Window::new(WINDOW_SECS));
         let ticker = Ticker::start(on_progress, move || {
-            json!({
-                "files": c.get(&c.files),
-                "bytes": c.get(&c.bytes),
-                "phase": phase_name(c.phase.load(Ordering::Relaxed)),
-            })
+            let (files, bytes) = (c.get(&c.files), c.get(&c.bytes));
+            let mut window = window.lock().unwrap_or_else(|e| e.into_inner());
+            window.push(start.elapsed().as_secs_f64(), bytes, files);
+            copy_progress(
+                files,
+                bytes,
+                c.phase.load(Ordering::Relaxed),
+                totals.as_deref(),
+                &window,
+            )
         });
         let reporter = CopyReporter(counts.clone());
         let result = kopiru::copy(&sources, &dest, &opts, &reporter);
+        walk_stop.cancel();
         ticker.stop();
         let reported = json!({
             "files": counts.get(&counts.files),
@@ -181,7 +271,7 @@ pub fn copy<'e>(
                     && !s.copied_anything();
                 json!({
                     "kind": if refused { "refused" } else { "done" },
-                    "summary": json::copy_summary(&s),
+                    "summary": json::copy_summary(&s, opts.dry_run),
                     "errors": s.errors.iter().map(json::error).collect::<Vec<_>>(),
                     "reported": reported,
                 })

@@ -211,7 +211,7 @@ pub fn run(args: CopyArgs) -> u8 {
         },
         None => None,
     };
-    let mut reporter = new_reporter(&args, sources, report);
+    let mut reporter = new_reporter(&args, sources, &opts, report);
     // The one-line summary at the end goes where the bar would be: on a
     // terminal (or with --progress), never into a pipe unasked.
     let summary_wanted = args.bar.wanted(true);
@@ -232,6 +232,7 @@ pub fn run(args: CopyArgs) -> u8 {
 fn new_reporter(
     args: &CopyArgs,
     sources: &[std::path::PathBuf],
+    opts: &kopiru::CopyOptions,
     report: Option<crate::scale::Report>,
 ) -> CliReporter {
     // A listed or sharded copy has no total to show (the sources' walk
@@ -250,8 +251,8 @@ fn new_reporter(
             .bar
             .wanted(!args.explain && !args.select.dry_run && !args.select.itemize_changes)
             .then(|| match listed {
-                false => Progress::start(Work::Copy, sources, args.bar.progress),
-                true => Progress::start(Work::Listed, sources, args.bar.progress),
+                false => Progress::start(Work::Copy, sources, opts, args.bar.progress),
+                true => Progress::start(Work::Listed, sources, opts, args.bar.progress),
             }),
         asking: std::sync::Mutex::new(()),
         report,

@@ -38,10 +38,14 @@ pub fn run(args: DedupeArgs) -> u8 {
         cancel,
     };
     // The engine reports bytes hashed only: no phase, no files, no total.
-    let mut bar = Bar(args
-        .bar
-        .wanted(true)
-        .then(|| Progress::start(Work::Hash, &[], args.bar.progress)));
+    let mut bar = Bar(args.bar.wanted(true).then(|| {
+        Progress::start(
+            Work::Hash,
+            &[],
+            &kopiru::CopyOptions::default(),
+            args.bar.progress,
+        )
+    }));
     let s = dedupe(&args.paths, &opts, &bar);
     if let Some(p) = &mut bar.0 {
         p.finish();

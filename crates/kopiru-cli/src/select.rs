@@ -281,12 +281,7 @@ impl SelectArgs {
 /// One rule; "+ " and "- " in front make it an include or an exclude
 /// whatever option it came from (as in rsync).
 fn rule(kind: RuleKind, pattern: &str) -> Result<Rule, String> {
-    let (kind, pattern) = match pattern.split_at_checked(2) {
-        Some(("+ ", rest)) => (RuleKind::Include, rest),
-        Some(("- ", rest)) => (RuleKind::Exclude, rest),
-        _ => (kind, pattern),
-    };
-    Rule::new(kind, pattern).map_err(|e| e.to_string())
+    Rule::parse(kind, pattern).map_err(|e| e.to_string())
 }
 
 fn read_lines(path: &PathBuf) -> Result<Vec<String>, String> {

@@ -99,6 +99,22 @@ impl Rule {
         })
     }
 
+    /// A rule as rsync reads one: `+ PATTERN` is an include and
+    /// `- PATTERN` an exclude whatever `kind` says; anything else is a
+    /// rule of `kind` (the command's `--exclude`/`--include`, and the Node
+    /// binding's `exclude`/`include`).
+    ///
+    /// # Errors
+    /// As [`Rule::new`].
+    pub fn parse(kind: RuleKind, pattern: &str) -> Result<Rule, PatternError> {
+        let (kind, pattern) = match pattern.split_at_checked(2) {
+            Some(("+ ", rest)) => (RuleKind::Include, rest),
+            Some(("- ", rest)) => (RuleKind::Exclude, rest),
+            _ => (kind, pattern),
+        };
+        Rule::new(kind, pattern)
+    }
+
     /// The rule's kind.
     pub fn kind(&self) -> RuleKind {
         self.kind

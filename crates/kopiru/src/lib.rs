@@ -5,6 +5,53 @@
 //! (clone → in-kernel offload → read/write through a reused buffer), keeps
 //! metadata, and reports what happened through a [`Reporter`]. Nothing here
 //! prints: the command line renders the events.
+//!
+//! # Copying a tree
+//!
+//! The principal types: [`CopyOptions`] (start from [`CopyOptions::new`],
+//! the command's defaults, and chain setters), [`copy`], and the
+//! [`Summary`] it returns. Errors of single entries do not stop a copy:
+//! they are in [`Summary::errors`]; a request refused whole before
+//! anything is written is the `Err` ([`PlanError`]).
+//!
+//! ```
+//! use kopiru::{CopyOptions, NoopReporter};
+//! # let dir = std::env::temp_dir().join(format!("kopiru-doc-{}", std::process::id()));
+//! # std::fs::create_dir_all(dir.join("project/target"))?;
+//! # std::fs::write(dir.join("project/main.rs"), "fn main() {}")?;
+//! # std::fs::write(dir.join("project/target/app"), "binary")?;
+//! # let (project, backup) = (dir.join("project"), dir.join("backup"));
+//! let options = CopyOptions::new()
+//!     .exclude("/target")?          // rsync's patterns, as --exclude
+//!     .exclude("*.tmp")?
+//!     .jobs(4);
+//! # // Not the user's record of copies, in a doctest.
+//! # let options = CopyOptions { copies_record: None, ..options };
+//! let summary = kopiru::copy(&[project], &backup, &options, &NoopReporter)
+//!     .expect("not refused");
+//! assert!(summary.errors.is_empty());
+//! assert_eq!(summary.files, 1);
+//! assert!(backup.join("main.rs").exists() && !backup.join("target").exists());
+//! # std::fs::remove_dir_all(&dir)?;
+//! # Ok::<(), Box<dyn std::error::Error>>(())
+//! ```
+//!
+//! # Progress, and stopping a copy
+//!
+//! [`progress::CopyProgress`] is a [`Reporter`] that also counts the
+//! totals (a walk of the sources beside the copy, through the same
+//! filters), so a display can show a percentage and an ETA; a [`Cancel`]
+//! handle (cloned into the options with [`CopyOptions::cancel`]) stops the
+//! copy from any thread or a signal handler, leaving nothing half-written
+//! under a final name. `examples/copy_tree.rs` puts both together: a
+//! progress line, filters, and a cancel on Ctrl-C or after a time limit.
+//!
+//! # The other operations
+//!
+//! [`flash`] writes disk images to devices, [`image`] reads a device into
+//! an image, [`dedupe`] shares the blocks of identical files, [`verify`]
+//! compares trees, [`probe`] tells what a filesystem can do; [`json`]
+//! writes every summary as `--json` and the Node binding give it.
 #![deny(missing_docs)]
 
 mod cancel;
@@ -33,6 +80,7 @@ mod plan;
 mod precheck;
 mod preview;
 pub mod probe;
+pub mod progress;
 mod record;
 mod shard;
 pub(crate) mod sys;

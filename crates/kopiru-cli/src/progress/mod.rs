@@ -1,7 +1,7 @@
 //! The progress display on stderr: bytes, files, rate and ETA, and the
 //! phase (copying, flushing to disk, verifying). Workers only bump
-//! counters; a ticker thread draws. Totals (for the ETA) are counted by a
-//! background walk that runs only while a bar is shown.
+//! counters; a ticker thread draws. Totals (for the ETA) are counted by the
+//! engine's walk (`kopiru::progress`), which runs only while a bar is shown.
 //!
 //! The rate is a moving window (the last [`WINDOW_SECS`] seconds), not the
 //! average since the start, and the ETA is the longer of "bytes left at the
@@ -10,8 +10,8 @@
 
 use crate::bench::human;
 use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
-use kopiru::Phase;
-use std::collections::VecDeque;
+use kopiru::progress::Totals;
+use kopiru::{CopyOptions, Phase};
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicU8, Ordering};
 use std::sync::Arc;
@@ -23,92 +23,7 @@ mod device;
 #[cfg(unix)]
 pub use device::*;
 
-/// How far back the rate looks.
-pub const WINDOW_SECS: f64 = 5.0;
-/// No rate (and no ETA) is shown from less than this much history.
-const MIN_WINDOW_SECS: f64 = 1.0;
-
-/// Counter samples `(seconds, bytes, files)` over the last `span` seconds,
-/// plus the one just before, so that the window spans `span` once there
-/// is that much history.
-pub struct Window {
-    span: f64,
-    samples: VecDeque<(f64, u64, u64)>,
-}
-
-/// Bytes and files per second.
-#[derive(Clone, Copy, Debug, PartialEq)]
-pub struct Rates {
-    pub bytes: f64,
-    pub files: f64,
-}
-
-impl Window {
-    pub fn new(span: f64) -> Window {
-        Window {
-            span,
-            samples: VecDeque::new(),
-        }
-    }
-
-    /// Adds the counters as they are at `t` seconds (non-decreasing).
-    pub fn push(&mut self, t: f64, bytes: u64, files: u64) {
-        self.samples.push_back((t, bytes, files));
-        while self.samples.len() > 2 && self.samples[1].0 <= t - self.span {
-            self.samples.pop_front();
-        }
-    }
-
-    /// The rates over the window, once it covers [`MIN_WINDOW_SECS`].
-    pub fn rates(&self) -> Option<Rates> {
-        let (t0, b0, f0) = *self.samples.front()?;
-        let (t1, b1, f1) = *self.samples.back()?;
-        let dt = t1 - t0;
-        (dt >= MIN_WINDOW_SECS).then(|| Rates {
-            bytes: b1.saturating_sub(b0) as f64 / dt,
-            files: f1.saturating_sub(f0) as f64 / dt,
-        })
-    }
-}
-
-/// Files left this many times larger (on average) than those finished in
-/// the window make the window's byte rate meaningless for them...
-const UNLIKE: f64 = 16.0;
-/// ...when those were small: per-file work, not bandwidth, set that rate.
-/// Files left that are small too take about the file rate's time.
-const SMALL: f64 = 256.0 * 1024.0;
-
-/// Seconds left: the longer of bytes left at the byte rate and files left
-/// at the file rate. A measure with something left but no recent progress
-/// is left out (a tree of empty files moves no bytes; one big file finishes
-/// no file for a while). When the bytes would decide but the byte rate
-/// comes from small files, far smaller than those left (per-file work, not
-/// bandwidth, set that rate): the file rate's time if the files left are
-/// small too, else `None` (big files to come, at a speed not seen yet).
-/// `None` too when nothing left can be timed.
-pub fn eta(bytes_left: u64, files_left: u64, r: Rates) -> Option<f64> {
-    let term = |left: u64, rate: f64| match (left, rate > 0.0) {
-        (0, _) => Some(0.0),
-        (_, true) => Some(left as f64 / rate),
-        (_, false) => None,
-    };
-    match (term(bytes_left, r.bytes), term(files_left, r.files)) {
-        (None, None) => None,
-        (Some(b), None) => Some(b),
-        (None, Some(f)) => (bytes_left == 0 || f > 0.0).then_some(f),
-        (Some(b), Some(f)) if b <= f => Some(f),
-        (Some(b), Some(f)) => {
-            if files_left == 0 || r.files == 0.0 {
-                return Some(b);
-            }
-            let (done_avg, left_avg) = (r.bytes / r.files, bytes_left as f64 / files_left as f64);
-            match done_avg < SMALL && left_avg > UNLIKE * done_avg {
-                false => Some(b),
-                true => (left_avg <= SMALL).then_some(f),
-            }
-        }
-    }
-}
+pub use kopiru::progress::{eta, Rates, Window, WINDOW_SECS};
 
 /// How far along the bar is, 0 to 1: time spent over time spent plus the
 /// ETA when there is one; else the work counted ([`fraction`]). The caller
@@ -156,9 +71,6 @@ pub fn rate(bytes_per_sec: f64) -> String {
 struct Counts {
     bytes: AtomicU64,
     files: AtomicU64,
-    total_bytes: AtomicU64,
-    total_files: AtomicU64,
-    totals_known: AtomicBool,
     phase: AtomicU8,
     done: AtomicBool,
 }
@@ -183,25 +95,31 @@ pub enum Work {
 pub struct Progress {
     pub bar: ProgressBar,
     counts: Arc<Counts>,
+    /// The walk's, for a copy; stopped by `finish`.
+    totals_stop: kopiru::Cancel,
     ticker: Option<JoinHandle<()>>,
 }
 
 impl Progress {
     /// Starts a display; `force` draws it even when stderr is not a
-    /// terminal. For a copy, the sources are walked for the totals.
-    pub fn start(work: Work, sources: &[PathBuf], force: bool) -> Progress {
+    /// terminal. For a copy, the sources are walked for the totals as the
+    /// copy with `options` walks them (the engine's walk: filters, links
+    /// followed or not).
+    pub fn start(work: Work, sources: &[PathBuf], options: &CopyOptions, force: bool) -> Progress {
         let bar = bar(force, None, "{spinner} {msg}");
         let counts = Arc::new(Counts::default());
-        if work == Work::Copy {
-            spawn_counter(sources.to_vec(), counts.clone());
-        }
+        // Its own stop: the walk ends with the display, not only on a cancel.
+        let totals_stop = kopiru::Cancel::new();
+        let totals = (work == Work::Copy)
+            .then(|| Totals::spawn(sources.to_vec(), options, totals_stop.clone()));
         let ticker = {
             let (bar, counts) = (bar.clone(), counts.clone());
-            std::thread::spawn(move || tick(&bar, &counts, work))
+            std::thread::spawn(move || tick(&bar, &counts, totals.as_deref(), work))
         };
         Progress {
             bar,
             counts,
+            totals_stop,
             ticker: Some(ticker),
         }
     }
@@ -226,6 +144,7 @@ impl Progress {
 
     pub fn finish(&mut self) {
         self.counts.done.store(true, Ordering::Relaxed);
+        self.totals_stop.cancel();
         if let Some(t) = self.ticker.take() {
             let _ = t.join();
         }
@@ -252,7 +171,13 @@ fn style(template: &str) -> ProgressStyle {
 
 /// The line shown while copying or hashing, and for a copy with known
 /// totals, how far along the bar is. `elapsed`: seconds since the start.
-fn message(c: &Counts, work: Work, rates: Option<Rates>, elapsed: f64) -> (String, Option<f64>) {
+fn message(
+    c: &Counts,
+    totals: Option<&Totals>,
+    work: Work,
+    rates: Option<Rates>,
+    elapsed: f64,
+) -> (String, Option<f64>) {
     let bytes = c.bytes.load(Ordering::Relaxed);
     let files = c.files.load(Ordering::Relaxed);
     let rate_text = rates.map_or_else(|| "…".to_string(), |r| rate(r.bytes));
@@ -274,7 +199,7 @@ fn message(c: &Counts, work: Work, rates: Option<Rates>, elapsed: f64) -> (Strin
             None,
         );
     }
-    if !c.totals_known.load(Ordering::Relaxed) {
+    let Some(totals) = totals.filter(|t| t.known()) else {
         return (
             format!(
                 "{} copied, {files} files, {rate_text} (counting the total…)",
@@ -282,11 +207,8 @@ fn message(c: &Counts, work: Work, rates: Option<Rates>, elapsed: f64) -> (Strin
             ),
             None,
         );
-    }
-    let (tb, tf) = (
-        c.total_bytes.load(Ordering::Relaxed).max(bytes),
-        c.total_files.load(Ordering::Relaxed).max(files),
-    );
+    };
+    let (tb, tf) = (totals.bytes().max(bytes), totals.files().max(files));
     let left = rates.and_then(|r| eta(tb - bytes, tf - files, r));
     let eta_text = match left {
         Some(s) => duration(s),
@@ -302,7 +224,7 @@ fn message(c: &Counts, work: Work, rates: Option<Rates>, elapsed: f64) -> (Strin
     )
 }
 
-fn tick(bar: &ProgressBar, c: &Counts, work: Work) {
+fn tick(bar: &ProgressBar, c: &Counts, totals: Option<&Totals>, work: Work) {
     const STEPS: u64 = 1000;
     let start = Instant::now();
     let mut window = Window::new(WINDOW_SECS);
@@ -318,7 +240,7 @@ fn tick(bar: &ProgressBar, c: &Counts, work: Work) {
             c.files.load(Ordering::Relaxed),
         );
         let (msg, frac) = match phase {
-            COPYING => message(c, work, window.rates(), now),
+            COPYING => message(c, totals, work, window.rates(), now),
             _ => (String::new(), None),
         };
         let frac = frac.map(|f| {
@@ -373,150 +295,9 @@ fn tick(bar: &ProgressBar, c: &Counts, work: Work) {
     }
 }
 
-/// Sums sizes (data bytes: the allocated size of sparse files) and counts
-/// files of the sources, giving up quietly on errors: this is only an
-/// estimate for the ETA.
-fn spawn_counter(sources: Vec<PathBuf>, c: Arc<Counts>) {
-    std::thread::spawn(move || {
-        let mut stack = sources;
-        while let Some(p) = stack.pop() {
-            if c.done.load(Ordering::Relaxed) {
-                return;
-            }
-            let Ok(md) = std::fs::symlink_metadata(&p) else {
-                continue;
-            };
-            if md.is_dir() {
-                if let Ok(rd) = std::fs::read_dir(&p) {
-                    stack.extend(rd.flatten().map(|e| e.path()));
-                }
-            } else if md.is_file() {
-                // A sparse file's holes are not copied as bytes.
-                #[cfg(unix)]
-                let allocated = std::os::unix::fs::MetadataExt::blocks(&md).saturating_mul(512);
-                #[cfg(not(unix))]
-                let allocated = md.len();
-                let data = if allocated > 0 && allocated < md.len() {
-                    allocated
-                } else {
-                    md.len()
-                };
-                c.total_bytes.fetch_add(data, Ordering::Relaxed);
-                c.total_files.fetch_add(1, Ordering::Relaxed);
-            }
-        }
-        c.totals_known.store(true, Ordering::Relaxed);
-    });
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn window_rate_is_recent_not_cumulative() {
-        let mut w = Window::new(5.0);
-        assert_eq!(w.rates(), None);
-        // 10 s at 100 B/s and 10 files/s, then 10 s at 10 B/s, 1 file/s.
-        let (mut b, mut f) = (0, 0);
-        for t in 0..=20 {
-            w.push(t as f64, b, f);
-            if t < 10 {
-                b += 100;
-                f += 10;
-            } else {
-                b += 10;
-                f += 1;
-            }
-        }
-        let r = w.rates().unwrap();
-        assert!((r.bytes - 10.0).abs() < 1e-9, "{r:?}");
-        assert!((r.files - 1.0).abs() < 1e-9, "{r:?}");
-        // The cumulative average would say 55 B/s.
-    }
-
-    #[test]
-    fn window_needs_a_second_of_history() {
-        let mut w = Window::new(5.0);
-        w.push(0.0, 0, 0);
-        w.push(0.5, 100, 1);
-        assert_eq!(w.rates(), None);
-        w.push(1.0, 200, 2);
-        assert_eq!(
-            w.rates(),
-            Some(Rates {
-                bytes: 200.0,
-                files: 2.0
-            })
-        );
-    }
-
-    #[test]
-    fn window_spans_its_length() {
-        let mut w = Window::new(5.0);
-        for t in 0..100 {
-            w.push(t as f64 * 0.1, t * 10, t);
-        }
-        let (t0, t1) = (w.samples.front().unwrap().0, w.samples.back().unwrap().0);
-        assert!((t1 - t0 - 5.0).abs() < 0.11, "{t0} {t1}");
-    }
-
-    #[test]
-    fn eta_waits_for_the_small_files() {
-        // The big files are done: 1 MiB left at 10 MiB/s, but 4000 small
-        // files left at 100 files/s.
-        let r = Rates {
-            bytes: 10.0 * 1048576.0,
-            files: 100.0,
-        };
-        assert_eq!(eta(1 << 20, 4000, r), Some(40.0));
-        // And the other way round: one big file left after 5 MB ones.
-        let r = Rates {
-            bytes: 50e6,
-            files: 10.0,
-        };
-        assert_eq!(eta(500_000_000, 1, r), Some(10.0));
-        assert_eq!(eta(0, 0, r), Some(0.0));
-    }
-
-    #[test]
-    fn eta_without_recent_progress() {
-        let stalled = Rates {
-            bytes: 0.0,
-            files: 0.0,
-        };
-        assert_eq!(eta(10, 1, stalled), None);
-        // Empty files move no bytes: time them by files alone.
-        let files_only = Rates {
-            bytes: 0.0,
-            files: 50.0,
-        };
-        assert_eq!(eta(0, 100, files_only), Some(2.0));
-        assert_eq!(eta(5, 100, files_only), Some(2.0));
-        // Bytes left but nothing moves them and no files are left.
-        assert_eq!(eta(5, 0, files_only), None);
-        // One big file in progress: no file finished lately, bytes move.
-        let bytes_only = Rates {
-            bytes: 1000.0,
-            files: 0.0,
-        };
-        assert_eq!(eta(10_000, 1, bytes_only), Some(10.0));
-    }
-
-    #[test]
-    fn eta_unknown_when_big_files_are_still_to_come() {
-        // 100 files/s of 30 bytes each: 3 KB/s. Left: one file of 200 MB.
-        // The byte rate would say 18 hours; it measured per-file work.
-        let r = Rates {
-            bytes: 3000.0,
-            files: 100.0,
-        };
-        assert_eq!(eta(200_000_000, 1, r), None);
-        // 1000 files of 200 KB: small too, the file rate's 10 s.
-        assert_eq!(eta(200_000_000, 1000, r), Some(10.0));
-        // Files like those done: the byte rate stands.
-        assert_eq!(eta(60_000, 1000, r), Some(20.0));
-    }
 
     #[test]
     fn fraction_weighs_bytes_and_files() {

@@ -185,6 +185,15 @@ impl Stat {
     pub fn looks_sparse(&self) -> bool {
         self.size > 0 && self.blocks.saturating_mul(512) < self.size
     }
+
+    /// The bytes a copy moves as data: the allocated ones of a file with
+    /// holes (an estimate, for progress totals), else its size.
+    pub fn data_bytes(&self) -> u64 {
+        match self.looks_sparse() && self.blocks > 0 {
+            true => self.blocks.saturating_mul(512),
+            false => self.size,
+        }
+    }
 }
 
 /// `fstat` on an open descriptor.

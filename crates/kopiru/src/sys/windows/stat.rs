@@ -179,6 +179,12 @@ impl Stat {
         use windows_sys::Win32::Storage::FileSystem::FILE_ATTRIBUTE_SPARSE_FILE;
         self.size > 0 && self.attributes & FILE_ATTRIBUTE_SPARSE_FILE != 0
     }
+
+    /// The bytes a copy moves as data, for progress totals: the size (the
+    /// allocated size is not in this record).
+    pub fn data_bytes(&self) -> u64 {
+        self.size
+    }
 }
 
 fn mode_of(kind: FileKind, attrs: u32) -> u32 {
