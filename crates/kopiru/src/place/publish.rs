@@ -172,7 +172,9 @@ impl Placement<'_> {
         // rsync makes a directory writable while it works in it).
         let read_only = match deferred.is_empty() {
             true => None,
-            false => sys::fstat(d.fd).ok().filter(|st| st.perm() & 0o300 != 0o300),
+            false => sys::fstat(d.fd)
+                .ok()
+                .filter(|st| st.perm() & 0o300 != 0o300),
         };
         if let Some(st) = &read_only {
             let _ = sys::fchmod(d.fd, st.perm() | 0o700);
