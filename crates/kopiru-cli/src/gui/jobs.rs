@@ -202,8 +202,8 @@ pub fn start(
         }
         Err(e) => {
             job.refused = Some(format!(
-                "cannot start the helper through {:?}: {}",
-                shared.elevate,
+                "cannot start the helper through {}: {}",
+                format!("{:?}", shared.elevate).to_lowercase(),
                 kopiru::reason(&e)
             ));
             job.phase = "done";
