@@ -425,6 +425,17 @@ def t_catalog(r):
     assert "as the OS list gives it" in text[0], text
 
 
+def screenshot(d, path):
+    """The whole page as it is, for the README."""
+    d.execute_script("window.scrollTo(0, 0)")
+    size = d.get_window_size()
+    height = d.execute_script("return document.documentElement.scrollHeight")
+    d.set_window_size(1000, height + 120)
+    time.sleep(0.5)
+    d.save_screenshot(path)
+    d.set_window_size(size["width"], size["height"])
+
+
 class Axe:
     """axe-core over each screen; each a test of its own."""
 
@@ -462,7 +473,7 @@ def browser_round(args, files, as_user):
         run(f"{t}: flash an xz file to two cards at once", t_flash_file, r)
         AXE.check(r, "results")
         if args.screenshot and not as_user:
-            r.driver.save_screenshot(args.screenshot)
+            screenshot(r.driver, args.screenshot)
         run(f"{t}: flash an xz URL (SHA-256 from SHA256SUMS) to two cards", t_flash_url, r)
         run(f"{t}: cancel mid-way keeps the first MiB", t_cancel, r)
         run(f"{t}: a wrong SHA-256 writes nothing", t_wrong_sha, r)

@@ -26,11 +26,9 @@ pub fn serve(shared: &Arc<Shared>, stream: TcpStream) {
         }
     };
     let head = req.method == "HEAD";
-    match route(shared, &req, &stream) {
-        Some(resp) => {
-            let _ = respond(&stream, &resp, head);
-        }
-        None => {} // an event stream, served and ended
+    // None: an event stream, served and ended.
+    if let Some(resp) = route(shared, &req, &stream) {
+        let _ = respond(&stream, &resp, head);
     }
 }
 

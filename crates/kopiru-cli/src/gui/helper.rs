@@ -21,7 +21,7 @@ use kopiru::flash::{check_targets, flash, FlashOptions, HttpOptions, Image};
 use kopiru::Cancel;
 use serde_json::{json, Value};
 use std::io::{BufRead, Read, Write};
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicU8, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
@@ -103,7 +103,7 @@ impl Progress {
                 "received": self.received.load(Ordering::Relaxed),
                 "total": opt(self.download_total.load(Ordering::Relaxed)),
                 "resumes": self.resumes.load(Ordering::Relaxed),
-                "reconnecting": (r != 0).then(|| [r >> 32, r & 0xffff_ffff]),
+                "reconnecting": (r != 0).then_some([r >> 32, r & 0xffff_ffff]),
             })
         });
         json!({
@@ -401,10 +401,11 @@ fn run_image(_a: HelperImageArgs, _cancel: Cancel) -> u8 {
 }
 
 /// OUTPUT's block map: OUTPUT.bmap (as `flash --bmap auto` looks for it).
-pub fn bmap_path(output: &Path) -> PathBuf {
+#[cfg(target_os = "linux")]
+fn bmap_path(output: &Path) -> std::path::PathBuf {
     let mut s = output.as_os_str().to_owned();
     s.push(".bmap");
-    PathBuf::from(s)
+    std::path::PathBuf::from(s)
 }
 
 /// The user this helper was elevated for (uid, gid), from what pkexec,

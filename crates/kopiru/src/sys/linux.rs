@@ -852,6 +852,13 @@ mod tests {
     use super::*;
     use crate::sys::{BuiltOn, Use};
 
+    #[test]
+    fn udev_names_are_unescaped() {
+        assert_eq!(unescape_udev("My\\x20Card"), "My Card");
+        assert_eq!(unescape_udev("BOOT"), "BOOT");
+        assert_eq!(unescape_udev("a\\xZZb"), "a\\xZZb");
+    }
+
     /// A made-up sysfs: device 7:1 held by dm-0 (device-mapper, named
     /// "vg-root") and md0 (no dm name), and two loop devices, one backed
     /// by a file on the filesystem of this test's directory, one by a

@@ -135,25 +135,29 @@ function renderDrives() {
         if (box.checked) ticked.add(d.path); else ticked.delete(d.path);
         suggestBackupName();
       });
+      // The reason is in the box's name (heard once, with it) and shown
+      // below it (for the eyes only).
       li = el("li", {},
         el("label", { for: id }, box,
-          el("span", { class: "drive-name" })),
+          el("span", {}, el("span", { class: "drive-name" }),
+            el("span", { class: "drive-why-name visually-hidden" }))),
         el("p", { class: "drive-parts", id: id + "-parts" }),
-        el("p", { class: "drive-why", id: id + "-why" }));
+        el("p", { class: "drive-why", "aria-hidden": "true" }));
       li.dataset.path = d.path;
     }
     if (list.children[i] !== li) list.insertBefore(li, list.children[i] || null);
     const box = li.querySelector("input");
     const why = d.unavailable ? "unavailable: " + d.unavailable
       : d.busy ? "busy: being written or read now" : "";
-    li.querySelector(".drive-name").textContent = driveText(d) + (why ? " (" + why + ")" : "");
+    li.querySelector(".drive-name").textContent = driveText(d);
+    li.querySelector(".drive-why-name").textContent = why ? " (" + why + ")" : "";
     li.querySelector(".drive-parts").textContent = "Partitions: " + partsText(d);
     const whyEl = li.querySelector(".drive-why");
     whyEl.textContent = why;
     whyEl.hidden = !why;
     box.disabled = !!why;
     box.checked = ticked.has(d.path);
-    box.setAttribute("aria-describedby", id + "-parts" + (why ? " " + id + "-why" : ""));
+    box.setAttribute("aria-describedby", id + "-parts");
     li.className = why ? "unavailable" : "";
   });
   let none = "";
@@ -268,6 +272,7 @@ function renderJob(job) {
     bar.querySelector(".fill").style.width = (p === null ? 0 : p) + "%";
     bar.classList.toggle("verify", job.phase === "verifying");
     bar.classList.toggle("failed", !!(end && !end.ok));
+    bar.classList.toggle("ok", !!(end && end.ok));
     card.querySelector(".detail").textContent = end ? "" : phaseText(job);
     const out = card.querySelector(".outcome");
     out.textContent = end ? (end.ok ? "✓ " : "✗ ") + end.text : "";
@@ -364,7 +369,8 @@ function suggestBackupName() {
   const drives = chosen();
   if (drives.length !== 1) return;
   const d = drives[0];
-  const base = (d.model || d.path.replace("/dev/", "")).replace(/[^A-Za-z0-9._-]+/g, "-").replace(/^-+|-+$/g, "").slice(0, 40) || "card";
+  const name = d.bus === "loop" || !d.model ? d.path.replace("/dev/", "") : d.model;
+  const base = name.replace(/[^A-Za-z0-9._-]+/g, "-").replace(/^-+|-+$/g, "").slice(0, 40) || "card";
   const day = new Date().toISOString().slice(0, 10);
   $("backup-to").value = "~/" + base + "-" + day + $("backup-format").value;
 }
