@@ -212,7 +212,7 @@ pub fn start(
             drop(st);
         }
     }
-    shared.changed();
+    shared.changed_now();
     id
 }
 
@@ -240,8 +240,12 @@ fn follow(
             let Ok(v) = serde_json::from_str::<Value>(&line) else {
                 continue;
             };
-            shared.with_job(id, |j| apply(j, &v));
-            shared.changed();
+            let urgent = shared.with_job(id, |j| apply(j, &v))
+                && !matches!(v.get("event").and_then(Value::as_str), Some("progress"));
+            match urgent {
+                true => shared.changed_now(),
+                false => shared.changed(),
+            }
         }
     }
     let status = child.wait();
@@ -260,7 +264,7 @@ fn follow(
             j.refused = Some(format!("the helper stopped ({code}){said}"));
         }
     });
-    shared.changed();
+    shared.changed_now();
 }
 
 /// One line of the helper's into the job.

@@ -39,6 +39,9 @@ const EVENT_GAP: Duration = Duration::from_millis(200);
 pub struct State {
     /// Counts every change.
     pub version: u64,
+    /// Counts the changes a page must see at once (a job started or
+    /// ended, a result): they are not held back by [`EVENT_GAP`].
+    pub urgent: u64,
     pub drives: Value,
     pub jobs: Vec<jobs::Job>,
     pub next_job: u64,
@@ -67,6 +70,16 @@ impl Shared {
     /// Something changed: every event stream sends the new state.
     pub fn changed(&self) {
         self.lock().version += 1;
+        self.change.notify_all();
+    }
+
+    /// As [`Shared::changed`], sent at once, even right after another event.
+    pub fn changed_now(&self) {
+        {
+            let mut st = self.lock();
+            st.version += 1;
+            st.urgent += 1;
+        }
         self.change.notify_all();
     }
 
@@ -144,6 +157,7 @@ pub fn run(args: GuiArgs) -> u8 {
     let shared = Arc::new(Shared {
         state: Mutex::new(State {
             version: 1,
+            urgent: 0,
             drives: drives::list(),
             jobs: Vec::new(),
             next_job: 0,
@@ -210,6 +224,7 @@ fn events(shared: &Arc<Shared>, stream: &std::net::TcpStream) {
     }
     let mut seen = 0;
     loop {
+        let urgent = shared.lock().urgent;
         let (version, v) = shared.snapshot();
         let sent = match version != seen {
             true => http::write_event(stream, Some(&v.to_string())),
@@ -219,16 +234,12 @@ fn events(shared: &Arc<Shared>, stream: &std::net::TcpStream) {
             break;
         }
         seen = version;
-        std::thread::sleep(EVENT_GAP);
+        // A pause between events, cut short by an urgent change; then a
+        // wait for any change, or the keep-alive.
         let st = shared.lock();
+        let st = wait(shared, st, EVENT_GAP, |s| s.urgent == urgent);
         if st.version == seen {
-            drop(
-                shared
-                    .change
-                    .wait_timeout_while(st, KEEP_ALIVE, |s| s.version == seen)
-                    .map(|(g, _)| g)
-                    .unwrap_or_else(|e| e.into_inner().0),
-            );
+            drop(wait(shared, st, KEEP_ALIVE, |s| s.version == seen));
         }
     }
     let mut st = shared.lock();
@@ -236,6 +247,21 @@ fn events(shared: &Arc<Shared>, stream: &std::net::TcpStream) {
     if st.pages == 0 {
         st.quiet_since = Instant::now();
     }
+}
+
+/// Waits on the state's condition variable while `busy` holds, at most
+/// `limit`.
+fn wait<'a>(
+    shared: &'a Shared,
+    st: MutexGuard<'a, State>,
+    limit: Duration,
+    busy: impl FnMut(&mut State) -> bool,
+) -> MutexGuard<'a, State> {
+    shared
+        .change
+        .wait_timeout_while(st, limit, busy)
+        .map(|(g, _)| g)
+        .unwrap_or_else(|e| e.into_inner().0)
 }
 
 /// Waits for Ctrl-C (then cancels what runs, waits for it, and exits 20),
