@@ -230,7 +230,9 @@ fn run_flash(a: HelperFlashArgs, cancel: Cancel) -> u8 {
     // a wrong sum (a typo, a file changed) then writes nothing at all. The
     // engine hashes it again as it streams. (A URL is checked as it
     // streams only: it is never stored; the first MiB then stays.)
-    if let (Some(want), false) = (a.sha256, image.is_url()) {
+    // (Only a regular file: a FIFO or a device would be read twice.)
+    let regular = std::fs::metadata(&a.image).is_ok_and(|m| m.is_file());
+    if let (Some(want), false, true) = (a.sha256, image.is_url(), regular) {
         progress.phase.store(HASH, Ordering::Relaxed);
         let ticker = Ticker::start(progress.clone());
         let got = sha256_of(&a.image, &progress, &cancel);
