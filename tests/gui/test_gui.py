@@ -248,6 +248,10 @@ def t_cancel(r):
         assert r.server.job(job)["running"], "it ended before it could be cancelled"
     except AssertionError as e:
         raise AssertionError(f"{e}: {json.dumps(r.server.job(job))[:1500]}") from None
+    detail = wait_for("the download shown", lambda: [
+        e.text for e in r.driver.find_elements("css selector", f"#job-{job} .detail")
+        if "downloaded" in e.text], 10)[0]
+    assert "Writing:" in detail and "of 24.0 MiB" in detail, detail
     by_name(r.driver, "button", "Cancel").click()
     j, said = r.outcome(a.dev, job, 60)
     assert "cancelled" in said and "first MiB is as it was" in said, said
@@ -301,6 +305,21 @@ def t_mounted(r):
     finally:
         sh("umount", mnt)
         a.mounted = None
+
+
+def t_hotplug(r):
+    """A drive plugged in shows up, and goes when pulled out, without a
+    reload."""
+    r.show_all()
+    lo = lib.Loop(f"{r.tag}hot", 16)
+    try:
+        box = by_name(r.driver, "checkbox", lo.dev + " ", prefix=True, timeout=10)
+        assert box.is_enabled()
+    finally:
+        lo.close()
+    wait_for(f"{lo.dev} gone from the list", lambda: not [
+        e for e in lib.controls(r.driver, "checkbox")
+        if (e.accessible_name or "").startswith(lo.dev + " ")], 10)
 
 
 def t_backup(r):
@@ -479,6 +498,7 @@ def browser_round(args, files, as_user):
         run(f"{t}: a wrong SHA-256 writes nothing", t_wrong_sha, r)
         run(f"{t}: an HTML page as the image writes nothing", t_html_image, r)
         run(f"{t}: a mounted drive is not offered and refused through the API", t_mounted, r)
+        run(f"{t}: a drive plugged in or out shows up without a reload", t_hotplug, r)
         run(f"{t}: back up a card and compare", t_backup, r)
         AXE.check(r, "after a backup")
         run(f"{t}: the file chooser", t_browse, r)
@@ -691,6 +711,10 @@ def main():
         if rule:
             os.unlink(rule)
         files.close()
+    if not any(st == "fail" for _, st, _ in RESULTS):
+        lib.cleanup_root()
+    else:
+        print(f"(kept {ROOT} for a look: the servers' logs are there)")
     print(f"gui tests took {time.monotonic() - t0:.0f} s")
     n = {k: sum(1 for _, s, _ in RESULTS if s == k) for k in ("pass", "fail", "skip")}
     print(f"{n['pass']} passed, {n['fail']} failed, {n['skip']} skipped")
