@@ -33,7 +33,8 @@
 # As root on Debian it installs what it needs with apt-get (busybox-static,
 # qemu-user-static, debootstrap, wine64, gcc-mingw-w64-x86-64). Needs root
 # (chroot). Environment: KOPIRU_CACHE (default ~/.cache/kopiru-test),
-# KOPIRU_WINEPREFIX (default /tmp/kopiru-wineprefix). About 10 s; 3 min more
+# KOPIRU_WINEPREFIX (default /tmp/kopiru-wineprefix: the prefix each run's
+# Wine session copies, scripts/wine-session.sh). About 10 s; 3 min more
 # the first time (debootstrap).
 set -u
 cd "$(dirname "$0")/.." || exit 1
@@ -63,6 +64,7 @@ cleanup() {
     local m
     for m in "${MOUNTS[@]}"; do umount -l "$m" 2>/dev/null; done
     if [ -n "$HOST_DEB" ]; then dpkg -r kopiru >/dev/null 2>&1; fi
+    if declare -F wine_session_end >/dev/null; then wine_session_end; fi
     rm -rf "$WORK"
 }
 trap cleanup EXIT
@@ -287,11 +289,15 @@ fi
 
 # --- Windows under Wine ------------------------------------------------------
 WINE=/usr/lib/wine/wine64
-# DIR: Wine's environment, and Wine 8's missing bcryptprimitives.dll (the
-# shim of tests/windows/processprng.c) put in DIR, beside what loads it.
+# shellcheck source=scripts/wine-session.sh
+. "$ROOT/scripts/wine-session.sh"
+# DIR: Wine 8's missing bcryptprimitives.dll (the shim of
+# tests/windows/processprng.c) put in DIR, beside what loads it, and the
+# run's Wine session (scripts/wine-session.sh: its own prefix, one
+# persistent wineserver, stopped by cleanup), started once.
 wine_ready() {
     x86_64-w64-mingw32-gcc -shared -O2 -o "$1/bcryptprimitives.dll" tests/windows/processprng.c -ladvapi32
-    export WINEPREFIX=${KOPIRU_WINEPREFIX:-/tmp/kopiru-wineprefix} WINEDEBUG=-all DISPLAY=
+    [ -n "$WINE_SESSION_PREFIX" ] || wine_session_start
 }
 ZIP=$DIST/kopiru-$VERSION-x86_64-pc-windows-gnu.zip
 if [ ! -f "$ZIP" ]; then

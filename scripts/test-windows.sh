@@ -11,8 +11,12 @@
 #
 # Needs gcc-mingw-w64-x86-64 and wine64 (installed with apt-get when run as
 # root and missing) and rustup's x86_64-pc-windows-gnu target (added).
-# Environment: CARGO_TARGET_DIR (as cargo), KOPIRU_WINEPREFIX (default
-# /tmp/kopiru-wineprefix, kept between runs: the first start takes ~10 s).
+# Wine runs one session for the whole script (scripts/wine-session.sh):
+# the run's own copy of a prefix made once, one persistent wineserver,
+# stopped at the end.
+# Environment: CARGO_TARGET_DIR (as cargo), KOPIRU_WINEPREFIX (the prefix
+# copied, default /tmp/kopiru-wineprefix, kept between runs: making it
+# takes ~15 s).
 set -u
 cd "$(dirname "$0")/.."
 ROOT=$PWD
@@ -80,10 +84,13 @@ if ! "$CC" -shared -O2 -o "$BIN/bcryptprimitives.dll" \
     finish
 fi
 
-export WINEPREFIX=${KOPIRU_WINEPREFIX:-/tmp/kopiru-wineprefix}
-export WINEDEBUG=-all
-# Wine's own console and display: none.
-export DISPLAY=
+# shellcheck source=scripts/wine-session.sh
+. scripts/wine-session.sh
+trap 'wine_session_end; rm -rf "$WORK"' EXIT
+if ! wine_session_start; then
+    fail "starting Wine (scripts/wine-session.sh)"
+    finish
+fi
 
 # A Linux path as Wine sees it on Z:.
 winpath() { local p=${1//\//\\}; printf 'Z:%s' "$p"; }
@@ -105,9 +112,10 @@ k() {
 }
 show() { echo "  exit $RC; stdout: $(head -c 600 "$OUT"); stderr: $(head -c 600 "$ERR")"; }
 
-# Windows attributes of a Linux path, as `attrib` prints them ("A  HR").
+# Windows attributes of a Linux path, as `attrib` prints them ("A  HR");
+# what Wine said on stderr is left in $WORK/attrib.err.
 attrs() {
-    "$WINE" cmd /c attrib "$(winpath "$1")" 2>/dev/null | tr -d '\r' | head -1 |
+    "$WINE" cmd /c attrib "$(winpath "$1")" 2>"$WORK/attrib.err" | tr -d '\r' | head -1 |
         cut -c1-12
 }
 
@@ -122,16 +130,36 @@ interruptible_tree() {
     done
     head -c 20000000 /dev/urandom >"$root/src/big"
 }
-# Waits (up to 15 s) until N files exist under ROOT outside ROOT/src, or
-# until process PID has ended.
-wait_for_files() {
-    local root=$1 n=$2 pid=$3 have
-    for _ in $(seq 1 300); do
-        have=$(find "$root" -path "$root/src" -prune -o -type f -print 2>/dev/null | wc -l)
-        [ "$have" -ge "$n" ] && return
-        kill -0 "$pid" 2>/dev/null || return
-        sleep 0.05
+# Waits until process PID has stopped (SIGSTOP takes effect soon, not at
+# once); returns 1 if it has ended instead.
+is_stopped() {
+    local state
+    for _ in $(seq 1 5000); do
+        state=$(sed 's/.*) //' "/proc/$1/stat" 2>/dev/null | cut -d' ' -f1)
+        case $state in
+        T) return 0 ;;
+        Z | X | "") return 1 ;;
+        esac
+        sleep 0.001
     done
+    return 1
+}
+# Lets process PID run in slices of a few milliseconds, stopped (SIGSTOP)
+# between them, until N files exist under ROOT outside ROOT/src, and
+# leaves it stopped there. Watched while it runs, a copy could end between
+# two looks (a warm Wine copies these trees in a fraction of a second);
+# stopped while it is looked at, it cannot. Returns 1 if it ended first
+# (or after 20000 slices).
+stop_at_files() {
+    local root=$1 n=$2 pid=$3 have
+    for _ in $(seq 1 20000); do
+        kill -STOP "$pid" 2>/dev/null && is_stopped "$pid" || return 1
+        have=$(find "$root" -path "$root/src" -prune -o -type f -print 2>/dev/null | wc -l)
+        [ "$have" -ge "$n" ] && return 0
+        kill -CONT "$pid"
+        sleep 0.002
+    done
+    return 1
 }
 
 # Modification time with nanoseconds, and access time.
@@ -230,8 +258,10 @@ else
     bad=
     for f in readonly hidden both plain; do
         want=$(attrs "$A/$f" | tr -d ' A')
-        got=$(attrs "$T/attr-dst/$f" | tr -d ' A')
-        [ "$want" = "$got" ] || bad+=" $f: want '$want', got '$got';"
+        printed=$(attrs "$T/attr-dst/$f")
+        got=$(printf '%s' "$printed" | tr -d ' A')
+        [ "$want" = "$got" ] ||
+            bad+=" $f: want '$want', got '$got' (attrib printed '$printed', stderr '$(head -c 300 "$WORK/attrib.err" | tr -d '\r' | tr '\n' ' ')'; mode $(stat -c %A "$T/attr-dst/$f"));"
     done
     if [ $RC -eq 0 ] && [ -z "$bad" ]; then
         pass "attributes: read-only and hidden kept (attrib)"
@@ -324,8 +354,7 @@ interruptible_tree "$R" 12 80
     >/dev/null 2>&1 </dev/null &
 pid=$!
 # Kill once the copy is under way: a staged tree with files in it.
-wait_for_files "$R" 100 $pid
-if kill -9 $pid 2>/dev/null; then
+if stop_at_files "$R" 100 $pid && kill -9 $pid 2>/dev/null; then
     wait $pid 2>/dev/null
     partial=$(find "$R" -path "$R/src" -prune -o -type f -print | wc -l)
     k copy --resume --sync none -T "$R/src" "$R/dst"
@@ -353,8 +382,7 @@ interruptible_tree "$A" 8 60
 "$WINE" "$BIN/kopiru.exe" copy --sync none "$(winpath "$A/src")" "$(winpath "$A/dst")" \
     >"$WORK/first.out" 2>&1 </dev/null &
 pid=$!
-wait_for_files "$A" 50 $pid
-if kill -STOP $pid 2>/dev/null; then
+if stop_at_files "$A" 50 $pid; then
     staged=$(find "$A" -maxdepth 1 -name '.kopiru-tmp.tree.*' | wc -l)
     k copy --sync none "$A/src" "$A/dst"
     rc2=$RC
@@ -520,13 +548,13 @@ if cargo test -q -p kopiru --lib --target x86_64-pc-windows-gnu --no-run \
     --message-format=json >"$WORK/build.json" 2>"$WORK/build.err"; then
     unit=$(grep -o '"executable":"[^"]*"' "$WORK/build.json" | tail -1 | cut -d'"' -f4)
     cp "$unit" "$BIN/kopiru-unit.exe"
-    timeout 120 "$WINE" "$BIN/kopiru-unit.exe" --test-threads 2 >"$OUT" 2>"$ERR" </dev/null
+    timeout 600 "$WINE" "$BIN/kopiru-unit.exe" --test-threads 2 >"$OUT" 2>"$ERR" </dev/null
     RC=$?
     summary=$(grep '^test result' "$OUT")
     if [ $RC -eq 0 ] && [[ $summary == *" 0 failed"* ]]; then
         pass "unit-tests: ${summary#test result: }"
     else
-        fail "unit-tests (exit $RC; 124 is the 120 s timeout)"
+        fail "unit-tests (exit $RC; 124 is the 600 s timeout)"
         tail -n 20 "$OUT" "$ERR"
     fi
 else
@@ -539,7 +567,7 @@ fi
 # it checks either outcome). Where it is refused, every placement above
 # went through MoveFileExW.
 if [ -f "$BIN/kopiru-unit.exe" ]; then
-    timeout 60 "$WINE" "$BIN/kopiru-unit.exe" rename_by_handle_or_moved --nocapture \
+    timeout 300 "$WINE" "$BIN/kopiru-unit.exe" rename_by_handle_or_moved --nocapture \
         >"$OUT" 2>"$ERR" </dev/null
     RC=$?
     how=$(grep -o 'KOPIRU-RENAME-BY-HANDLE: .*' "$OUT" | tr -d '\r')
@@ -574,7 +602,7 @@ else
     show
 fi
 if [ -f "$BIN/kopiru-unit.exe" ]; then
-    timeout 60 "$WINE" "$BIN/kopiru-unit.exe" security_descriptor_copied \
+    timeout 300 "$WINE" "$BIN/kopiru-unit.exe" security_descriptor_copied \
         alternate_data_streams_or_none --nocapture >"$OUT" 2>"$ERR" </dev/null
     RC=$?
     sec=$(grep -o 'KOPIRU-SECURITY: .*' "$OUT" | tr -d '\r')
@@ -621,7 +649,7 @@ skip "symlinks: Wine 8 shows Unix symlinks as their targets, and its CreateSymbo
 # junctions (FSCTL_SET_REPARSE_POINT): its unit test, run again for what it
 # prints (where the filesystem refuses, it checks nothing is left behind).
 if [ -f "$BIN/kopiru-unit.exe" ]; then
-    timeout 60 "$WINE" "$BIN/kopiru-unit.exe" junction_made_again_as_a_junction \
+    timeout 300 "$WINE" "$BIN/kopiru-unit.exe" junction_made_again_as_a_junction \
         --nocapture >"$OUT" 2>"$ERR" </dev/null
     RC=$?
     how=$(grep -o 'KOPIRU-JUNCTION: .*' "$OUT" | tr -d '\r')

@@ -4,7 +4,8 @@
 # (built, packed, installed into a scratch project, `node --test`), and the
 # Windows builds of the command and of the binding under Wine, and the crash
 # lab (scripts/lab.sh: dm-log-writes replay under Debian's kernel in QEMU,
-# docs/LAB.md), and the release artifacts (scripts/release.sh builds them
+# docs/LAB.md), the fuzz targets of the parsers of outside bytes
+# (scripts/test-fuzz.sh, docs/FUZZING.md), and the release artifacts (scripts/release.sh builds them
 # into dist/, scripts/test-release.sh installs and runs each without Rust),
 # and the peers' own tests: GNU coreutils' cp tests against `kopiru cp`
 # (tests/peers/gnu-cp/run.sh) and rsync's testsuite against `kopiru copy`
@@ -14,13 +15,16 @@
 # the reason, never as passed. Ends with one line: N passed, N failed, N
 # skipped (all parts added up).
 #
-# KOPIRU_TEST_PARTS=rust,node,windows,lab,release,gnu,rsync,oracle,gui chooses
-# parts (default: all). oracle: GNU cp and rsync as oracles on random cases
-# (tests/peers/oracle/README.md). gui: `kopiru gui` in Debian's Chromium
-# (Selenium, axe-core) and its security as raw HTTP (tests/gui/run.sh).
+# KOPIRU_TEST_PARTS=rust,fuzz,node,windows,lab,release,gnu,rsync,oracle,gui
+# chooses parts (default: all). oracle: GNU cp and rsync as oracles on random
+# cases (tests/peers/oracle/README.md). With any of gnu, rsync and oracle,
+# tests/peers/check-differences.py also runs (a second): every deliberate
+# difference those three file is named in docs/copy.md, and only those.
+# gui: `kopiru gui` in Debian's Chromium (Selenium, axe-core) and its
+# security as raw HTTP (tests/gui/run.sh).
 set -euo pipefail
 cd "$(dirname "$0")/.."
-parts=${KOPIRU_TEST_PARTS:-rust,node,windows,lab,release,gnu,rsync,oracle,gui}
+parts=${KOPIRU_TEST_PARTS:-rust,fuzz,node,windows,lab,release,gnu,rsync,oracle,gui}
 has() { [[ ",$parts," == *",$1,"* ]]; }
 need=()
 command -v mkfs.ext4 >/dev/null || need+=(e2fsprogs)
@@ -44,6 +48,9 @@ command -v setfacl >/dev/null || need+=(acl)
 command -v setfattr >/dev/null || need+=(attr)
 if has oracle; then
   command -v rsync >/dev/null || need+=(rsync)
+fi
+if has gnu || has rsync || has oracle; then
+  # tests/peers/check-differences.py, the oracle, rsync's wrapper
   command -v python3 >/dev/null || need+=(python3)
 fi
 if has node; then
@@ -76,6 +83,10 @@ if has rust; then
   cargo build -p kopiru-slowfs 2>&1 | tee -a "$log" || status=$?
   cargo test --workspace "$@" 2>&1 | tee -a "$log" || status=$?
 fi
+if has fuzz; then
+  echo "== fuzzing the parsers of outside bytes: scripts/test-fuzz.sh"
+  bash scripts/test-fuzz.sh 2>&1 | tee -a "$log" || status=$?
+fi
 if has node; then
   echo "== Node.js binding: bindings/node/scripts/ci.sh"
   if [[ -f bindings/node/scripts/ci.sh ]]; then
@@ -106,6 +117,11 @@ if has release; then
     status=1
     echo "0 passed, 1 failed, 0 skipped" | tee -a "$log"
   fi
+fi
+# The peers' lists against docs/copy.md's "Differences from cp and rsync".
+if has gnu || has rsync || has oracle; then
+  echo "== the peers' deliberate differences named in docs/copy.md: tests/peers/check-differences.py"
+  python3 tests/peers/check-differences.py 2>&1 | tee -a "$log" || status=$?
 fi
 # The peers' suites run against the debug binary the Rust part built (built
 # here when that part is not chosen).

@@ -47,7 +47,7 @@ export interface Summary {
   methods: { clone: number; offload: number; stream: number; sparse: number; link: number }
   /** Worker threads that ran at once, at most. */
   workers: number
-  /** The share ('nfs', 'smb', 'fuse', ... or a timed one, 'ext4 (timed: ...)') whose round
+  /** The share ('nfs', 'smb', 'fuse', ... or a timed one, 'overlayfs (timed: ...)') whose round
    * trips gave the copy more workers than CPUs; null on local disks. */
   roundTripFilesystem: string | null
   /** On such a share without `jobs`: each worker count tried (32, doubled while a doubling

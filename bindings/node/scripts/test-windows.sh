@@ -22,6 +22,8 @@
 #
 # Skipped LOUDLY (and counted as skipped) when Wine, mingw or node.exe
 # cannot be had. Ends with node --test's "# pass/# fail/# skipped" lines.
+# Wine runs one session (scripts/wine-session.sh: the run's own prefix, one
+# persistent wineserver, stopped at the end).
 # Environment: CARGO_TARGET_DIR, KOPIRU_WINEPREFIX (as scripts/test-windows.sh),
 # KOPIRU_CACHE (default ~/.cache/kopiru-test: node.exe is kept there).
 set -euo pipefail
@@ -74,6 +76,14 @@ x86_64-w64-mingw32-ar rc "$work/libnode/libnode.dll.a"
 target_dir=${CARGO_TARGET_DIR:-$root/target}
 dll=$target_dir/x86_64-pc-windows-gnu/release/kopiru_node.dll
 
+# The package's loader (binding.js) is made by the Linux build, which
+# scripts/test.sh runs first (bindings/node/scripts/ci.sh); alone, this
+# script makes it the same way.
+if [ ! -f "$here/binding.js" ]; then
+  echo "== no binding.js: npm ci and npm run build (as scripts/ci.sh)"
+  (cd "$here" && npm ci --no-audit --no-fund --silent && npm run build)
+fi
+
 echo "== packing and installing into a scratch project"
 tarball="$(cd "$here" && npm pack --silent --pack-destination "$work" | tail -n 1)"
 mkdir "$work/project"
@@ -87,7 +97,14 @@ cp "$here"/test/helpers.mjs test/
 cp "$here"/test/windows/*.test.mjs test/windows/
 
 echo "== node.exe $NODE_WIN_VERSION --test test/windows/*.test.mjs under $("$WINE" --version 2>/dev/null)"
-export WINEPREFIX=${KOPIRU_WINEPREFIX:-/tmp/kopiru-wineprefix} WINEDEBUG=-all DISPLAY=
+# shellcheck source=/dev/null
+. "$root/scripts/wine-session.sh"
+trap 'wine_session_end; rm -rf "$work"' EXIT
+if ! wine_session_start; then
+  echo "not ok 1 - Wine did not start (scripts/wine-session.sh)"
+  echo "# fail 1"
+  exit 1
+fi
 status=0
 NODE_SKIP_PLATFORM_CHECK=1 NAPI_RS_NATIVE_LIBRARY_PATH='Z:'"${PWD//\//\\}"'\node_modules\kopiru\kopiru.win32-x64-gnu.node' \
   "$WINE" "$node_exe" --test --test-reporter=tap test/windows/*.test.mjs >"$work/out" 2>&1 </dev/null || status=$?

@@ -3,7 +3,7 @@
 import { test, before } from 'node:test'
 import assert from 'node:assert/strict'
 import { spawnSync } from 'node:child_process'
-import { existsSync, mkdirSync, readFileSync, writeFileSync, chmodSync, chownSync, readlinkSync, statSync } from 'node:fs'
+import { existsSync, mkdirSync, readFileSync, readdirSync, writeFileSync, chmodSync, chownSync, readlinkSync, statSync } from 'node:fs'
 import { join } from 'node:path'
 import { copy, verify, probe } from 'kopiru'
 import { isRoot, cannotMount, mountFresh, skipUnless, makeTree, writePattern, scratch, sh, have } from './helpers.mjs'
@@ -133,7 +133,7 @@ test('refusals: into itself, onto itself, missing source', async () => {
   await assert.rejects(copy([src, src], join(src, 'f')), refused('not a directory'))
 })
 
-test('the same copy run again merges into the tree it made, as the command does', async () => {
+test('the same copy run again onto the tree it made copies nothing, as the command does', async () => {
   const root = scratch()
   const src = join(root, 'src')
   mkdirSync(join(src, 'd'), { recursive: true })
@@ -141,10 +141,17 @@ test('the same copy run again merges into the tree it made, as the command does'
   const dest = join(root, 'dest')
   await copy(src, dest)
   writeFileSync(join(src, 'g'), 'two\n')
+  writeFileSync(join(dest, 'd', 'f'), 'edited\n')
   const again = await copy(src, dest)
   assert.equal(again.exitCode, 0)
-  // Not dest/src (cp's rule once dest exists): the copy was brought up to date.
+  // Neither dest/src (cp's rule once dest exists) nor a merge over what
+  // was edited in the finished copy: nothing copied, and a warning says so.
   assert.equal(existsSync(join(dest, 'src')), false)
+  assert.equal(existsSync(join(dest, 'g')), false)
+  assert.equal(readFileSync(join(dest, 'd', 'f'), 'utf8'), 'edited\n')
+  assert.match(again.warnings[0].reason, /is the copy of/)
+  // noTargetDirectory (-T) updates it from the source.
+  await copy(src, dest, { noTargetDirectory: true })
   assert.equal(readFileSync(join(dest, 'g'), 'utf8'), 'two\n')
   assert.equal(readFileSync(join(dest, 'd', 'f'), 'utf8'), 'one\n')
   // A directory kopiru did not make still follows cp's rule: into it.
@@ -163,7 +170,7 @@ test('options are checked before anything starts', async () => {
   await assert.rejects(copy([], join(root, 'x')), { code: 'ERR_INVALID_ARG_VALUE' })
 })
 
-test('one unreadable file: KOPIRU_PARTIAL, the rest copied', async (t) => {
+test('one unreadable file: KOPIRU_PARTIAL, the rest copied and kept staged', async (t) => {
   const root = scratch()
   const src = join(root, 'src')
   mkdirSync(join(src, 'd'), { recursive: true })
@@ -175,8 +182,9 @@ test('one unreadable file: KOPIRU_PARTIAL, the rest copied', async (t) => {
     await assert.rejects(copy(src, dest), (e) => {
       assert.equal(e.code, 'KOPIRU_PARTIAL')
       assert.equal(e.summary.files, 5)
-      assert.equal(e.summary.errors.length, 1)
+      assert.equal(e.summary.errors.length, 2)
       assert.equal(e.summary.errors[0].code, 'EACCES')
+      assert.match(e.summary.errors[1].reason, /^not put in place/)
       return true
     })
   } else {
@@ -207,14 +215,21 @@ test('one unreadable file: KOPIRU_PARTIAL, the rest copied', async (t) => {
     assert.equal(out.code, 'KOPIRU_PARTIAL', JSON.stringify(out))
     assert.equal(out.summary.files, 5)
     assert.equal(out.summary.exitCode, 23)
-    assert.equal(out.summary.errors.length, 1)
+    assert.equal(out.summary.errors.length, 2)
     assert.equal(out.summary.errors[0].code, 'EACCES')
     assert.equal(out.summary.errors[0].path, join(src, 'd', 'secret'))
+    assert.equal(out.summary.errors[1].path, dest)
+    assert.match(out.summary.errors[1].reason, /^not put in place/)
     assert.match(out.message, /KOPIRU|failed/)
   }
-  for (let i = 0; i < 5; i++) assert.equal(readFileSync(join(dest, 'd', `ok${i}`), 'utf8'), `ok ${i}\n`)
-  assert.equal(existsSync(join(dest, 'd', 'secret')), false)
-  assert.ok(statSync(join(dest, 'd')).isDirectory())
+  // A new tree with a failure in it is not put in place: it is kept under
+  // its staged name beside it, the rest copied there.
+  assert.equal(existsSync(dest), false)
+  const staged = readdirSync(root).find((n) => n.startsWith('.kopiru-tmp.tree.'))
+  assert.ok(staged, 'no staged tree kept')
+  for (let i = 0; i < 5; i++) assert.equal(readFileSync(join(root, staged, 'd', `ok${i}`), 'utf8'), `ok ${i}\n`)
+  assert.equal(existsSync(join(root, staged, 'd', 'secret')), false)
+  assert.ok(statSync(join(root, staged, 'd')).isDirectory())
 })
 
 test('verify: equal, a difference, and an abort', async () => {

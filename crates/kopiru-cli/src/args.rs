@@ -714,7 +714,8 @@ impl CopyArgs {
                 Follow::Always
             } else if self.follow_args {
                 Follow::CommandLine
-            } else if self.compat.never_follow() || self.recursive() {
+            } else if self.compat.never_follow() || (self.recursive() && !self.compat.link) {
+                // cp -l follows a symlink named as a source, even with -R.
                 Follow::Never
             } else {
                 Follow::CommandLine

@@ -164,6 +164,8 @@ impl CompatArgs {
             let off = preserve_list(self.no_preserve.iter().map(String::as_str))
                 .map_err(|other| format!("unknown --no-preserve item '{other}'"))?;
             let p = &mut opts.preserve;
+            // cp's --no-preserve=mode: new entries get the default bits.
+            p.plain_mode = off.mode;
             p.mode &= !off.mode;
             p.times &= !off.times;
             p.owner &= !off.owner;

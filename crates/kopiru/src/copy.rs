@@ -178,14 +178,15 @@ fn parents_meta(made: Vec<plan::ParentMade>, opts: &CopyOptions, summary: &mut S
                 continue;
             }
         };
-        let now = crate::meta::Now {
-            perm: p.mode & !umask,
-            owner: None,
+        let (perm, before) = match p.existed {
+            true => (p.mode, crate::meta::Before::Same),
+            false => (p.mode & !umask, crate::meta::Before::Nothing),
         };
+        let now = crate::meta::Now { perm, owner: None };
         let w = crate::meta::apply(
             crate::meta::Target::Fd(dst.as_fd()),
             (Some(src.as_fd()), &st),
-            crate::meta::Before::Nothing,
+            before,
             now,
             &opts.preserve,
             umask,

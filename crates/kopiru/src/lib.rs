@@ -16,6 +16,10 @@ mod error;
 mod events;
 mod filter;
 pub mod flash;
+// The parsers of outside bytes, for the fuzz targets (fuzz/) only.
+#[cfg(feature = "fuzzing")]
+#[doc(hidden)]
+pub mod fuzzing;
 pub mod image;
 pub mod json;
 mod listed;

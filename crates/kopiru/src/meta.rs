@@ -174,9 +174,24 @@ pub(crate) fn apply(
         };
         let want = match (preserve.mode, before) {
             (true, _) => Some((st.perm(), (st.uid, st.gid))),
-            (false, Before::Replaced { old, .. }) => Some((old.perm(), (old.uid, old.gid))),
+            // A write into a set-uid file clears its set-uid and set-gid
+            // bits unless the writer may keep them (root): so here.
+            (false, Before::Replaced { old, .. }) => {
+                let kept = match sys::euid() {
+                    0 => old.perm(),
+                    _ => old.perm() & !0o6000,
+                };
+                Some((kept, (old.uid, old.gid)))
+            }
             (false, Before::Same) => None,
-            (false, Before::Nothing) => Some((st.perm() & plain & !umask, (st.uid, st.gid))),
+            (false, Before::Nothing) => {
+                let bits = match (preserve.plain_mode, is_dir) {
+                    (true, true) => 0o777,
+                    (true, false) => 0o666,
+                    (false, _) => st.perm() & plain,
+                };
+                Some((bits & !umask, (st.uid, st.gid)))
+            }
         };
         if let Some((mut want, (uid, gid))) = want {
             if want & 0o6000 != 0 {

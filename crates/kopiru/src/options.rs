@@ -54,6 +54,10 @@ pub struct Preserve {
     pub xattrs: bool,
     /// Hard links inside the copied tree stay hard links.
     pub links: bool,
+    /// cp's `--no-preserve=mode`: with `mode` off, a new file gets 0666
+    /// and a new directory 0777 less the umask, nothing of the source's
+    /// bits (otherwise the source's bits less the umask).
+    pub plain_mode: bool,
 }
 
 impl Preserve {
@@ -66,6 +70,7 @@ impl Preserve {
         owner: false,
         xattrs: false,
         links: true,
+        plain_mode: false,
     };
     /// Everything (`-a`).
     pub const ALL: Preserve = Preserve {
@@ -74,6 +79,7 @@ impl Preserve {
         owner: true,
         xattrs: true,
         links: true,
+        plain_mode: false,
     };
 }
 
@@ -105,6 +111,7 @@ impl Preserve {
             owner: false,
             xattrs: false,
             links: false,
+            plain_mode: false,
         };
         for name in names {
             match name {

@@ -162,6 +162,9 @@ pub(crate) struct Job {
     /// `--parents`: the directories made on the way to the copy, whose
     /// metadata is applied once it is done.
     pub parents_made: Vec<ParentMade>,
+    /// DEST as named, where the copy goes elsewhere (a symlink written
+    /// through, a FIFO or device written into).
+    pub named: Option<PathBuf>,
     /// The jobs of one round run together; a job of round N+1 copies onto
     /// the same name as one of round N (two directories merged, or with
     /// `--backup` a file replacing the first one's copy), after it.
@@ -223,11 +226,17 @@ pub(crate) fn plan(
             Ok(mut job) => {
                 let dir = sys::fstat(job.dst_dir.as_fd()).map(|st| (st.dev, st.ino));
                 let src_st = sys::stat_path(src, job.follow).ok();
+                // The name given, as well as where it leads (a symlink
+                // named as DEST is written through): a later source must
+                // not write through a symlink an earlier one just made.
+                let named = job.named.as_deref().and_then(named_key);
                 let taken = dir.as_ref().ok().and_then(|d| {
-                    targets
-                        .iter()
-                        .rev()
-                        .find(|t| t.dir == *d && t.name == job.dst_name)
+                    targets.iter().rev().find(|t| {
+                        (t.dir == *d && t.name == job.dst_name)
+                            || named
+                                .as_ref()
+                                .is_some_and(|(nd, nn)| t.dir == *nd && t.name == *nn)
+                    })
                 });
                 let is_dir = |st: Option<Stat>| st.is_some_and(|s| s.kind() == FileKind::Dir);
                 match (taken, dir) {
@@ -454,7 +463,10 @@ fn plan_one(
     }
     let mut parents_made = Vec::new();
     let dst_path = match (dest_is_dir, named) {
-        _ if opts.parents => parents_path(src, dest, &mut parents_made)?,
+        _ if opts.parents => {
+            let keep = opts.preserve.mode || opts.preserve.owner;
+            parents_path(src, dest, keep, &mut parents_made)?
+        }
         (true, true) => dest.join(src.file_name().expect("named")),
         // SOURCE/. into a symlink to a directory: into that directory, as
         // cp and rsync write.
@@ -480,10 +492,13 @@ fn plan_one(
     // a file's data through a symlinked DEST and into a FIFO or device.
     let read_data = opts.read_named_specials && reads_as_data(src_st.kind());
     let copies_data = src_st.kind() == FileKind::File || read_data;
+    let named = dst_path.clone();
+    let replace_links = opts.backup.is_some() || opts.link_files.is_some();
     let (dst_path, write_into) = match copies_data && !opts.remove_destination {
-        true => data_destination(src, dst_path, opts.backup.is_some())?,
+        true => data_destination(src, dst_path, replace_links)?,
         false => (dst_path, false),
     };
+    let named = (named != dst_path).then_some(named);
 
     let (src_parent, src_name) = split(src).map_err(|e| Error::src(src, Op::Resolve, &e))?;
     let (dst_parent, dst_name) =
@@ -533,8 +548,16 @@ fn plan_one(
         read_data,
         write_into,
         parents_made,
+        named,
         round: 0,
     })
+}
+
+/// The directory (by identity) and name a path names.
+fn named_key(path: &Path) -> Option<((u64, u64), CString)> {
+    let (parent, name) = split(path).ok()?;
+    let st = sys::stat_path(&parent, true).ok()?;
+    Some(((st.dev, st.ino), sys::cstring(&name).ok()?))
 }
 
 /// `--parents`: SOURCE's copy is `DEST/SOURCE` (a leading `/` and `.`
@@ -542,7 +565,15 @@ fn plan_one(
 /// made, each writable by us until the copy ends (`made`: the source
 /// directory, the one made, and the bits it was made with, for its
 /// metadata then).
-fn parents_path(src: &Path, dest: &Path, made: &mut Vec<ParentMade>) -> Result<PathBuf, Error> {
+///
+/// With `-p` (`keep`: the mode or owner kept) those that were there get
+/// their sources' metadata too, as cp -p gives it.
+fn parents_path(
+    src: &Path,
+    dest: &Path,
+    keep: bool,
+    made: &mut Vec<ParentMade>,
+) -> Result<PathBuf, Error> {
     let rel: PathBuf = src
         .components()
         .filter(|c| matches!(c, Component::Normal(_) | Component::ParentDir))
@@ -563,7 +594,17 @@ fn parents_path(src: &Path, dest: &Path, made: &mut Vec<ParentMade>) -> Result<P
         }
         let st = sys::stat_path(&src_at, true).map_err(|e| Error::src(&src_at, Op::Stat, &e))?;
         match sys::stat_path(&at, true) {
-            Ok(d) if d.kind() == FileKind::Dir => continue,
+            Ok(d) if d.kind() == FileKind::Dir => {
+                if keep {
+                    made.push(ParentMade {
+                        src: src_at.clone(),
+                        dst: at.clone(),
+                        mode: d.perm(),
+                        existed: true,
+                    });
+                }
+                continue;
+            }
             Ok(_) => {
                 let why = Refusal::NotADirectory;
                 return Err(Error::refused(Side::Destination, &at, Op::Mkdir, why));
@@ -578,6 +619,7 @@ fn parents_path(src: &Path, dest: &Path, made: &mut Vec<ParentMade>) -> Result<P
             src: src_at.clone(),
             dst: at.clone(),
             mode,
+            existed: false,
         });
     }
     Ok(dest.join(rel))
@@ -589,8 +631,10 @@ pub(crate) struct ParentMade {
     pub src: PathBuf,
     /// The directory made.
     pub dst: PathBuf,
-    /// The permission bits it was made with (before the umask).
+    /// The permission bits it was made with (before the umask), or has.
     pub mode: u32,
+    /// It was there already (`-p` gives it the source's metadata).
+    pub existed: bool,
 }
 
 /// Whether an entry of this kind named as a source is read for its data
@@ -608,14 +652,19 @@ fn reads_as_data(kind: FileKind) -> bool {
 /// or device (`true`: written into, never replaced). Refused: a symlink
 /// that points nowhere, or to a directory; a block device in use.
 ///
-/// With `backup`, a symlink is not written through: it is kept as the
-/// backup and replaced (cp's).
-fn data_destination(src: &Path, dst: PathBuf, backup: bool) -> Result<(PathBuf, bool), Error> {
+/// With `replace_links` (`--backup`, which keeps it as the backup; `-l` or
+/// `-s`, which make a link in its place as `cp -f` does), a symlink is not
+/// written through but replaced.
+fn data_destination(
+    src: &Path,
+    dst: PathBuf,
+    replace_links: bool,
+) -> Result<(PathBuf, bool), Error> {
     let Ok(entry) = sys::stat_path(&dst, false) else {
         return Ok((dst, false));
     };
     let is_link = entry.kind() == FileKind::Symlink;
-    if is_link && backup {
+    if is_link && replace_links {
         return Ok((dst, false));
     }
     let st = match is_link {
@@ -677,8 +726,14 @@ fn check_existing(
     let src_is_dir = src_st.kind() == FileKind::Dir;
     let dst_lst = sys::stat_path(dst_path, false).ok();
     if let Some(dst_lst) = &dst_lst {
+        // -l where DEST is already the very link (not a symlink to it:
+        // linking that symlink over its target would lose the target).
+        let linked = opts.link_files == Some(crate::options::LinkFiles::Hard)
+            && (dst_lst.dev, dst_lst.ino) == (src_st.dev, src_st.ino);
+        // --remove-destination takes a symlink away, never writes through it.
+        let removed = opts.remove_destination && dst_lst.kind() == FileKind::Symlink;
         let waived = !src_is_dir
-            && (opts.backup.is_some() || opts.link_files == Some(crate::options::LinkFiles::Hard))
+            && (opts.backup.is_some() || linked || removed)
             && !same_entry(src, dst_path);
         if !waived && same_file(src, src_st, dst_path, dst_lst) {
             return Err(Error::refused(

@@ -28,7 +28,8 @@ const MAX_LOOKED_AT: usize = 100_000;
 /// be made (a read-only or full destination), leaves the request to the
 /// copy, which reports those per file.
 pub(crate) fn clone_possible(jobs: &[Job], opts: &CopyOptions) -> Option<Error> {
-    if opts.method != MethodChoice::Clone {
+    // Nothing is cloned without data (--attributes-only, -l, -s).
+    if opts.method != MethodChoice::Clone || opts.attributes_only || opts.link_files.is_some() {
         return None;
     }
     let mut tried = HashSet::new();

@@ -40,12 +40,20 @@ pub(crate) fn is_copy_of(file: &Path, src: &[u8], dst: &[u8], dst_path: &Path) -
     let Ok(text) = std::fs::read_to_string(file) else {
         return false;
     };
+    says_copy(&text, src, dst, dst_path)
+}
+
+/// [`is_copy_of`] on the record's text.
+pub(crate) fn says_copy(text: &str, src: &[u8], dst: &[u8], dst_path: &Path) -> bool {
     let want = line(src, dst, dst_path);
-    text.lines().rev().any(|l| l == want.trim_end())
+    // Only the newline comes off: a path may end in spaces (`trim_end`
+    // took them too, and a copy into `dest ` was never found again).
+    let want = want.strip_suffix('\n').unwrap_or(&want);
+    text.lines().rev().any(|l| l == want)
 }
 
 /// The line that records `dst` (at `dst_path`) as a copy of `src`.
-fn line(src: &[u8], dst: &[u8], dst_path: &Path) -> String {
+pub(crate) fn line(src: &[u8], dst: &[u8], dst_path: &Path) -> String {
     let path = crate::paths::escape(dst_path.as_os_str());
     format!("{VERSION} {} {} {path}\n", hex(src), hex(dst))
 }
@@ -123,5 +131,23 @@ mod tests {
         assert!(!is_copy_of(&file, b"s1", b"d1", q));
         assert!(!is_copy_of(&file, b"s1", b"d1x", p));
         std::fs::remove_dir_all(&dir).unwrap();
+    }
+
+    /// Found by fuzz/fuzz_targets/copies_record.rs: a path that ends in
+    /// white space (`dest `, `dest\u{a0}`) was never found again, so a
+    /// rerun nested a second copy inside the first.
+    #[test]
+    fn paths_ending_in_spaces_are_found() {
+        for path in ["/tmp/dest ", "/tmp/dest\u{a0}", "/tmp/dest\u{3000}", "/ "] {
+            let p = Path::new(path);
+            let text = format!("v2 01 02 /tmp/dest\n{}", line(b"s", b"d", p));
+            assert!(says_copy(&text, b"s", b"d", p), "{path:?}");
+            // Not taken for the path without them.
+            let bare = Path::new(path.trim_end());
+            assert!(
+                !says_copy(&line(b"s", b"d", p), b"s", b"d", bare),
+                "{path:?}"
+            );
+        }
     }
 }

@@ -15,9 +15,12 @@
 #
 # Outcomes are held against list.tsv (TEST USER LIST NOTE): a test listed
 # `pass` must pass (else it is counted failed); the tests listed `option`,
-# `wording`, `disk` (known differences) or `skip` (skipped for this machine
-# even with GNU cp) are counted skipped, and one of them that passes now is
-# reported loudly ("move it to pass"). The last line is
+# `wording`, `disk` (known differences: a `disk` one is deliberate, named in
+# docs/copy.md's "Differences from cp and rsync", which
+# tests/peers/check-differences.py holds to the list), `bug` (a kopiru bug
+# to be fixed) or `skip` (skipped for this machine even with GNU cp) are
+# counted skipped, and one of them that passes now is reported loudly
+# ("move it to pass"). The last line is
 # `N passed, N failed, N skipped`: passed = (test, user) runs that passed,
 # failed = runs listed `pass` that did not pass (or a failing test not in
 # the list), skipped = everything else (skipped for the environment, or
@@ -527,10 +530,13 @@ if ((update)); then
 #   pass     passes against kopiru (a failure is counted failed)
 #   option   stops at an option kopiru does not take (NOTE names it)
 #   wording  differs only in what cp prints or its exit status, not on disk
-#   disk     differs in what ends up on disk (NOTE: what; FINDINGS.md has
-#            reproductions)
+#   disk     differs in what ends up on disk, deliberately and losing nothing
+#            (NOTE: what; docs/copy.md "Differences from cp and rsync" names
+#            each such test, tests/peers/check-differences.py checks it)
+#   bug      fails on a kopiru bug, to be fixed (NOTE: the bug; FINDINGS.md
+#            has reproductions)
 #   skip     skipped on this machine even with GNU cp (NOTE: why)
-# The tests of the last four are counted skipped; one that passes is
+# The tests of the last five are counted skipped; one that passes is
 # reported ("move it to pass").
 EOF
     for t in "${all_tests[@]}"; do
@@ -551,7 +557,7 @@ fi
 elapsed=$(((t1 - t0) / 1000000))
 echo "== $what: ${count[pass]-0} pass, ${count[fail]-0} fail, ${count[error]-0} hard error (99), ${count[timeout]-0} timeout, ${count[skip]-0} skip (77) in $((elapsed / 1000)).$((elapsed % 1000 / 100))s; logs in $logroot"
 if ((!peer)); then
-  echo "== known differences (listed, counted skipped): ${count[known_option]-0} option, ${count[known_wording]-0} wording, ${count[known_disk]-0} disk"
+  echo "== known differences (listed, counted skipped): ${count[known_option]-0} option, ${count[known_wording]-0} wording, ${count[known_disk]-0} disk, ${count[known_bug]-0} bug"
 fi
 if ((${#now_passing[@]})); then
   echo "!!! ${#now_passing[@]} listed as known differences pass now, move them to pass (run.sh --update): ${now_passing[*]}"

@@ -13,14 +13,16 @@
 # calls that use rsync as a tool go to the real rsync.
 #
 # list.tsv files every test: pass, option (an rsync option kopiru does not
-# take), wording (output differs only), disk (a difference in what ends up on
-# disk), skip (cannot run here, or out of scope). The run fails when a `pass`
-# test fails, and says loudly when another one passes now.
+# take), wording (output differs only), disk (a deliberate difference in what
+# ends up on disk, named in docs/copy.md's "Differences from cp and rsync":
+# tests/peers/check-differences.py holds the two to each other), bug (a kopiru
+# bug to be fixed), skip (cannot run here, or out of scope). The run fails
+# when a `pass` test fails, and says loudly when another one passes now.
 #
 # Usage: run.sh [--peer] [--update] [--past-output] [--keep] [-j N] [TEST...]
 #   --peer           run the same harness with the real rsync under test: it
 #                    passes every test but those skipped for this machine
-#   --update         rewrite list.tsv from this run (disk/wording NOTEs kept)
+#   --update         rewrite list.tsv from this run (disk/bug/wording NOTEs kept)
 #   --past-output    look past output differences to what is on disk: kopiru's
 #                    itemize lines reshaped as rsync prints them, and the
 #                    output comparisons of checkdiff reported, not failed
@@ -33,7 +35,7 @@
 # 120), KOPIRU_TEST_CACHE (default ~/.cache/kopiru-test).
 #
 # Ends with one line: N passed, N failed, N skipped. Only tests that ran
-# kopiru and passed count as passed; tests listed option/wording/disk/skip
+# kopiru and passed count as passed; tests listed option/wording/disk/bug/skip
 # count as skipped, each named on a "!!! SKIPPED" line.
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
@@ -391,7 +393,7 @@ for t in "${tests[@]}"; do
         skipped=$((skipped + 1))
         if [[ -z $l ]]; then
             echo "!!! SKIPPED: $t (${secs}s): NOT IN list.tsv, $r: $w (run.sh --update)"
-        elif [[ $l != "$r" && ! ($r == fail && ($l == disk || $l == wording)) ]]; then
+        elif [[ $l != "$r" && ! ($r == fail && ($l == disk || $l == bug || $l == wording)) ]]; then
             echo "!!! SKIPPED ($l): $t (${secs}s): CHANGED, now $r: $w (listed: ${note[$t]:-})"
         else
             echo "!!! SKIPPED ($l): $t (${secs}s): ${note[$t]:-$w}"
@@ -411,8 +413,10 @@ if ((update)); then
     {
         echo "# rsync's testsuite against kopiru copy (tests/peers/rsync/run.sh)."
         echo "# TEST<TAB>LIST<TAB>NOTE; LIST: pass, option (NOTE: the option kopiru does not take),"
-        echo "# wording (output differs only), disk (what ends up on disk differs: NOTE says how),"
-        echo "# skip (cannot run here, or out of scope: NOTE says why). run.sh --update rewrites it."
+        echo "# wording (output differs only), disk (what ends up on disk differs, deliberately and"
+        echo "# losing nothing: NOTE says how; docs/copy.md \"Differences from cp and rsync\" names each,"
+        echo "# tests/peers/check-differences.py checks it), bug (a kopiru bug to be fixed: NOTE says"
+        echo "# which), skip (cannot run here, or out of scope: NOTE says why). run.sh --update rewrites it."
         for t in $(printf '%s\n' "${!listed[@]}" "${tests[@]}" | sort -u); do
             r=${result[$t]:-}
             l=${listed[$t]:-} n=${note[$t]:-}
@@ -424,7 +428,7 @@ if ((update)); then
                 printf '%s\tskip\t%s\n' "$t" "$n"
             elif [[ $r == option || $r == skip ]]; then
                 printf '%s\t%s\t%s\n' "$t" "$r" "${why[$t]}"
-            elif [[ $l == disk || $l == wording ]]; then
+            elif [[ $l == disk || $l == bug || $l == wording ]]; then
                 printf '%s\t%s\t%s\n' "$t" "$l" "$n"
             else
                 printf '%s\tdisk\t%s\n' "$t" "UNCLASSIFIED: fails (${why[$t]}); see its log"

@@ -136,8 +136,10 @@ pub fn benches_on_a_full_disk() -> R {
     ]);
     fails_with(&o, 1, "free, the benchmark needs about")?;
     fails_with(&o, 1, &mnt.display().to_string())?;
+    // It checks before writing anything; the margin is for a loaded
+    // machine.
     ensure!(
-        start.elapsed().as_secs() < 10,
+        start.elapsed().as_secs() < 60,
         "bench fsync took {:?} to say it does not fit",
         start.elapsed()
     );

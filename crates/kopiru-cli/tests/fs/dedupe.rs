@@ -121,16 +121,19 @@ pub fn changed_meanwhile(fs: Fs) -> R {
     let w = fixture::workdir(fs, "dedupe-changed")?;
     trees::write_random(&w.join("x"), 2 * MIB, 3)?;
     trees::write_random(&w.join("y"), 2 * MIB, 3)?;
-    let child = crate::kopiru_injected("syncfs:delay_enter=6000000:when=1")
+    let trace = fixture::run_root().join(format!("dedupe-changed-{}.trace", fs.name()));
+    let inject = "syncfs:delay_enter=6000000:when=1";
+    let mut child = crate::kopiru_held(inject, &trace)
         .args(["dedupe", "--json", "--no-progress"])
         .arg(&w)
         .stdout(std::process::Stdio::piped())
         .stderr(std::process::Stdio::piped())
         .spawn()?;
-    std::thread::sleep(std::time::Duration::from_millis(2500));
+    crate::wait_held(&trace, inject, &mut child)?;
     let mut y = trees::bytes(2 * MIB, 3);
     y[MIB] ^= 1;
     std::fs::write(w.join("y"), &y)?;
+    crate::still_held(&mut child, inject)?;
     let o = child.wait_with_output()?;
     let j = json(&o)?;
     ensure!(

@@ -144,7 +144,8 @@ pub fn formats() -> R {
 }
 
 /// Verification reads the device, not the page cache. kopiru is held after
-/// its last flush (strace delays the second fsync); meanwhile the device's
+/// its last flush (strace delays the second fsync's return, and the test
+/// waits until it is held); meanwhile the device's
 /// page cache is filled with the written data and the backing file is
 /// changed behind it: a buffered `cmp` still sees the image, kopiru sees the
 /// change, at the right offset.
@@ -155,14 +156,15 @@ pub fn verify_reads_device() -> R {
     let img = dir.join("image.raw");
     std::fs::write(&img, &data)?;
     let lo = Loop::new("verify", 16, 512, false)?;
-    let child = crate::kopiru_injected("fsync:delay_exit=6000000:when=2")
+    let (inject, trace) = ("fsync:delay_exit=10000000:when=2", dir.join("fsync.trace"));
+    let mut child = crate::kopiru_held(inject, &trace)
         .args(["flash", "--json", "--yes", "--no-progress"])
         .arg(&img)
         .arg(&lo.dev)
         .stdout(std::process::Stdio::piped())
         .stderr(std::process::Stdio::piped())
         .spawn()?;
-    std::thread::sleep(std::time::Duration::from_millis(3000));
+    crate::wait_held(&trace, inject, &mut child)?;
     std::fs::read(&lo.dev)?; // the device's page cache now holds the image
     let back = std::fs::OpenOptions::new().write(true).open(&lo.backing)?;
     back.write_all_at(&[0xAA; 4096], 3 << 20)?;
@@ -173,6 +175,7 @@ pub fn verify_reads_device() -> R {
         .arg(&img)
         .arg(&lo.dev)
         .output()?;
+    crate::still_held(&mut child, inject)?;
     let o = child.wait_with_output()?;
     ensure!(
         cached.status.success(),

@@ -9,7 +9,10 @@ line in LOG: "METHOD PATH range=... if-range=... -> STATUS".
 
 Faults (?fault=a,b,...), counted per path and query:
   drop40      the first answer stops after 40% of the file (connection cut)
-  stall40     the first answer sends 40%, then nothing for 6 s
+  stall40     the first answer sends 40%, then nothing for 30 s (longer
+              than any stall timeout the tests give), then cuts the
+              connection; "STALL-BEGIN PATH" and "STALL-END PATH" in LOG
+              mark the stall
   norange     Range is ignored (200 and the whole file every time)
   etagchange  after the first answer the file has another ETag (as if it
               changed on the server): If-Range no longer matches
@@ -42,6 +45,11 @@ class Handler(BaseHTTPRequestHandler):
 
     def log_message(self, *args):
         pass
+
+    def mark(self, what):
+        with LOCK:
+            with open(LOG, "a") as f:
+                f.write("%s %s\n" % (what, self.path))
 
     def note(self, status):
         line = "%s %s range=%s if-range=%s -> %d\n" % (
@@ -183,7 +191,9 @@ class Handler(BaseHTTPRequestHandler):
                     time.sleep(ahead)
             if cut is not None and sent >= cut:
                 if "stall40" in faults:
-                    time.sleep(6)
+                    self.mark("STALL-BEGIN")
+                    time.sleep(30)
+                    self.mark("STALL-END")
                 try:
                     self.connection.shutdown(socket.SHUT_RDWR)
                 except OSError:

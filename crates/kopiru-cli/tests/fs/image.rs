@@ -463,7 +463,7 @@ pub fn interrupted() -> R {
         .spawn()?;
     let started = std::time::Instant::now();
     let mut saw_temp = false;
-    while started.elapsed().as_secs() < 20 {
+    while started.elapsed().as_secs() < 120 {
         if names(&d)?.iter().any(|n| n.contains(".kopiru-image.")) {
             saw_temp = true;
             break;
@@ -487,7 +487,8 @@ pub fn interrupted() -> R {
 
 /// Verification reads the written image back from the disk: a block of
 /// the temporary file changed while kopiru is held in its flush (strace
-/// delays the return of the first fsync, the output's) is caught; exit 1,
+/// delays the return of the first fsync, the output's, and the test waits
+/// until it is held) is caught; exit 1,
 /// and nothing is put under OUTPUT's name.
 pub fn verify_catches_corruption() -> R {
     use std::process::Stdio;
@@ -495,32 +496,28 @@ pub fn verify_catches_corruption() -> R {
     let lo = Loop::new("image-verify", 16, 512, true)?;
     lo.fill("/dev/urandom", 16)?;
     let out = d.join("v.img");
-    let child = crate::kopiru_injected("fsync:delay_exit=4000000:when=1")
+    let (inject, trace) = ("fsync:delay_exit=6000000:when=1", fixture::run_root().join("image-verify.trace"));
+    let mut child = crate::kopiru_held(inject, &trace)
         .args(["image", "--json", "--no-progress"])
         .arg(&lo.dev)
         .arg(&out)
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
         .spawn()?;
-    // The temporary file, once it has all its bytes.
-    let started = std::time::Instant::now();
-    let temp = loop {
-        let full = std::fs::read_dir(&d)?.flatten().find(|e| {
-            e.file_name().to_string_lossy().contains(".kopiru-image.")
-                && e.metadata().is_ok_and(|m| m.len() == 16 << 20)
-        });
-        if let Some(e) = full {
-            break e.path();
-        }
-        if started.elapsed().as_secs() > 30 {
-            let o = child.wait_with_output()?;
-            return Err(format!("no complete temporary file seen: {}", show(&o)).into());
-        }
-        std::thread::sleep(std::time::Duration::from_millis(20));
+    crate::wait_held(&trace, inject, &mut child)?;
+    // The temporary file, with all its bytes once kopiru flushes it.
+    let full = std::fs::read_dir(&d)?.flatten().find(|e| {
+        e.file_name().to_string_lossy().contains(".kopiru-image.")
+            && e.metadata().is_ok_and(|m| m.len() == 16 << 20)
+    });
+    let Some(temp) = full.map(|e| e.path()) else {
+        let o = child.wait_with_output()?;
+        return Err(format!("no complete temporary file while held: {}", show(&o)).into());
     };
     let f = std::fs::OpenOptions::new().write(true).open(&temp)?;
     f.write_all_at(&[0xAA; 4096], 5 << 20)?;
     f.sync_all()?;
+    crate::still_held(&mut child, inject)?;
     let o = child.wait_with_output()?;
     fails_with(&o, 1, "the image read back differs from what was read")?;
     ensure!(json(&o)?["verified"] == false, "{}", show(&o));

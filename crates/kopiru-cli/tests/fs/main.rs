@@ -119,6 +119,72 @@ fn kopiru_injected_on(inject: &str, paths: &[&Path]) -> Command {
     c
 }
 
+/// kopiru run under strace held in one system call: `inject` delays it
+/// (`NAME:delay_enter=US...` or `NAME:delay_exit=US...`), and strace
+/// writes the calls of that name to `trace`, so that [`wait_held`] can
+/// tell when kopiru is held (a test waits for that event, not for a time).
+/// The caller adds kopiru's arguments.
+fn kopiru_held(inject: &str, trace: &Path) -> Command {
+    let name = inject.split(':').next().unwrap_or(inject);
+    let mut c = Command::new("strace");
+    c.args(["-f", "-qq", "-e", "signal=none", "-e"])
+        .arg(format!("trace={name}"))
+        .arg("-e")
+        .arg(format!("inject={inject}"))
+        .arg("-o")
+        .arg(trace)
+        .arg(env!("CARGO_BIN_EXE_kopiru"));
+    c
+}
+
+/// Waits until the `trace` of [`kopiru_held`] (run with `inject`) shows
+/// kopiru held. strace marks a delayed return "(DELAYED)" as its delay
+/// begins; a delayed entry leaves its call's line unfinished (no " = ")
+/// through the delay, and with `when=N` it is the Nth call. Fails if
+/// `child` ends first, or after 120 s (a deadline for a broken run, not a
+/// clock the test keeps).
+fn wait_held(trace: &Path, inject: &str, child: &mut std::process::Child) -> R {
+    let nth: usize = inject
+        .split(':')
+        .find_map(|p| p.strip_prefix("when="))
+        .and_then(|n| n.parse().ok())
+        .unwrap_or(1);
+    let held = |text: &str| match inject.contains("delay_exit") {
+        true => text.contains("(DELAYED)"),
+        false => {
+            let calls = text.lines().count();
+            let last_open = !text.ends_with('\n')
+                && text.lines().last().is_some_and(|l| !l.contains(" = "));
+            calls >= nth && last_open
+        }
+    };
+    let start = std::time::Instant::now();
+    loop {
+        let text = std::fs::read_to_string(trace).unwrap_or_default();
+        if held(&text) {
+            return Ok(());
+        }
+        if let Some(st) = child.try_wait()? {
+            return Err(format!("kopiru ended ({st}) before it was held: {text}").into());
+        }
+        ensure!(
+            start.elapsed() < std::time::Duration::from_secs(120),
+            "kopiru was not held in 120 s: {text}"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(10));
+    }
+}
+
+/// Fails unless `child` (held by [`kopiru_held`]) still runs: what the test
+/// did meanwhile happened while kopiru was held, as it means to check.
+fn still_held(child: &mut std::process::Child, delay: &str) -> R {
+    ensure!(
+        child.try_wait()?.is_none(),
+        "kopiru was released ({delay}) before the test's steps were done: the machine is too slow for this delay"
+    );
+    Ok(())
+}
+
 fn show(o: &Output) -> String {
     format!(
         "exit {:?}\nstdout: {}\nstderr: {}",

@@ -595,21 +595,35 @@ pub fn dry_run_unreadable(fs: Fs) -> R {
     let src = w.join("src");
     make(&src, &["a", "sub/b"])?;
     fs::set_permissions(src.join("sub"), fs::Permissions::from_mode(0o000))?;
-    // Everything made by the copy under `dst`, as the dry run lists it.
+    // Everything made by the copy under `dst`, as the dry run lists it: a
+    // new tree with a failure in it is kept under its staged name beside
+    // `dst` (not put in place), and looked at there, named as under `dst`.
     let made = |dst: &Path| -> Result<Vec<String>, Failed> {
+        // Its staged name: the FNV-1a hash of its name.
+        let name = dst.file_name().unwrap_or_default().as_encoded_bytes();
+        let fnv = name.iter().fold(0xcbf2_9ce4_8422_2325u64, |h, &b| {
+            (h ^ u64::from(b)).wrapping_mul(0x0100_0000_01b3)
+        });
+        let staged = dst.with_file_name(format!(".kopiru-tmp.tree.{fnv:016x}"));
+        let staged = staged.exists().then_some(staged);
+        let root = match (dst.exists(), staged) {
+            (false, Some(s)) => s,
+            _ => dst.to_path_buf(),
+        };
+        let named = |p: &Path| dst.join(p.strip_prefix(&root).unwrap_or(p));
         let mut v = Vec::new();
-        if dst.exists() {
+        if root.exists() {
             v.push(format!("{}/", dst.display()));
         }
-        let mut stack = vec![dst.to_path_buf()];
+        let mut stack = vec![root.clone()];
         while let Some(d) = stack.pop() {
             for e in fs::read_dir(&d).into_iter().flatten() {
                 let p = e?.path();
                 if p.is_dir() {
-                    v.push(format!("{}/", p.display()));
+                    v.push(format!("{}/", named(&p).display()));
                     stack.push(p);
                 } else {
-                    v.push(p.display().to_string());
+                    v.push(named(&p).display().to_string());
                 }
             }
         }

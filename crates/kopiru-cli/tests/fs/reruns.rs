@@ -175,14 +175,16 @@ pub fn rerun_cleans_leftovers(fs: Fs) -> R {
 }
 
 /// Two runs of one command at once: the first is held just before it
-/// publishes its staged tree (strace delays its `renameat2` by 4 s); the
-/// second finds that tree locked, refuses with exit 1 and touches nothing;
+/// publishes its staged tree (strace delays its `renameat2` by 8 s, and
+/// the test waits until it is held); the second finds that tree locked,
+/// refuses with exit 1 and touches nothing while the first still runs;
 /// the first then finishes an exact copy.
 pub fn two_at_once(fs: Fs) -> R {
     let w = fixture::workdir(fs, "two-at-once")?;
     let (src, dst) = (w.join("src"), w.join("dst"));
     tree(&src, 24)?;
-    let first = kopiru_injected("renameat2:delay_enter=4000000")
+    let (inject, trace) = ("renameat2:delay_enter=8000000", fixture::run_root().join(format!("two-at-once-{}.trace", fs.name())));
+    let mut first = crate::kopiru_held(inject, &trace)
         .env("XDG_STATE_HOME", w.join("state"))
         .arg("copy")
         .args([&src, &dst])
@@ -198,23 +200,12 @@ pub fn two_at_once(fs: Fs) -> R {
         })?;
         Some(e.path())
     };
-    let started = std::time::Instant::now();
-    let stage = loop {
-        if let Some(s) = staged().filter(|s| same_tree(&src, s, DEFAULT).is_ok()) {
-            break s;
-        }
-        ensure!(
-            started.elapsed().as_secs() < 30,
-            "the first run never finished its staged tree"
-        );
-        std::thread::sleep(std::time::Duration::from_millis(20));
-    };
+    crate::wait_held(&trace, inject, &mut first)?;
+    let stage = staged()
+        .filter(|s| same_tree(&src, s, DEFAULT).is_ok())
+        .ok_or("the first run is held without its whole staged tree")?;
     let second = copy_in(&w, &[src.as_os_str(), dst.as_os_str()])?;
-    let held = started.elapsed();
-    ensure!(
-        held.as_secs() < 4,
-        "the second run ended after the first was released ({held:?})"
-    );
+    crate::still_held(&mut first, inject)?;
     fails_with(
         &second,
         1,

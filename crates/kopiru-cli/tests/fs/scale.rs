@@ -483,7 +483,8 @@ pub fn files_from_name_taken(fs: Fs) -> R {
 /// Two listed copies at once that split one directory between them, as
 /// fpart's jobs do. A missing directory is made under a staged name and
 /// put in place at the end; the first job is held just before that
-/// (strace delays its first `renameat2` by 3 s) while the second runs whole: the
+/// (strace delays its first `renameat2` by 8 s; the test waits until it is
+/// held) while the second runs whole: the
 /// second finds the staged name locked and makes the directory itself, so
 /// the first, released, merges its entries into it. Then a job killed
 /// just before putting its staged directory in place leaves it behind, and
@@ -510,8 +511,9 @@ pub fn files_from_split_dir(fs: Fs) -> R {
     let dst = w.join("dst");
     // The first job flushes each file and directory (`--sync file`), the
     // ones it merges into too.
-    let delay = kopiru_injected("renameat2:delay_enter=3000000:when=1");
-    let first = listed(delay, "file", &[], &list_a, (&src, &dst))
+    let inject = "renameat2:delay_enter=8000000:when=1";
+    let trace = crate::fixture::run_root().join(format!("split-dir-{}.trace", fs.name()));
+    let mut first = listed(crate::kopiru_held(inject, &trace), "file", &[], &list_a, (&src, &dst))
         .stdout(std::process::Stdio::piped())
         .stderr(std::process::Stdio::piped())
         .spawn()?;
@@ -524,16 +526,11 @@ pub fn files_from_split_dir(fs: Fs) -> R {
                     && fs::read_dir(e.path().join("sub")).is_ok_and(|d| d.count() == 5)
             }))
     };
-    let started = std::time::Instant::now();
-    while !staged()? {
-        ensure!(
-            started.elapsed().as_secs() < 20,
-            "the first job never staged d/"
-        );
-        std::thread::sleep(std::time::Duration::from_millis(10));
-    }
+    crate::wait_held(&trace, inject, &mut first)?;
+    ensure!(staged()?, "the first job is held without its staged d/");
     let o = listed(plain(), "none", &[], &list_b, (&src, &dst)).output()?;
     ensure!(code(&o) == 0, "second job: {}", show(&o));
+    crate::still_held(&mut first, inject)?;
     ensure!(
         dst.join("d").is_dir() && staged()?,
         "the second job did not make d/ beside the staged one"

@@ -1,6 +1,7 @@
 //! Copies onto a share: the simulated one, kopiru-slowfs (a FUSE
 //! passthrough that delays each metadata operation by 1 ms; no network).
 
+use super::fixture::{self, Fs};
 use super::{code, json, show, Add, R};
 use libtest_mimic::Failed;
 use std::io::BufRead;
@@ -18,52 +19,115 @@ pub fn trials(add: Add) {
         slowfs_unavailable(),
         Box::new(workers_follow_rate),
     );
+    let ext4 = || Fs::Ext4.unavailable().or_else(super::strace_unavailable);
     add(
         "shares::timed_creates_raise_workers".into(),
-        super::strace_unavailable(),
+        ext4().or_else(overlay_unavailable),
         Box::new(timed_creates),
+    );
+    add(
+        "shares::slow_local_disk_is_no_share".into(),
+        ext4().or_else(|| Fs::Btrfs.unavailable()),
+        Box::new(slow_local_disk),
     );
 }
 
-/// A share whose type `statfs` does not name is found by timing its first
-/// creates: with every `openat` delayed by 2 ms (strace's fault injection,
-/// standing in for a server's round trips) a copy on a local ext4 gets the
-/// round-trip defaults, more workers than CPUs, and says why; the same
-/// copy without the delay does not. Both copies exact.
+/// Why overlayfs cannot be mounted here, if it cannot.
+fn overlay_unavailable() -> Option<String> {
+    let _ = Command::new("modprobe").arg("overlay").output();
+    let known = std::fs::read_to_string("/proc/filesystems").unwrap_or_default();
+    let has = known.lines().any(|l| l.split_whitespace().last() == Some("overlay"));
+    (!has).then(|| "the kernel has no overlayfs (modprobe overlay failed)".into())
+}
+
+/// A filesystem whose type says nothing of where its operations go, and
+/// with no block device behind it, is timed on its first creates: overlayfs
+/// (its layers may be on any filesystem) over a local ext4, with every
+/// `openat` delayed by 2 ms (strace's fault injection, standing in for a
+/// server's round trips), gets the round-trip defaults, more workers than
+/// CPUs, and says why; the same copy without the delay does not. Both
+/// copies exact.
 fn timed_creates() -> R {
-    use super::fixture::{self, Fs};
     let w = fixture::workdir(Fs::Ext4, "timed-creates")?;
     let src = w.join("src");
     small_tree(&src, 12, 12, 1)?;
-    let plain = w.join("plain");
-    let o = super::kopiru(["copy".as_ref(), "--json".as_ref(), src.as_os_str(), plain.as_os_str()]);
-    let j = json(&o)?;
-    ensure!(
-        code(&o) == 0
-            && j["round_trip_filesystem"].is_null()
-            && j["workers"].as_u64().is_some_and(|n| n <= cpus()),
-        "a local copy took the round-trip defaults: {}",
-        show(&o)
+    let (lower, upper, work, mnt) = (w.join("lower"), w.join("upper"), w.join("work"), w.join("mnt"));
+    for d in [&lower, &upper, &work, &mnt] {
+        std::fs::create_dir_all(d)?;
+    }
+    let opts = format!(
+        "lowerdir={},upperdir={},workdir={}",
+        lower.display(),
+        upper.display(),
+        work.display()
     );
-    let slow = w.join("slow");
-    let o = super::kopiru_injected("openat:delay_exit=2000")
-        .args(["copy".as_ref(), "--json".as_ref(), src.as_os_str(), slow.as_os_str()])
-        .output()?;
-    let j = json(&o)?;
-    let why = j["round_trip_filesystem"].as_str().unwrap_or_default();
-    ensure!(
-        code(&o) == 0
-            && why.starts_with("ext4 (timed: ")
-            // Raised mid-run: workers start as later directories queue
-            // work, which these 12 directories give them.
-            && j["workers"].as_u64().is_some_and(|n| n > cpus())
-            // Timed, the filesystem may be local: its offloads are not
-            // claimed as the server's.
-            && j["server_side_files"] == 0,
-        "slow creates were not told: {}",
-        show(&o)
-    );
-    for dst in [&plain, &slow] {
+    fixture::sh(Command::new("mount").args(["-t", "overlay", "overlay", "-o", &opts]).arg(&mnt))?;
+    let r = (|| -> R {
+        let plain = mnt.join("plain");
+        let o = super::kopiru(["copy".as_ref(), "--json".as_ref(), src.as_os_str(), plain.as_os_str()]);
+        let j = json(&o)?;
+        ensure!(
+            code(&o) == 0
+                && j["round_trip_filesystem"].is_null()
+                && j["workers"].as_u64().is_some_and(|n| n <= cpus()),
+            "a quick copy onto overlayfs took the round-trip defaults: {}",
+            show(&o)
+        );
+        let slow = mnt.join("slow");
+        let o = super::kopiru_injected("openat:delay_exit=2000")
+            .args(["copy".as_ref(), "--json".as_ref(), src.as_os_str(), slow.as_os_str()])
+            .output()?;
+        let j = json(&o)?;
+        let why = j["round_trip_filesystem"].as_str().unwrap_or_default();
+        ensure!(
+            code(&o) == 0
+                && why.starts_with("overlayfs (timed: ")
+                // Raised mid-run: workers start as later directories queue
+                // work, which these 12 directories give them.
+                && j["workers"].as_u64().is_some_and(|n| n > cpus())
+                // Timed, the filesystem may be local: its offloads are not
+                // claimed as the server's.
+                && j["server_side_files"] == 0,
+            "slow creates were not told: {}",
+            show(&o)
+        );
+        for dst in [&plain, &slow] {
+            let v = super::kopiru(["verify".as_ref(), src.as_os_str(), dst.as_os_str()]);
+            ensure!(code(&v) == 0 && v.stdout.is_empty(), "{}", show(&v));
+        }
+        Ok(())
+    })();
+    let unmounted = fixture::sh(Command::new("umount").arg(&mnt));
+    r?;
+    unmounted?;
+    Ok(())
+}
+
+/// A slow local disk is no share: on a loop device's ext4 (a block device
+/// behind it) and on Btrfs (an anonymous device number per subvolume,
+/// known by its type), with every `openat` delayed by 2 ms, nothing is
+/// timed: the copy keeps one worker per CPU, `--json` names no round-trip
+/// filesystem, and the copy is exact. An SD card, a USB hard disk or a
+/// busy machine would gain nothing from a share's 32 to 256 workers.
+fn slow_local_disk() -> R {
+    for fs in [Fs::Ext4, Fs::Btrfs] {
+        let w = fixture::workdir(fs, "slow-local-disk")?;
+        let src = w.join("src");
+        small_tree(&src, 12, 12, 1)?;
+        let dst = w.join("dst");
+        let o = super::kopiru_injected("openat:delay_exit=2000")
+            .args(["copy".as_ref(), "--json".as_ref(), src.as_os_str(), dst.as_os_str()])
+            .output()?;
+        let j = json(&o)?;
+        ensure!(
+            code(&o) == 0
+                && j["round_trip_filesystem"].is_null()
+                && j["workers"].as_u64().is_some_and(|n| n <= cpus())
+                && j["worker_steps"] == serde_json::json!([]),
+            "slow creates on a local {} were taken for a share: {}",
+            fs.name(),
+            show(&o)
+        );
         let v = super::kopiru(["verify".as_ref(), src.as_os_str(), dst.as_os_str()]);
         ensure!(code(&v) == 0 && v.stdout.is_empty(), "{}", show(&v));
     }

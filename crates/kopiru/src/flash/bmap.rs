@@ -191,8 +191,11 @@ fn parse_ranges(text: &str, block: u64, image_size: u64) -> Result<Ranges, BmapE
             a.parse().map_err(|_| BmapError::BadRange(span.into()))?,
             b.parse().map_err(|_| BmapError::BadRange(span.into()))?,
         );
-        let start = a * block;
-        let stop = ((b + 1) * block).min(image_size);
+        // Saturating: block numbers past 64 bits of bytes are past the
+        // image (refused below), and a last block past them is cut at its
+        // end like any last block.
+        let start = a.saturating_mul(block);
+        let stop = b.saturating_add(1).saturating_mul(block).min(image_size);
         if start >= stop || ranges.last().is_some_and(|&(_, e, _)| start < e) {
             return Err(BmapError::RangeOrder(span.into()));
         }
@@ -223,14 +226,14 @@ fn unhex(s: &str) -> Result<[u8; 32], BmapError> {
 }
 
 /// Checks each block-map range's SHA-256 as the image streams past.
-pub(super) struct RangeSums {
+pub(crate) struct RangeSums {
     ranges: Vec<(u64, u64, Option<[u8; 32]>)>,
     next: usize,
     hasher: sha2::Sha256,
 }
 
 impl RangeSums {
-    pub(super) fn new(ranges: &[(u64, u64, Option<[u8; 32]>)]) -> RangeSums {
+    pub(crate) fn new(ranges: &[(u64, u64, Option<[u8; 32]>)]) -> RangeSums {
         use sha2::Digest;
         RangeSums {
             ranges: ranges.to_vec(),
@@ -241,7 +244,7 @@ impl RangeSums {
 
     /// The next image bytes, `data` at offset `off`: every range that ends
     /// within them is checked.
-    pub(super) fn feed(&mut self, off: u64, data: &[u8]) -> Result<(), BmapError> {
+    pub(crate) fn feed(&mut self, off: u64, data: &[u8]) -> Result<(), BmapError> {
         use sha2::Digest;
         let end = off + data.len() as u64;
         while let Some(&(a, b, sum)) = self.ranges.get(self.next) {
@@ -335,6 +338,13 @@ mod tests {
         assert_eq!(bad(&["300-400"]), BmapError::RangeOrder("300-400".into()));
         assert!(bad(&["300-400"]).to_string().contains("past the image"));
         assert_eq!(bad(&["1-x"]), BmapError::BadRange("1-x".into()));
+        // Block numbers whose byte offsets do not fit in 64 bits: past the
+        // image, not wrapped around to its start.
+        let huge = (u64::MAX / 4096 + 1).to_string();
+        assert_eq!(bad(&[&huge]), BmapError::RangeOrder(huge.clone()));
+        let ok = Bmap::parse(&bmap_text(1 << 20, &[(&format!("0-{}", u64::MAX), &[])]))
+            .expect("a last range past the image's end is cut there");
+        assert_eq!((ok.ranges[0].0, ok.ranges[0].1), (0, 1 << 20));
         assert_eq!(bad(&["1-x"]).to_string(), "bad range '1-x'");
         let long = seal(&unsealed(1 << 20, &[("0", &[])]).replace("chksum=\"", "chksum=\"ab"));
         let e = Bmap::parse(&long).expect_err("a 66-digit checksum");

@@ -155,7 +155,7 @@ fn proxy_for(url: &str) -> Option<String> {
 }
 
 /// The host of a URL, without user, port or brackets.
-fn host_of(url: &str) -> &str {
+pub(crate) fn host_of(url: &str) -> &str {
     let rest = url.split_once("://").map_or(url, |(_, r)| r);
     let auth = rest.split(['/', '?', '#']).next().unwrap_or(rest);
     let auth = auth.rsplit_once('@').map_or(auth, |(_, h)| h);
@@ -167,7 +167,7 @@ fn host_of(url: &str) -> &str {
 
 /// The name the URL gives the file (its path's last part, without query),
 /// for recognising the format by name as for a local file.
-pub(super) fn file_name(url: &str) -> &str {
+pub(crate) fn file_name(url: &str) -> &str {
     let rest = url.split_once("://").map_or(url, |(_, r)| r);
     let path = rest.split(['?', '#']).next().unwrap_or(rest);
     path.rsplit('/').next().unwrap_or(path)
@@ -419,7 +419,7 @@ fn validator(r: &ureq::Response) -> Option<(&'static str, String)> {
 }
 
 /// `bytes START-END/TOTAL`: START, and TOTAL unless `*`.
-fn content_range(v: &str) -> Option<(u64, Option<u64>)> {
+pub(crate) fn content_range(v: &str) -> Option<(u64, Option<u64>)> {
     let v = v.trim().strip_prefix("bytes ")?;
     let (range, total) = v.split_once('/')?;
     let start = range.split('-').next()?.trim().parse().ok()?;

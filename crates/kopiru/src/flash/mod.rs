@@ -19,16 +19,16 @@
 //! are written), `device` (one device being written), `write` (the reader
 //! and writer threads, the first MiB last), `readback` (verification).
 
-mod bmap;
+pub(crate) mod bmap;
 mod decode;
 mod device;
 mod drives;
-mod http;
+pub(crate) mod http;
 mod input;
-mod pieces;
+pub(crate) mod pieces;
 mod readback;
-mod size;
-mod sniff;
+pub(crate) mod size;
+pub(crate) mod sniff;
 mod source;
 pub(crate) mod targets;
 #[cfg(test)]

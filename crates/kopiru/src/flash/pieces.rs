@@ -7,7 +7,7 @@ use super::VERIFY_BLOCK;
 
 /// Which parts of the image are written.
 #[derive(Clone, Debug, Default)]
-pub(super) struct Layout {
+pub(crate) struct Layout {
     /// A block map's ranges [start, end), ascending (`None`: all of it).
     pub ranges: Option<Vec<(u64, u64)>>,
     /// The largest sector size of the devices: mapped ranges are widened

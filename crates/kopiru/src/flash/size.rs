@@ -11,7 +11,7 @@ use std::fs::File;
 
 /// What an image's format says of its size once decoded.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-pub(super) struct DecodedSize {
+pub(crate) struct DecodedSize {
     /// The size, where the format records it.
     pub exact: Option<u64>,
     /// Else a size it has at least, where known.
@@ -43,7 +43,7 @@ pub(super) fn decoded(f: &File, len: u64, format: Format) -> DecodedSize {
 /// The same from a file of `len` bytes read by `at(offset, n)`; `walk`:
 /// whether a zstd file may be walked frame by frame and block by block
 /// (one read each: not over HTTP, where each is a request).
-pub(super) fn decoded_by(
+pub(crate) fn decoded_by(
     at: &dyn Fn(u64, usize) -> Option<Vec<u8>>,
     len: u64,
     format: Format,
@@ -88,6 +88,16 @@ fn varint(b: &[u8], i: &mut usize) -> Option<u64> {
     None
 }
 
+/// The most xz stream padding read between two streams: the format pads
+/// to a multiple of 4 bytes (or to a tape's block); a file that ends in
+/// more zeros (a preallocated download cut short) has no size to read,
+/// and was read 4 bytes a call to its start.
+const MAX_PADDING: u64 = 64 << 10;
+
+/// The largest xz index read: 8 bytes or so a block, so some millions of
+/// blocks (`xz -T0` makes blocks of 3 MiB and more).
+const MAX_INDEX: u64 = 64 << 20;
+
 /// The sum of the uncompressed sizes in the indexes of every stream of an
 /// xz file of `len` bytes, read from the end: stream padding, the footer
 /// (which gives the index's size), the index (each block's unpadded and
@@ -96,18 +106,30 @@ fn xz_size(at: &dyn Fn(u64, usize) -> Option<Vec<u8>>, len: u64) -> Option<u64> 
     const HEADER_MAGIC: [u8; 6] = [0xFD, b'7', b'z', b'X', b'Z', 0];
     let mut pos = len;
     let mut total = 0u64;
+    let mut padding = 0;
     while pos > 0 {
         // Stream padding: null bytes, in fours.
         if pos >= 4 && at(pos - 4, 4)? == [0; 4] {
             pos -= 4;
+            padding += 4;
+            if padding > MAX_PADDING {
+                return None;
+            }
             continue;
         }
+        padding = 0;
         let footer = at(pos.checked_sub(12)?, 12)?;
         if footer[10..] != *b"YZ" {
             return None;
         }
         let backward = u32::from_le_bytes(footer[4..8].try_into().ok()?);
         let index_size = (u64::from(backward) + 1) * 4;
+        // The footer may say up to 16 GiB, and the index is read whole
+        // (over HTTP, into a buffer of that size, from a length the server
+        // claims): past MAX_INDEX the size is left unknown.
+        if index_size > MAX_INDEX {
+            return None;
+        }
         let index_at = pos.checked_sub(12 + index_size)?;
         let index = at(index_at, usize::try_from(index_size).ok()?)?;
         if index[0] != 0 {
@@ -156,6 +178,12 @@ fn zstd_size(at: &dyn Fn(u64, usize) -> Option<Vec<u8>>, len: u64) -> Option<u64
             let h = at(pos, 3)?;
             let h = u32::from(h[0]) | u32::from(h[1]) << 8 | u32::from(h[2]) << 16;
             let (last, kind, size) = (h & 1 == 1, (h >> 1) & 3, u64::from(h >> 3));
+            // An empty raw block that is not the last: zstd writes none,
+            // but zeros read so (a preallocated download cut short), and
+            // the walk went on 3 bytes a call to the file's end.
+            if kind == 0 && size == 0 && !last {
+                return None;
+            }
             pos += 3 + match kind {
                 1 => 1,
                 3 => return None,
@@ -250,6 +278,62 @@ mod tests {
         assert_eq!(uncompressed_size("xz", &two), Some(2 * data.len() as u64));
         // Damaged: no size, rather than a wrong one.
         assert_eq!(uncompressed_size("xz-cut", &one[..one.len() - 5]), None);
+    }
+
+    /// Found by fuzz/fuzz_targets/decoded_size.rs: a footer that says an
+    /// index of 16 GiB was read whole, over HTTP into a buffer of that
+    /// size, in a file whose length the server claims.
+    #[test]
+    fn xz_index_size_is_bounded() {
+        let mut xz = Vec::new();
+        lzma_rs::xz_compress(&mut &[7u8; 1000][..], &mut xz).expect("xz");
+        let n = xz.len();
+        // The footer: CRC32, backward size, stream flags, "YZ".
+        xz[n - 8..n - 4].copy_from_slice(&u32::MAX.to_le_bytes());
+        // The file's tail as a server gives it: 32 GiB claimed before it.
+        let before = 32u64 << 30;
+        let most = std::cell::Cell::new(0);
+        let at = |off: u64, k: usize| {
+            most.set(most.get().max(k));
+            let from = usize::try_from(off.checked_sub(before)?).ok()?;
+            xz.get(from..from + k).map(<[u8]>::to_vec)
+        };
+        let got = decoded_by(&at, before + n as u64, Format::Xz, false);
+        assert_eq!(got, DecodedSize::default());
+        assert!(
+            most.get() <= MAX_INDEX as usize,
+            "read {} bytes",
+            most.get()
+        );
+    }
+
+    /// Found writing fuzz/fuzz_targets/decoded_size.rs: a file that ends in zeros
+    /// (a download preallocated and cut short) was read 4 bytes (xz) or 3
+    /// bytes (zstd) a call to its end: 38 s for 64 MiB of zeros after an
+    /// xz stream, 12 s for 16 MiB after a zstd block.
+    #[test]
+    fn zeros_at_the_end_are_not_read_word_by_word() {
+        let mut xz = Vec::new();
+        lzma_rs::xz_compress(&mut &[7u8; 1000][..], &mut xz).expect("xz");
+        let mut zst = zstd_frame(&[5u8; 2500], true);
+        zst.truncate(zst.len() - 1500); // cut in its second block
+        for (format, mut file) in [(Format::Xz, xz), (Format::Zstd, zst)] {
+            file.resize(file.len() + (4 << 20), 0);
+            let reads = std::cell::Cell::new(0);
+            let at = |off: u64, n: usize| {
+                reads.set(reads.get() + 1);
+                let off = usize::try_from(off).ok()?;
+                file.get(off..off + n).map(<[u8]>::to_vec)
+            };
+            let got = decoded_by(&at, file.len() as u64, format, true);
+            assert_eq!(got, DecodedSize::default(), "{format}");
+            assert!(reads.get() < 20_000, "{format}: {} reads", reads.get());
+        }
+        // Padding within the limit is still padding.
+        let mut xz = Vec::new();
+        lzma_rs::xz_compress(&mut &[7u8; 1000][..], &mut xz).expect("xz");
+        xz.resize(xz.len() + 4096, 0);
+        assert_eq!(uncompressed_size("xz-pad", &xz), Some(1000));
     }
 
     /// A zstd frame of raw blocks (`fcs`: whether the header records the

@@ -11,7 +11,7 @@ use std::fmt;
 use std::path::Path;
 
 /// Bytes read from the start of an image to recognise it.
-pub(super) const SNIFF: usize = 128 << 10;
+pub(crate) const SNIFF: usize = 128 << 10;
 
 /// An image's format.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -50,7 +50,7 @@ impl Format {
     }
 
     /// The compressed format whose magic number `head` starts with.
-    pub(super) fn of_magic(head: &[u8]) -> Option<Format> {
+    pub(crate) fn of_magic(head: &[u8]) -> Option<Format> {
         match head {
             [0xFD, b'7', b'z', b'X', b'Z', 0, ..] => Some(Format::Xz),
             [0x1F, 0x8B, ..] => Some(Format::Gzip),
@@ -172,7 +172,7 @@ impl fmt::Display for NotAnImage {
 /// of it if shorter), checked against the claim of its name (`None` for
 /// standard input) or of `wanted` (`--format`; `raw` takes any bytes as
 /// they are).
-pub(super) fn recognise(
+pub(crate) fn recognise(
     head: &[u8],
     name: Option<&Path>,
     wanted: Option<Format>,

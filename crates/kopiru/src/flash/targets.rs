@@ -91,12 +91,45 @@ pub fn check_targets(
         root_dev: sys::stat_path(Path::new("/"), true).map(|s| s.dev).ok(),
         mounts: sys::mounts(),
     };
+    // Named twice is told by the names alone, before any is opened
+    // exclusively (the second open of one device would only say "busy").
+    named_twice(devices)?;
     let targets = devices
         .iter()
         .map(|d| check_one(d, &cx, opts))
         .collect::<Result<Vec<_>, _>>()?;
     check_distinct(&targets)?;
     Ok(targets)
+}
+
+/// Refuses one block device named twice, by the device numbers the names
+/// lead to (a symlink such as `/dev/disk/by-id/...` included), or a
+/// partition of another named; [`check_distinct`] does the same for the
+/// checked targets (files too).
+fn named_twice(devices: &[PathBuf]) -> Result<(), Error> {
+    let rdev = |d: &PathBuf| {
+        sys::stat_path(d, true)
+            .ok()
+            .filter(|st| st.kind() == FileKind::BlockDevice)
+            .map(|st| st.rdev)
+    };
+    let devs: Vec<Option<u64>> = devices.iter().map(rdev).collect();
+    for (i, a) in devs.iter().enumerate() {
+        for (j, b) in devs[..i].iter().enumerate() {
+            let (Some(a), Some(b)) = (a, b) else {
+                continue;
+            };
+            let part = sys::partitions(*b).contains(a) || sys::partitions(*a).contains(b);
+            if a == b || part {
+                let why = Refusal::DeviceNamedTwice {
+                    first: devices[j].clone(),
+                    partition: a != b,
+                };
+                return Err(refuse(&devices[i], why));
+            }
+        }
+    }
+    Ok(())
 }
 
 /// Refuses a device named twice (by one name twice, or through a symlink

@@ -23,7 +23,7 @@ mod check;
 mod encode;
 mod gz_pool;
 mod map;
-mod parts;
+pub(crate) mod parts;
 mod run;
 mod verify;
 mod xz_out;

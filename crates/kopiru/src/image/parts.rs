@@ -7,7 +7,7 @@ use std::io;
 /// The partition that ends last: its number (1-based, as in `sda1`) and
 /// the byte just past it.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub(super) struct LastPartition {
+pub(crate) struct LastPartition {
     /// Its number in the table (1-based).
     pub number: u32,
     /// One past its last byte.
@@ -22,7 +22,7 @@ const MAX_GPT_ENTRIES: u32 = 4096;
 /// Reads the partition table through `read_at(offset, buf)` (fills `buf`
 /// exactly), with `sector` bytes per logical block. `Ok(None)`: no MBR
 /// signature, or a table with no partition in it.
-pub(super) fn last_partition(
+pub(crate) fn last_partition(
     read_at: &mut dyn FnMut(u64, &mut [u8]) -> io::Result<()>,
     sector: u64,
 ) -> io::Result<Option<LastPartition>> {
@@ -80,14 +80,27 @@ fn gpt(
         return Err(bad(&format!("{count} entries of {size} bytes")));
     }
     let mut table = vec![0u8; (count * size) as usize];
-    read_at(entries_lba * sector, &mut table)?;
+    // Checked: the fields are the disk's bytes, and a product that wraps
+    // would read (or end a partition) somewhere else.
+    let entries_at = entries_lba
+        .checked_mul(sector)
+        .ok_or_else(|| bad(&format!("entries at LBA {entries_lba}, past any disk")))?;
+    read_at(entries_at, &mut table)?;
     let mut last: Option<LastPartition> = None;
     for (i, e) in table.chunks_exact(size as usize).enumerate() {
         if e[..16].iter().all(|&b| b == 0) {
             continue; // an unused entry: no type
         }
         let last_lba = u64::from_le_bytes(e[40..48].try_into().expect("8"));
-        let end = (last_lba + 1) * sector;
+        let end = last_lba
+            .checked_add(1)
+            .and_then(|n| n.checked_mul(sector))
+            .ok_or_else(|| {
+                bad(&format!(
+                    "partition {} ends at LBA {last_lba}, past any disk",
+                    i + 1
+                ))
+            })?;
         if last.is_none_or(|l| end > l.end) {
             last = Some(LastPartition {
                 number: i as u32 + 1,
@@ -174,6 +187,18 @@ mod tests {
             );
         }
         let empty = gpt_disk(512, &[]);
+        // Found by fuzz/fuzz_targets/partitions.rs: a last LBA or an
+        // entries LBA whose byte offset does not fit in 64 bits wrapped
+        // (a partition "ending" at byte 0, or entries read elsewhere).
+        for last in [u64::MAX, 1 << 55, u64::MAX / 512] {
+            let disk = gpt_disk(512, &[(0, 34, 99), (2, 100, last)]);
+            let e = last_partition(&mut reader(&disk), 512).unwrap_err();
+            assert!(e.to_string().contains("past any disk"), "{e}");
+        }
+        let mut far = gpt_disk(512, &[(0, 34, 99)]);
+        far[512 + 72..512 + 80].copy_from_slice(&(1u64 << 56).to_le_bytes());
+        let e = last_partition(&mut reader(&far), 512).unwrap_err();
+        assert!(e.to_string().contains("past any disk"), "{e}");
         assert_eq!(last_partition(&mut reader(&empty), 512).unwrap(), None);
         // A protective MBR read with the wrong sector size finds no header.
         let disk = gpt_disk(4096, &[(0, 34, 99)]);

@@ -43,7 +43,7 @@ pub(crate) fn partial_name(dst_name: &Name) -> NameBuf {
 }
 
 /// The process id in a temporary name `.kopiru-tmp.<pid>.<n>`.
-pub(super) fn leftover_pid(name: &Name) -> Option<u32> {
+pub(crate) fn leftover_pid(name: &Name) -> Option<u32> {
     let rest = sys::name_bytes(name).strip_prefix(TMP_PREFIX.as_bytes())?;
     let rest = std::str::from_utf8(rest).ok()?;
     let (pid, n) = rest.split_once('.')?;

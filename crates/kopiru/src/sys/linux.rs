@@ -265,6 +265,15 @@ pub fn fs_type(fd: FdRef) -> io::Result<String> {
         0x2FC1_2FC1 => "zfs".into(),
         0xF2F5_2010 => "f2fs".into(),
         0x0102_1994 => "tmpfs".into(),
+        0x8584_58F6 => "ramfs".into(),
+        0x9660 => "iso9660".into(),
+        0x1501_3346 => "udf".into(),
+        0x482B => "hfsplus".into(),
+        0x7371_7368 => "squashfs".into(),
+        0xE0F5_E1E2 => "erofs".into(),
+        0x3153_464A => "jfs".into(),
+        0x5265_4973 => "reiserfs".into(),
+        0x3434 => "nilfs2".into(),
         0x794C_7630 => "overlayfs".into(),
         0x9FA0 => "proc".into(),
         0x6265_6572 => "sysfs".into(),
@@ -533,6 +542,22 @@ fn sysfs_dir(rdev: u64) -> String {
         libc::minor(rdev as libc::dev_t),
     );
     format!("/sys/dev/block/{maj}:{min}")
+}
+
+/// Whether the filesystem of `fd` is on a block device: its device number
+/// has one in sysfs, with a request queue (its own, or its disk's for a
+/// partition): a disk, a partition, a loop, device-mapper or md device,
+/// rotational or not. A network or FUSE filesystem has an anonymous device
+/// number with nothing behind it, and so have tmpfs, overlayfs and each
+/// Btrfs subvolume (their types tell those apart).
+pub fn on_local_device(fd: FdRef) -> bool {
+    let Ok(st) = super::unix::fstat(fd) else {
+        return false;
+    };
+    let dir = sysfs_dir(st.dev);
+    ["queue", "../queue"]
+        .iter()
+        .any(|q| std::path::Path::new(&format!("{dir}/{q}")).is_dir())
 }
 
 fn sysfs(rdev: u64, rel: &str) -> Option<String> {
@@ -851,6 +876,9 @@ pub const LACKS: &[super::Feature] = &[];
 mod tests {
     use super::*;
     use crate::sys::{BuiltOn, Use};
+    use std::os::fd::AsFd;
+    use std::os::unix::fs::FileTypeExt;
+    use std::path::Path;
 
     #[test]
     fn udev_names_are_unescaped() {
@@ -917,5 +945,31 @@ mod tests {
             }]
         );
         let _ = std::fs::remove_dir_all(&root);
+    }
+
+    fn open_dir(path: &Path) -> crate::sys::Fd {
+        crate::sys::open_path(path, libc::O_RDONLY | libc::O_DIRECTORY).expect("open dir")
+    }
+
+    /// A filesystem mounted from a block device, under its own device
+    /// number (/proc/self/mountinfo: a source that is a block device, a
+    /// major number not 0: not Btrfs's anonymous one), has a local device
+    /// behind it; proc, with an anonymous number, has none.
+    #[test]
+    fn local_device_by_its_number() {
+        assert!(!on_local_device(open_dir(Path::new("/proc")).as_fd()));
+        let info = std::fs::read_to_string("/proc/self/mountinfo").expect("mountinfo");
+        let on_disk = info.lines().find_map(|l| {
+            let (mount, fs) = l.split_once(" - ")?;
+            let mount: Vec<&str> = mount.split(' ').collect();
+            let source = fs.split(' ').nth(1)?;
+            let major = mount.get(2)?.split(':').next()?;
+            let is_block = std::fs::metadata(source).is_ok_and(|m| m.file_type().is_block_device());
+            (is_block && major != "0").then(|| mount.get(4).map(|p| p.to_string()))?
+        });
+        match on_disk {
+            Some(p) => assert!(on_local_device(open_dir(Path::new(&p)).as_fd()), "{p}"),
+            None => eprintln!("!!! SKIPPED: the block-device half: no filesystem is mounted from a block device here"),
+        }
     }
 }

@@ -179,6 +179,20 @@ pub fn fs_type(fd: FdRef) -> io::Result<String> {
     Ok(name.to_string_lossy().into_owned())
 }
 
+/// Whether the filesystem of `fd` is on a local device: macOS marks those
+/// mounts MNT_LOCAL (APFS, HFS+, FAT and exFAT on an internal, external or
+/// disk-image device); never a network one.
+pub fn on_local_device(fd: FdRef) -> bool {
+    let mut st = std::mem::MaybeUninit::<libc::statfs>::uninit();
+    // SAFETY: `fd` is a borrowed open descriptor; `st` points to room for one `statfs`.
+    if unsafe { libc::fstatfs(fd.as_raw_fd(), st.as_mut_ptr()) } != 0 {
+        return false;
+    }
+    // SAFETY: fstatfs succeeded, so it filled in `st`.
+    let st = unsafe { st.assume_init() };
+    st.f_flags & libc::MNT_LOCAL as u32 != 0
+}
+
 /// Whether [`sync_fs`] writes every file's dirty data: not on macOS, where
 /// `F_FULLFSYNC` only flushes the drive's cache.
 pub const FS_SYNC_WRITES_FILES: bool = false;

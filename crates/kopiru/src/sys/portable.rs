@@ -1,29 +1,86 @@
 //! Helpers written once for every platform, on top of its own calls.
 
-use super::{cstring, fs_type, open_path, remote_share, Fd, FdRef, OPEN_DIR_FLAGS};
+use super::{
+    cstring, fs_type, on_local_device, open_path, remote_share, Fd, FdRef, OPEN_DIR_FLAGS,
+};
 use std::ffi::CString;
 use std::io;
 use std::path::Path;
 
+/// What a filesystem's type and device say of where its operations go.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Backing {
+    /// To a server or a daemon: each is a round trip (the type's name).
+    RoundTrip(String),
+    /// To a local disk (or memory): its type is a local one, or a local
+    /// device is behind it, however slow that device is.
+    Local,
+    /// Neither says: only timing its operations can tell.
+    Unknown,
+}
+
+/// Where the operations on the filesystem of `fd` go, by what the OS says
+/// of its share ([`remote_share`]), its type ([`fs_type`]) and its device
+/// ([`on_local_device`]). The device is asked only where the type does not
+/// settle it: a FUSE filesystem on a disk (fuseblk: NTFS-3G) is a local
+/// daemon's, not a server's.
+pub fn backing(fd: FdRef) -> Backing {
+    if let Some(p) = remote_share(fd) {
+        return Backing::RoundTrip(p);
+    }
+    let t = fs_type(fd).ok();
+    match t {
+        Some(t) if local_type(&t) => Backing::Local,
+        _ if on_local_device(fd) => Backing::Local,
+        Some(t) if round_trip_type(&t) => Backing::RoundTrip(t),
+        _ => Backing::Unknown,
+    }
+}
+
 /// The type of the filesystem `fd` is on when its operations are round
 /// trips to a server or a daemon (NFS, SMB, FUSE, Ceph, Lustre, GPFS, AFS,
 /// 9p...), as [`fs_type`] names it on Linux and macOS, or as Windows names
-/// a share's protocol ([`remote_share`]: "smb"); `None` for a local one.
+/// a share's protocol ([`remote_share`]: "smb"); `None` for a local one
+/// and where neither type nor device says ([`backing`]).
 pub fn round_trip_fs(fd: FdRef) -> Option<String> {
     if let Some(p) = remote_share(fd) {
         return Some(p);
     }
+    // The device is asked only of a round-trip type (once per directory
+    // of a source: a `statfs` alone on a local disk, as before).
     let t = fs_type(fd).ok()?;
-    let remote = matches!(
-        t.as_str(),
+    (round_trip_type(&t) && !on_local_device(fd)).then_some(t)
+}
+
+/// Types whose operations go to a server or a daemon.
+fn round_trip_type(t: &str) -> bool {
+    matches!(
+        t,
         // Linux (statfs f_type, named in linux.rs)
         "nfs" | "smb" | "fuse" | "ceph" | "lustre" | "gpfs" | "afs" | "beegfs" | "orangefs"
             | "9p"
             // macOS (statfs f_fstypename)
             | "smbfs" | "afpfs" | "webdav" | "macfuse" | "osxfuse" | "fuse-t" | "cifs"
     ) || t.starts_with("fuse.")
-        || t.starts_with("nfs");
-    remote.then_some(t)
+        || t.starts_with("nfs")
+}
+
+/// Types of local disk (and memory) filesystems, wherever their device
+/// numbers point: Btrfs gives each subvolume an anonymous one, ZFS and
+/// bcachefs name no single device, tmpfs and ramfs have none.
+fn local_type(t: &str) -> bool {
+    matches!(
+        t,
+        // Linux (named in linux.rs)
+        "ext4" | "xfs" | "btrfs" | "bcachefs" | "zfs" | "f2fs" | "tmpfs" | "ramfs" | "vfat"
+            | "exfat" | "ntfs" | "iso9660" | "udf" | "hfsplus" | "squashfs" | "erofs" | "jfs"
+            | "reiserfs" | "nilfs2"
+            // macOS
+            | "apfs" | "hfs" | "msdos"
+            // Windows (a share's volume names its own filesystem, but
+            // remote_share has told those already)
+            | "refs" | "fat" | "fat32" | "cdfs"
+    )
 }
 
 /// Alignment of buffers, offsets and lengths for uncached reads: 4096 covers

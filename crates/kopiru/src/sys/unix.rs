@@ -588,6 +588,13 @@ pub fn xattr_get(fd: FdRef, name: &CStr) -> io::Result<Vec<u8>> {
     }
 }
 
+/// Whether we may write `name` in `dir` (`faccessat` with our effective
+/// ids): whether cp could open it to write into it.
+pub fn writable_at(dir: FdRef, name: &CStr) -> bool {
+    // SAFETY: `dir` is a borrowed descriptor and `name` a NUL-terminated C string.
+    unsafe { libc::faccessat(dir.as_raw_fd(), name.as_ptr(), libc::W_OK, libc::AT_EACCESS) == 0 }
+}
+
 /// `fchmodat` (the target is never a symlink: used on FIFOs and device nodes
 /// kopiru just created).
 pub fn chmod_at(dir: FdRef, name: &CStr, mode: u32) -> io::Result<()> {

@@ -200,8 +200,14 @@ impl<'scope, 'env, 'a> Worker<'scope, 'env, 'a> {
         // chmod is needed at the end; otherwise owner-only until it is full.
         // (Special bits come last: a setgid directory would pass its group to
         // what is created in it.)
+        // Owner-only, too, while an owner other than ours is to come: the
+        // wrong group must not read it meanwhile (cp's rule).
         let perm = st.perm() & 0o777;
-        let mkdir_mode = if perm & 0o300 == 0o300 { perm } else { 0o700 };
+        let owner_changes = self.sh.opts.preserve.owner && st.uid != self.sh.euid;
+        let mkdir_mode = match perm & 0o300 == 0o300 && !owner_changes {
+            true => perm,
+            false => 0o700,
+        };
         let mut fresh = true;
         let created_perm = match sys::mkdir_at(parent.dst.as_fd(), target, mkdir_mode) {
             Ok(()) => mkdir_mode & !umask,

@@ -168,7 +168,10 @@ impl<'scope, 'env, 'a> Worker<'scope, 'env, 'a> {
         // With -L a file reached by a symlink too is one inode met twice,
         // made one inode in the copy (cp -aL's), whatever its link count.
         let opts = self.sh.opts;
-        let linked = st.nlink > 1 || opts.follow == crate::options::Follow::Always;
+        // So is one named twice on the command line through symlinks (-H).
+        let linked = st.nlink > 1
+            || opts.follow == crate::options::Follow::Always
+            || (opts.follow == crate::options::Follow::CommandLine && dir.stages);
         if created.is_some() || !(opts.preserve.links && linked) {
             self.copy_file(f, created);
             return;
@@ -282,6 +285,11 @@ impl<'scope, 'env, 'a> Worker<'scope, 'env, 'a> {
         make: impl Fn(&Name) -> io::Result<()>,
     ) -> Option<io::Result<Option<Stat>>> {
         match make(dst_name) {
+            // --attributes-only never puts another entry in place of one
+            // that is there (its data would be lost; cp: "File exists").
+            Err(e) if e.kind() == io::ErrorKind::AlreadyExists && self.sh.opts.attributes_only => {
+                Some(Err(e))
+            }
             Err(e) if e.kind() == io::ErrorKind::AlreadyExists => {
                 let old = match self.existing(dir, dst_name, (st, None), resume_keeps) {
                     Existing::Keep | Existing::Refused => return None,

@@ -61,6 +61,13 @@ impl<'scope, 'env, 'a> Worker<'scope, 'env, 'a> {
         ) {
             return self.write_in_place(f, Some(d));
         }
+        // --attributes-only never replaces another kind of entry by an
+        // empty file (cp: "File exists").
+        if let (true, Some(_)) = (self.sh.opts.attributes_only, old) {
+            let e = io::Error::from(io::ErrorKind::AlreadyExists);
+            self.dst_error(dir, f.dst_name, Op::Create, &e);
+            return None;
+        }
         let basis = match created {
             None => self.unchanged_basis(f),
             Some(_) => None,
@@ -106,7 +113,10 @@ impl<'scope, 'env, 'a> Worker<'scope, 'env, 'a> {
                 self.dst_error(dir, f.dst_name, Op::Clone, &e);
                 return None;
             }
-            None => self.write_new(f, &tmp, start, self.replaced(old.as_ref()))?,
+            None => {
+                let replaced = self.replaced(dir, f.dst_name, old.as_ref());
+                self.write_new(f, &tmp, start, replaced)?
+            }
         };
         let (place, dest, sh) = (&self.sh.place, dir.dest(), self.sh);
         let placed = match written.named {
@@ -454,7 +464,7 @@ impl<'scope, 'env, 'a> Worker<'scope, 'env, 'a> {
             }
             Start::New(None) => {}
             Start::Anonymous => {
-                let timer = self.sh.latency.time_create();
+                let timer = self.sh.latency.time_create(dir.dst.as_fd(), dir.dst_dev);
                 new.fd = self.sh.place.create_anonymous(&dir.dest(), perm);
                 new.anonymous = new.fd.is_some();
                 if let (Some(t), true) = (timer, new.anonymous) {
@@ -465,7 +475,7 @@ impl<'scope, 'env, 'a> Worker<'scope, 'env, 'a> {
             Start::CloneOf(b) => new.basis = Some(b),
         }
         if new.fd.is_none() {
-            let timer = self.sh.latency.time_create();
+            let timer = self.sh.latency.time_create(dir.dst.as_fd(), dir.dst_dev);
             match sys::create_new(dir.dst.as_fd(), tmp, perm) {
                 Ok(fd) => {
                     if let Some(t) = timer {
@@ -633,10 +643,14 @@ impl<'scope, 'env, 'a> Worker<'scope, 'env, 'a> {
     /// regular file that cp would write into. Not with `--backup` (the old
     /// file keeps its own under its backup name, and cp makes a new one),
     /// nor `--remove-destination` (a new file from the source alone).
-    pub(crate) fn replaced(&self, old: Option<&Stat>) -> Option<Stat> {
+    /// Nor one we may not write (cp -f then makes a new one).
+    pub(crate) fn replaced(&self, dir: &DirNode, name: &Name, old: Option<&Stat>) -> Option<Stat> {
         let opts = self.sh.opts;
         old.filter(|d| {
-            d.kind() == FileKind::File && opts.backup.is_none() && !opts.remove_destination
+            d.kind() == FileKind::File
+                && opts.backup.is_none()
+                && !opts.remove_destination
+                && sys::writable_at(dir.dst.as_fd(), name)
         })
         .copied()
     }

@@ -1,14 +1,17 @@
 //! How many workers the copy keeps in flight, and how finely directories
 //! are shared among them, by how long the filesystems' operations take.
 //!
-//! A share is told first by its type (`statfs`: [`sys::round_trip_fs`]),
-//! then, where the type says nothing (a network filesystem not in that
-//! list, a Windows share, which names its volume's own filesystem), by
-//! timing the first creates: on a share each is a round trip to the
-//! server, at least a millisecond on a busy LAN, where a local create takes
-//! microseconds (a few hundred under the crash lab's full emulation).
-//! Either way the copy then gets the round-trip defaults: more workers than
-//! CPUs (not `-j N`'s count) and small slices of shared directories.
+//! A share is told first by its type (`statfs`: [`sys::backing`]). A
+//! filesystem whose type is a local one, or that has a local device behind
+//! it (a block device on Linux, MNT_LOCAL on macOS, a disk on Windows), is
+//! local however slow its creates are: an SD card, a USB hard disk or a
+//! busy machine gains nothing from a share's workers. Only where neither
+//! type nor device says (a network filesystem not in the list, overlayfs,
+//! whose layers may be anywhere) are the first creates timed: on a share
+//! each is a round trip to the server, at least a millisecond on a busy
+//! LAN, where a local create takes microseconds. Either way a share gets
+//! the round-trip defaults: more workers than CPUs (not `-j N`'s count)
+//! and small slices of shared directories.
 //!
 //! How many more is then found as TCP finds its window in slow start: the
 //! count starts at [`WINDOW_START`] and doubles while each doubling raises
@@ -72,9 +75,13 @@ pub(crate) struct Latency {
     /// one of them is the server's.
     by_type: AtomicBool,
     share_devs: Mutex<Vec<u64>>,
-    /// Destination devices whose type was asked already (a `statfs` is a
-    /// round trip on a share: once per device, not once per directory).
-    asked_devs: Mutex<Vec<u64>>,
+    /// Destination devices looked at already (a `statfs` is a round trip
+    /// on a share: once per device, not once per directory), each with
+    /// whether creates there are timed (neither type nor device says).
+    dst_devs: Mutex<Vec<(u64, bool)>>,
+    /// The last destination device found not to be timed: creates there
+    /// (on a local disk, all of them) pass without the lock.
+    untimed_dev: AtomicU64,
     /// Shares are looked for (not with `-i` or `--shard`).
     follows: bool,
     /// The count may be raised (no `-j N`).
@@ -111,7 +118,8 @@ impl Latency {
             round_trips: OnceLock::new(),
             by_type: AtomicBool::new(false),
             share_devs: Mutex::new(Vec::new()),
-            asked_devs: Mutex::new(Vec::new()),
+            dst_devs: Mutex::new(Vec::new()),
+            untimed_dev: AtomicU64::new(u64::MAX),
             follows,
             may_raise: opts.jobs == 0,
             timed: AtomicUsize::new(if follows { 0 } else { SAMPLES }),
@@ -233,28 +241,14 @@ impl Latency {
 
     /// Where a source directory `src` or its destination directory `dst`
     /// (on device `dst_dev`) is on a share by its type. Each destination
-    /// device is asked once; a source only until a share is found. Not
+    /// device is looked at once; a source only until a share is found. Not
     /// with `-i` or `--shard`.
     pub(crate) fn follow_type(&self, src: sys::FdRef, dst: sys::FdRef, dst_dev: u64) {
         if !self.follows {
             return;
         }
-        let new_dst = {
-            let mut asked = self.asked_devs.lock().expect("asked devs lock");
-            let new = !asked.contains(&dst_dev);
-            if new {
-                asked.push(dst_dev);
-            }
-            new
-        };
-        if let Some(t) = new_dst.then(|| sys::round_trip_fs(dst)).flatten() {
-            self.share_devs
-                .lock()
-                .expect("share devs lock")
-                .push(dst_dev);
-            self.by_type.store(true, Ordering::Relaxed);
-            self.raise(t);
-        } else if let Some(t) = (!self.round_trips())
+        self.look_at_dst(dst, dst_dev);
+        if let Some(t) = (!self.round_trips())
             .then(|| sys::round_trip_fs(src))
             .flatten()
         {
@@ -262,11 +256,39 @@ impl Latency {
         }
     }
 
-    /// The start of a create to time: until the first few have made a
-    /// file (a create that fails, or finds O_TMPFILE unsupported, does not
-    /// count), unless the filesystem is already known to be a share.
-    pub(crate) fn time_create(&self) -> Option<Instant> {
-        let wanted = self.timed.load(Ordering::Relaxed) < SAMPLES && !self.round_trips();
+    /// Looks once at destination device `dev` (the filesystem of `dst`):
+    /// a share by its type raises the count. Returns whether creates there
+    /// are timed.
+    fn look_at_dst(&self, dst: sys::FdRef, dev: u64) -> bool {
+        let mut devs = self.dst_devs.lock().expect("dst devs lock");
+        if let Some(&(_, timed)) = devs.iter().find(|(d, _)| *d == dev) {
+            return timed;
+        }
+        let backing = sys::backing(dst);
+        let timed = backing == sys::Backing::Unknown;
+        devs.push((dev, timed));
+        drop(devs);
+        if !timed {
+            self.untimed_dev.store(dev, Ordering::Relaxed);
+        }
+        if let sys::Backing::RoundTrip(t) = backing {
+            self.share_devs.lock().expect("share devs lock").push(dev);
+            self.by_type.store(true, Ordering::Relaxed);
+            self.raise(t);
+        }
+        timed
+    }
+
+    /// The start of a create to time in directory `dst` (on device
+    /// `dst_dev`): until the first few have made a file (a create that
+    /// fails, or finds O_TMPFILE unsupported, does not count), on a
+    /// filesystem whose type and device say nothing, unless a share was
+    /// found already.
+    pub(crate) fn time_create(&self, dst: sys::FdRef, dst_dev: u64) -> Option<Instant> {
+        let wanted = self.timed.load(Ordering::Relaxed) < SAMPLES
+            && !self.round_trips()
+            && dst_dev != self.untimed_dev.load(Ordering::Relaxed)
+            && self.look_at_dst(dst, dst_dev);
         wanted.then(Instant::now)
     }
 

@@ -15,6 +15,10 @@ use std::path::Path;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 
+/// A directory with more subdirectories than this queues them as tasks of
+/// their own ([`Worker::defer_subdirectories`]).
+const DEFER_SUBDIRECTORIES_ABOVE: usize = 32;
+
 pub(crate) struct Worker<'scope, 'env, 'a> {
     pub(crate) sh: &'env Shared<'a>,
     /// Where more workers are started, when there is work for them.
@@ -150,7 +154,7 @@ impl<'scope, 'env, 'a> Worker<'scope, 'env, 'a> {
                 if !self.sh.opts.filter.is_empty() {
                     entries.retain(|e| !self.excluded(&dir, e, follow));
                 }
-                let items: Vec<Item> = entries
+                let mut items: Vec<Item> = entries
                     .into_iter()
                     .map(|e| Item {
                         name: e.name,
@@ -163,6 +167,7 @@ impl<'scope, 'env, 'a> Worker<'scope, 'env, 'a> {
                         write_into: false,
                     })
                     .collect();
+                self.defer_subdirectories(&dir, &mut items);
                 if items.len() > self.sh.latency.share_above() {
                     dir.pending.fetch_add(1, Ordering::SeqCst);
                     let left = AtomicUsize::new(items.len());
@@ -214,6 +219,25 @@ impl<'scope, 'env, 'a> Worker<'scope, 'env, 'a> {
             }
         }
         self.release(dir);
+    }
+
+    /// Many subdirectories of one directory go on the queue as tasks of
+    /// their own, each made and opened when taken: handled in the listing,
+    /// each would hold two descriptors until it is done, and a directory
+    /// of thousands of subdirectories ran out of them (EMFILE). Listed
+    /// first (see `list`), they are a prefix of `items`.
+    fn defer_subdirectories(&self, dir: &Arc<DirNode>, items: &mut Vec<Item>) {
+        let dirs = items
+            .iter()
+            .take_while(|i| i.kind == Some(FileKind::Dir))
+            .count();
+        if dirs <= DEFER_SUBDIRECTORIES_ABOVE {
+            return;
+        }
+        for item in items.drain(..dirs).rev() {
+            dir.pending.fetch_add(1, Ordering::SeqCst);
+            self.push(Task::Items(dir.clone(), vec![item]));
+        }
     }
 
     /// Whether `--exclude`/`--include` leave the listed entry `e` of `dir`

@@ -3,18 +3,24 @@
 
 use std::io;
 
+use windows_sys::Wdk::Storage::FileSystem::{
+    FileFsDeviceInformation, NtQueryVolumeInformationFile,
+};
+use windows_sys::Wdk::System::SystemServices::{FILE_FS_DEVICE_INFORMATION, FILE_REMOTE_DEVICE};
 use windows_sys::Win32::Foundation::{
     GetLastError, ERROR_ACCESS_DENIED, ERROR_BROKEN_PIPE, ERROR_HANDLE_EOF, ERROR_MORE_DATA,
 };
 use windows_sys::Win32::Storage::FileSystem::{
     FileEndOfFileInfo, FileRemoteProtocolInfo, FlushFileBuffers, GetFileInformationByHandleEx,
     GetVolumeInformationByHandleW, ReadFile, SetFileInformationByHandle, WriteFile,
-    FILE_END_OF_FILE_INFO, FILE_REMOTE_PROTOCOL_INFO,
+    FILE_DEVICE_CD_ROM, FILE_DEVICE_DISK, FILE_DEVICE_DVD, FILE_END_OF_FILE_INFO,
+    FILE_REMOTE_PROTOCOL_INFO,
 };
 use windows_sys::Win32::System::Ioctl::{
-    FILE_ALLOCATED_RANGE_BUFFER, FSCTL_QUERY_ALLOCATED_RANGES, FSCTL_SET_SPARSE,
+    FILE_ALLOCATED_RANGE_BUFFER, FILE_DEVICE_NETWORK_FILE_SYSTEM, FILE_DEVICE_VIRTUAL_DISK,
+    FSCTL_QUERY_ALLOCATED_RANGES, FSCTL_SET_SPARSE,
 };
-use windows_sys::Win32::System::IO::{DeviceIoControl, OVERLAPPED};
+use windows_sys::Win32::System::IO::{DeviceIoControl, IO_STATUS_BLOCK, OVERLAPPED};
 
 use super::stat::{fstat, FileKind};
 use super::{cvt, FdRef};
@@ -218,9 +224,52 @@ pub fn remote_share(fd: FdRef) -> Option<String> {
         )
     };
     // It fails (ERROR_INVALID_PARAMETER) for a local file.
-    (ok != 0).then(|| match info.Protocol {
-        SMB => "smb".to_string(),
-        _ => "remote".to_string(),
+    if ok != 0 {
+        return Some(match info.Protocol {
+            SMB => "smb".to_string(),
+            _ => "remote".to_string(),
+        });
+    }
+    // A redirector that does not answer it still marks its volumes remote.
+    device_info(fd)
+        .filter(|d| {
+            d.Characteristics & FILE_REMOTE_DEVICE != 0
+                || d.DeviceType == FILE_DEVICE_NETWORK_FILE_SYSTEM
+        })
+        .map(|_| "remote".to_string())
+}
+
+/// The type and characteristics of the device a file's volume is on
+/// (`FileFsDeviceInformation`).
+fn device_info(fd: FdRef) -> Option<FILE_FS_DEVICE_INFORMATION> {
+    let h = fd.handle().ok()?;
+    // SAFETY: IO_STATUS_BLOCK is plain data: all zeros is a valid value.
+    let mut io_status: IO_STATUS_BLOCK = unsafe { std::mem::zeroed() };
+    let mut info = FILE_FS_DEVICE_INFORMATION::default();
+    // SAFETY: `h` is an open handle; `info` is a FILE_FS_DEVICE_INFORMATION of the size passed
+    // and `io_status` an IO_STATUS_BLOCK, both written by the call.
+    let status = unsafe {
+        NtQueryVolumeInformationFile(
+            h,
+            &mut io_status,
+            (&raw mut info).cast(),
+            std::mem::size_of::<FILE_FS_DEVICE_INFORMATION>() as u32,
+            FileFsDeviceInformation,
+        )
+    };
+    (status >= 0).then_some(info)
+}
+
+/// Whether the volume of `fd` is on a local disk (a fixed or removable
+/// disk, a virtual disk, an optical drive) that no redirector serves.
+/// Under Wine every Unix filesystem but a network one shows as a disk.
+pub fn on_local_device(fd: FdRef) -> bool {
+    device_info(fd).is_some_and(|d| {
+        d.Characteristics & FILE_REMOTE_DEVICE == 0
+            && matches!(
+                d.DeviceType,
+                FILE_DEVICE_DISK | FILE_DEVICE_VIRTUAL_DISK | FILE_DEVICE_CD_ROM | FILE_DEVICE_DVD
+            )
     })
 }
 

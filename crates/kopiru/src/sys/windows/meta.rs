@@ -81,6 +81,11 @@ pub fn fchmod(fd: FdRef, mode: u32) -> io::Result<()> {
 }
 
 /// [`fchmod`] by name.
+/// Whether `name` in `dir` may be written: its read-only attribute unset.
+pub fn writable_at(dir: FdRef, name: &CStr) -> bool {
+    super::stat::stat_at(dir, name, false).is_ok_and(|st| st.perm() & 0o200 != 0)
+}
+
 pub fn chmod_at(dir: FdRef, name: &CStr, mode: u32) -> io::Result<()> {
     let w = wide(&full(dir, name)?);
     // SAFETY: `w` is a NUL-terminated UTF-16 path that outlives the call.
