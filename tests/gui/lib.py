@@ -275,6 +275,20 @@ def controls(driver, role=None):
     return driver.find_elements("css selector", WHERE.get(role, "input, button, select, [role]"))
 
 
+def names(driver, role):
+    """The accessible names of the controls with this role now; a control
+    removed while they are read (the drive list follows the drives) is
+    left out."""
+    from selenium.common.exceptions import StaleElementReferenceException
+    out = []
+    for e in controls(driver, role):
+        try:
+            out.append(e.accessible_name or "")
+        except StaleElementReferenceException:
+            continue
+    return out
+
+
 def by_name(driver, role, name, prefix=False, timeout=10.0, enabled=None):
     """The visible control with this ARIA role whose accessible name is
     `name` (or starts with it): what a screen reader would find."""
