@@ -89,6 +89,59 @@ def header(headers, name):
     return [v for n, v in headers if n == name]
 
 
+def listening(port):
+    """The local addresses of the TCP sockets listening on `port`, from
+    /proc/net/tcp and tcp6 (state 0A), as ip_address objects."""
+    import ipaddress
+    out = []
+    for name, width in (("/proc/net/tcp", 4), ("/proc/net/tcp6", 16)):
+        try:
+            lines = open(name).read().splitlines()[1:]
+        except OSError:
+            continue
+        for line in lines:
+            f = line.split()
+            addr, p = f[1].split(":")
+            if f[3] != "0A" or int(p, 16) != port:
+                continue
+            # The kernel prints each 32-bit word in host (little-endian) order.
+            raw = b"".join(bytes.fromhex(addr[i:i + 8])[::-1] for i in range(0, len(addr), 8))
+            out.append(ipaddress.ip_address(raw[:width]))
+    return out
+
+
+def uids(pid):
+    """The real, effective, saved and filesystem uids of a process."""
+    for line in open(f"/proc/{pid}/status"):
+        if line.startswith("Uid:"):
+            return [int(x) for x in line.split()[1:]]
+    raise AssertionError(f"no Uid line for {pid}")
+
+
+def descendants(pid):
+    """(pid, uids, command line) of every process under `pid`."""
+    parent = {}
+    for d in os.listdir("/proc"):
+        if d.isdigit():
+            try:
+                stat = open(f"/proc/{d}/stat").read()
+                parent[int(d)] = int(stat.rsplit(")", 1)[1].split()[1])
+            except (OSError, IndexError, ValueError):
+                continue
+    out, todo = [], [pid]
+    while todo:
+        p = todo.pop()
+        for child, par in parent.items():
+            if par == p:
+                todo.append(child)
+                try:
+                    cmd = open(f"/proc/{child}/cmdline", "rb").read().split(b"\0")
+                    out.append((child, uids(child), [c.decode(errors="replace") for c in cmd if c]))
+                except (OSError, AssertionError):
+                    continue  # ended meanwhile
+    return out
+
+
 # ---- the server -----------------------------------------------------------
 
 

@@ -235,6 +235,20 @@ def t_flash_url(r):
     assert s["downloaded_bytes"] == os.path.getsize(r.files.xz_path), s
 
 
+def only_helper_as_root(r):
+    """The server is the user's, wholly; under it, only sudo (which
+    started it) and `kopiru gui-helper flash` run as root."""
+    uid = lib.pwd.getpwnam(lib.USER).pw_uid
+    assert lib.uids(r.server.pid) == [uid] * 4, lib.uids(r.server.pid)
+    tree = lib.descendants(r.server.pid)
+    as_root = [cmd for _, ids, cmd in tree if 0 in ids]
+    for cmd in as_root:
+        helper = len(cmd) > 2 and cmd[1:3] == ["gui-helper", "flash"]
+        assert helper or os.path.basename(cmd[0]) == "sudo", f"running as root: {cmd}"
+    assert any(len(c) > 2 and c[1:3] == ["gui-helper", "flash"] for c in as_root), \
+        f"no helper running as root under the server: {tree}"
+
+
 def t_cancel(r):
     a = r.loops[2]
     a.fill(0x5A)
@@ -252,6 +266,9 @@ def t_cancel(r):
         e.text for e in r.driver.find_elements("css selector", f"#job-{job} .detail")
         if "downloaded" in e.text], 10)[0]
     assert "Writing:" in detail and "of 24.0 MiB" in detail, detail
+    if r.as_user:
+        # Checked here, while a flash runs: a result of its own.
+        run(f"{r.tag}: nothing runs as root but the helper that writes", only_helper_as_root, r)
     by_name(r.driver, "button", "Cancel").click()
     j, said = r.outcome(a.dev, job, 60)
     assert "cancelled" in said and "first MiB is as it was" in said, said
@@ -429,6 +446,10 @@ def t_catalog(r):
     by_name(d, "button", "Load list").click()
     from selenium.webdriver.support.ui import Select
     sel = by_name(d, "combobox", "Operating system")
+    try:
+        wait_for("the list's entries", lambda: len(Select(sel).options) > 1, 10)
+    except AssertionError as e:
+        raise AssertionError(f"{e}: the page says {d.find_element('id', 'image-message').text!r}") from None
     Select(sel).select_by_index(1)
     wait_for("the image's URL", lambda: r.field("Image").get_attribute("value") == items["os_list"][0]["url"], 10)
     assert r.field("SHA-256").get_attribute("value") == r.files.xz_sha
@@ -531,8 +552,16 @@ def security(args, files):
         for part in ("HttpOnly", "SameSite=Strict", "Path=/"):
             assert part in cookie, cookie
         s.cookie = cookie.split(";")[0]
+        # The token is in the address: no Referer carries it anywhere (the
+        # page loads nothing from elsewhere, and says so), and the answer
+        # is not kept in a cache.
+        assert header(h, "referrer-policy") == ["no-referrer"], h
+        assert header(h, "cache-control") == ["no-store"], h
         st, h, body = request(port, "GET", "/", cookie=s.cookie, origin=None)
         assert st == 200 and b"<script src=\"/app.js\"" in body, st
+        for name, want in (("referrer-policy", "no-referrer"), ("x-frame-options", "DENY"),
+                           ("x-content-type-options", "nosniff"), ("cache-control", "no-store")):
+            assert header(h, name) == [want], (name, header(h, name))
         csp = header(h, "content-security-policy")[0]
         assert "script-src 'self'" in csp and "default-src 'none'" in csp, csp
         assert "unsafe-inline" not in csp and "unsafe-eval" not in csp, csp
@@ -540,6 +569,21 @@ def security(args, files):
         for path in ("/", "/app.js", "/api/state", "/api/nothing"):
             st, h, _ = request(port, "GET", path, cookie=s.cookie, origin="http://evil.example")
             assert not [n for n, _ in h if n.startswith("access-control-")], (path, h)
+
+    def t_loopback_only():
+        import ipaddress
+        addrs = lib.listening(port)
+        assert addrs, f"nothing listening on {port}"
+        assert all(a.is_loopback for a in addrs), addrs
+        # And not reachable on this machine's other addresses.
+        others = subprocess.run(["hostname", "-I"], capture_output=True, text=True).stdout.split()
+        for a in others:
+            if ipaddress.ip_address(a.split("%")[0]).is_loopback:
+                continue
+            fam = lib.socket.AF_INET6 if ":" in a else lib.socket.AF_INET
+            with lib.socket.socket(fam) as c:
+                c.settimeout(3)
+                assert c.connect_ex((a, port)) != 0, f"answers on {a}:{port}"
 
     def t_token_once():
         st, _, body = request(port, "GET", token_path, origin=None)
@@ -623,7 +667,9 @@ def security(args, files):
         assert st == 403, st
 
     try:
-        run("security: cookie attributes, CSP without inline script, no CORS headers", t_headers)
+        run("security: cookie attributes, CSP without inline script, no CORS headers, "
+            "no Referer for the token", t_headers)
+        run("security: listening on the loopback address only", t_loopback_only)
         run("security: the token works once", t_token_once)
         run("security: no cookie, no answer", t_no_cookie)
         run("security: a wrong Host is refused (DNS rebinding)", t_wrong_host)
