@@ -24,16 +24,17 @@ command -v xz >/dev/null || need+=(xz-utils)
 command -v zstd >/dev/null || need+=(zstd)
 command -v mkfs.ext4 >/dev/null || need+=(e2fsprogs)
 command -v losetup >/dev/null || need+=(mount)
-command -v npm >/dev/null || need+=(npm)
+# npm only to fetch axe-core once (then cached).
+axe_version=4.11.0
+cache=${XDG_CACHE_HOME:-$HOME/.cache}/kopiru-test/axe-core-$axe_version
+axe=$cache/axe.min.js
+[[ -s $axe ]] || command -v npm >/dev/null || need+=(npm)
 if ((${#need[@]})); then
   command -v apt-get >/dev/null || skip "missing ${need[*]} and no apt-get to install them"
   echo "installing ${need[*]}" >&2
   apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${need[@]}" >/dev/null
 fi
 # axe-core, pinned, from the npm registry (npm checks its integrity).
-axe_version=4.11.0
-cache=${XDG_CACHE_HOME:-$HOME/.cache}/kopiru-test/axe-core-$axe_version
-axe=$cache/axe.min.js
 if [[ ! -s $axe ]]; then
   mkdir -p "$cache"
   if (cd "$cache" && npm pack --silent "axe-core@$axe_version" >/dev/null 2>&1 \

@@ -464,9 +464,14 @@ def t_catalog(r):
     assert "as the OS list gives it" in text[0], text
 
 
-def screenshot(d, path):
-    """The whole page as it is, for the README."""
-    d.execute_script("window.scrollTo(0, 0)")
+def screenshot(d, path, keep):
+    """The whole page as it is, for the README; of the drives, only the
+    test's own (`keep`: device paths) are in the picture, the test
+    machine's others (other tests' loop devices) hidden."""
+    d.execute_script("""
+        for (const li of document.querySelectorAll("#drive-list li"))
+            if (!arguments[0].includes(li.dataset.path)) li.style.display = "none";
+        window.scrollTo(0, 0);""", keep)
     size = d.get_window_size()
     height = d.execute_script("return document.documentElement.scrollHeight")
     d.set_window_size(1000, height + 120)
@@ -512,7 +517,7 @@ def browser_round(args, files, as_user):
         run(f"{t}: flash an xz file to two cards at once", t_flash_file, r)
         AXE.check(r, "results")
         if args.screenshot and not as_user:
-            screenshot(r.driver, args.screenshot)
+            screenshot(r.driver, args.screenshot, [lo.dev for lo in r.loops])
         run(f"{t}: flash an xz URL (SHA-256 from SHA256SUMS) to two cards", t_flash_url, r)
         run(f"{t}: cancel mid-way keeps the first MiB", t_cancel, r)
         run(f"{t}: a wrong SHA-256 writes nothing", t_wrong_sha, r)
