@@ -213,6 +213,9 @@ def t_flash_file(r):
     assert all(x.get_attribute("aria-valuenow") == "100" for x in ours[:2]), \
         [x.get_attribute("aria-valuenow") for x in ours]
     assert j["result"]["summary"]["sha256"] == hashlib.sha256(r.files.raw).hexdigest()
+    # "Flashing ...: see the progress below" goes once the flash has ended.
+    wait_for("the action message cleared after the flash",
+             lambda: r.driver.find_element("id", "action-message").text == "", 10)
 
 
 def t_flash_url(r):

@@ -52,7 +52,12 @@ function el(tag, attrs, ...children) {
   return e;
 }
 
+// The job the action message ("Flashing ...: see the progress below") is
+// about: the message goes when that job ends, where its result is shown.
+let announcedJob = null;
+
 function say(id, text, kind) {
+  if (id === "action-message") announcedJob = null;
   const m = $(id);
   m.textContent = text || "";
   m.className = "message" + (kind ? " " + kind : "");
@@ -304,6 +309,8 @@ const expectedShaByJob = new Map();
 
 function renderJobs() {
   $("progress").hidden = state.jobs.length === 0;
+  const announced = state.jobs.find((j) => j.id === announcedJob);
+  if (announced && !announced.running) say("action-message", "");
   for (const job of state.jobs) {
     job.expected_sha = expectedShaByJob.get(job.id) || null;
     renderJob(job);
@@ -359,6 +366,7 @@ async function confirmed() {
       expectedShaByJob.set(r.job, expectedImageSha);
     }
     say("action-message", "Flashing " + devices.join(", ") + ": see the progress below.", "good");
+    announcedJob = r.job;
   } catch (e) {
     say("action-message", "Not started: " + e.message, "error");
   }
@@ -386,8 +394,9 @@ async function backupClicked() {
   if (drives.length !== 1) { say("action-message", "Tick exactly one drive to back up.", "error"); return; }
   if (!$("backup-to").value.trim()) suggestBackupName();
   try {
-    await post("/api/backup", { device: drives[0].path, output: $("backup-to").value.trim() });
+    const r = await post("/api/backup", { device: drives[0].path, output: $("backup-to").value.trim() });
     say("action-message", "Backing up " + drives[0].path + ": see the progress below.", "good");
+    announcedJob = r.job;
   } catch (e) {
     say("action-message", "Not started: " + e.message, "error");
   }
