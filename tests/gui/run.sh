@@ -32,7 +32,7 @@ axe=$cache/axe.min.js
 if ((${#need[@]})); then
   command -v apt-get >/dev/null || skip "missing ${need[*]} and no apt-get to install them"
   echo "installing ${need[*]}" >&2
-  apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${need[@]}" >/dev/null
+  apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "${need[@]}" >/dev/null
 fi
 # axe-core, pinned, from the npm registry (npm checks its integrity).
 if [[ ! -s $axe ]]; then
