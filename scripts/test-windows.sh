@@ -440,11 +440,8 @@ else
     show
 fi
 
-# rerun: the same command run again merges into its copy, never nests. The
-# source changes below its top: Wine reports a directory's creation time
-# (part of the proof of identity) from its Unix ctime, so a change at the
-# top leaves no proof, and the rerun follows cp's rule (NTFS keeps creation
-# times).
+# rerun: the same command run again onto the finished copy copies nothing
+# (neither nests nor merges over the copy) and warns; -T updates it.
 N=$T/rerun
 mkdir -p "$N/src/d"
 echo one >"$N/src/f"
@@ -452,10 +449,14 @@ k copy "$N/src" "$N/dst"
 rc1=$RC
 echo two >"$N/src/d/g"
 k copy "$N/src" "$N/dst"
-if [ $rc1 -eq 0 ] && [ $RC -eq 0 ] && [ ! -e "$N/dst/src" ] && diff -r "$N/src" "$N/dst" >/dev/null; then
-    pass "rerun: the same command again merged into its copy (recorded under %LOCALAPPDATA%)"
+rc2=$RC
+warned=no
+grep -q "is the copy of" "$ERR" && warned=yes
+k copy -T "$N/src" "$N/dst"
+if [ $rc1 -eq 0 ] && [ $rc2 -eq 0 ] && [ $warned = yes ] && [ $RC -eq 0 ] && [ ! -e "$N/dst/src" ] && diff -r "$N/src" "$N/dst" >/dev/null; then
+    pass "rerun: the same command again copied nothing and said so (recorded under %LOCALAPPDATA%), -T updated the copy, never nested"
 else
-    fail "rerun: exits $rc1 and $RC, nested: $([ -e "$N/dst/src" ] && echo yes || echo no)"
+    fail "rerun: exits $rc1, $rc2 (warned: $warned) and -T $RC, nested: $([ -e "$N/dst/src" ] && echo yes || echo no)"
     show
 fi
 

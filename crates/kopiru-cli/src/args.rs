@@ -714,8 +714,12 @@ impl CopyArgs {
                 Follow::Always
             } else if self.follow_args {
                 Follow::CommandLine
-            } else if self.compat.never_follow() || (self.recursive() && !self.compat.link) {
-                // cp -l follows a symlink named as a source, even with -R.
+            } else if self.compat.never_follow()
+                || self.archive
+                || (self.recursive && !self.compat.link)
+            {
+                // cp -l follows a symlink named as a source, even with -R;
+                // -a (cp's -dR) never.
                 Follow::Never
             } else {
                 Follow::CommandLine
@@ -731,6 +735,17 @@ impl CopyArgs {
         };
         self.select.apply(&mut opts)?;
         self.compat.apply(&mut opts, self.recursive())?;
+        // cp's -S asks for backups too (existing's kind, as a bare -b).
+        if self.compat.suffix.is_some() && self.select.backup.is_none() {
+            if self.no_clobber {
+                return Err(
+                    "-S makes backups, and -n (--no-clobber) replaces nothing to \
+                            back up: use one of them"
+                        .into(),
+                );
+            }
+            opts.backup = Some(kopiru::Backup::Existing);
+        }
         self.scale.apply(&mut opts, self.recursive)?;
         if opts.partial && opts.method == MethodChoice::Clone {
             let clone = match self.reflink {

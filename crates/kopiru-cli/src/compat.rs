@@ -60,8 +60,8 @@ pub struct CompatArgs {
     #[arg(long, value_name = "LIST", value_delimiter = ',')]
     pub no_preserve: Vec<String>,
 
-    /// The suffix of a simple backup name, for --backup and -b [default: ~]
-    /// (cp's).
+    /// The suffix of a simple backup name [default: ~]; as in cp, -S alone
+    /// makes backups as -b does.
     #[arg(short = 'S', long, value_name = "SUFFIX")]
     pub suffix: Option<OsString>,
 

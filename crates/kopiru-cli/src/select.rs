@@ -107,7 +107,9 @@ pub struct SelectArgs {
     #[arg(short = 'i', long, overrides_with = "no_clobber")]
     pub interactive: bool,
 
-    /// Accepted for cp's -f, which changes nothing here: kopiru always
+    /// cp's -f. With -l or -s, an existing destination file is replaced
+    /// by the link (without -f it is kept and the link refused, 'File
+    /// exists', as cp refuses it). A copy needs no -f: kopiru always
     /// replaces a destination file by renaming a complete new file over
     /// it, so one that cannot be opened for writing (read-only) is
     /// replaced anyway, as cp -f replaces it. As in GNU cp, -f does not
@@ -211,6 +213,7 @@ impl SelectArgs {
         opts.checksum = self.checksum;
         opts.delete = self.delete;
         opts.interactive = self.interactive;
+        opts.force = self.force;
         opts.partial = self.partial;
         opts.basis = match (&self.link_dest, &self.clone_dest) {
             (Some(dir), _) => Some(Basis {

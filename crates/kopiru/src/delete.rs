@@ -111,6 +111,17 @@ impl Deleter<'_> {
                 }
                 continue;
             }
+            // In both, but excluded: the copy left it alone, so it is the
+            // destination's own, kept whole (rsync's), or with
+            // --delete-excluded deleted as if the source lacked it.
+            if self.opts.filter.excludes(&rel, || dst_is_dir) {
+                if self.opts.delete_excluded {
+                    let path = join(at.dst_path, sys::os_str(&e.name));
+                    let (n, _) = self.remove(at.dst, &e.name, (&path, &rel), dst_is_dir);
+                    deleted_here |= n > 0;
+                }
+                continue;
+            }
             // In both: a directory in both is walked, unless -x left it.
             let Ok(s) = sys::stat_at(at.src.as_fd(), &e.name, follow) else {
                 continue;

@@ -226,9 +226,12 @@ pub(crate) fn apply(
             }
         }
     }
-    // Windows attributes and creation time (nothing on Unix).
-    if let (Target::Fd(fd), true) = (&target, preserve.mode || preserve.times) {
-        if let Err(e) = sys::platform_meta(*fd, st, preserve.mode, preserve.times) {
+    // Windows attributes and creation time (nothing on Unix). Hidden,
+    // system and the rest are kept by default there, as CopyFile and
+    // Explorer keep them; --no-preserve=mode drops them.
+    let attributes = preserve.mode || (cfg!(windows) && !preserve.plain_mode);
+    if let (Target::Fd(fd), true) = (&target, attributes || preserve.times) {
+        if let Err(e) = sys::platform_meta(*fd, st, attributes, preserve.times) {
             let op = if preserve.mode {
                 Op::Chmod
             } else {

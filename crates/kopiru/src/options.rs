@@ -363,6 +363,11 @@ pub struct CopyOptions {
     /// take the replaced file's mode, owner or attributes, and a symlink
     /// or device named as DEST is replaced, not written through).
     pub remove_destination: bool,
+    /// cp's `-f`: with `link_files` (`-l`, `-s`), an existing destination
+    /// file is replaced by the link; without it (or `remove_destination`)
+    /// such a file is kept and the link refused (`File exists`), as cp
+    /// refuses it. A copy replaces a file either way.
+    pub force: bool,
     /// rsync's `--delete-excluded`: with `delete`, entries the filter
     /// excludes are deleted too instead of protected.
     pub delete_excluded: bool,
@@ -452,6 +457,7 @@ impl Default for CopyOptions {
             delete: false,
             inplace: false,
             remove_destination: false,
+            force: false,
             delete_excluded: false,
             backup: None,
             backup_suffix: None,

@@ -638,11 +638,13 @@ pub(crate) struct ParentMade {
 }
 
 /// Whether an entry of this kind named as a source is read for its data
-/// ([`CopyOptions::read_named_specials`]): a FIFO or a device.
+/// ([`CopyOptions::read_named_specials`]): a FIFO or a device, and a
+/// socket, which has no data: opening it fails, as in cp, rather than
+/// making a socket node in the place of DEST.
 fn reads_as_data(kind: FileKind) -> bool {
     matches!(
         kind,
-        FileKind::Fifo | FileKind::CharDevice | FileKind::BlockDevice
+        FileKind::Fifo | FileKind::CharDevice | FileKind::BlockDevice | FileKind::Socket
     )
 }
 

@@ -727,6 +727,9 @@ class Case:
         r = self.rng
         self.opts = draw_options(r, RSYNC_OPTIONS)
         tags = [t for t, _, _ in self.opts]
+        if '--suffix=.bak' in tags and '--backup' not in tags:
+            # rsync's --suffix alone changes nothing; kopiru's (cp's -S) makes backups
+            self.opts = [(t, p, [] if t == '--suffix=.bak' else k) for t, p, k in self.opts]
         if '-L' in tags:
             # rsync -L copies a symlink to an ancestor directory over and over until the path is too
             # long; cp and kopiru stop at the loop. Not worth comparing: such links point nowhere here.

@@ -32,7 +32,7 @@ test('runs on Windows', () => {
 // The record of copies (reruns merge) goes to %LOCALAPPDATA%: a scratch one.
 process.env.LOCALAPPDATA = scratch()
 
-test('a tree with spaces and non-ASCII names: an exact copy, then a rerun merges into it', async () => {
+test('a tree with spaces and non-ASCII names: an exact copy; a rerun copies nothing, -T updates it', async () => {
   const root = scratch()
   const src = join(root, 'src tree')
   for (const d of ['sub dir/deeper', 'empty dir', 'naïve café', '日本語']) mkdirSync(join(src, d), { recursive: true })
@@ -48,16 +48,17 @@ test('a tree with spaces and non-ASCII names: an exact copy, then a rerun merges
   assert.equal(s.bytes, 6 + 7 + 5 + (3 << 20) + Array.from({ length: 40 }, (_, i) => `file ${i}\n`.length).reduce((a, b) => a + b))
   assert.deepEqual(s.errors, [])
   assert.deepEqual(digests(dest), digests(src))
-  // The same command again: merged into the copy (as cp -r does into an
-  // existing directory it made), not nested as dest/src tree. The source
-  // changed below its top: Wine reports a directory's creation time from
-  // its Unix ctime, so a change at the top would leave no proof that it is
-  // the same source, and the rerun would rightly follow cp's rule (NTFS
-  // keeps creation times).
+  // The same command again onto the finished copy: neither nested as
+  // dest/src tree (cp's rule) nor merged over the copy; a warning says
+  // so. noTargetDirectory (-T) updates it from the source.
   writeFileSync(join(src, 'sub dir', 'added.txt'), 'new\n')
   const again = await copy(src, dest)
   assert.equal(again.exitCode, 0)
   assert.equal(existsSync(join(dest, 'src tree')), false)
+  assert.equal(existsSync(join(dest, 'sub dir', 'added.txt')), false)
+  assert.match(again.warnings[0].reason, /is the copy of/)
+  const update = await copy(src, dest, { noTargetDirectory: true })
+  assert.equal(update.exitCode, 0)
   assert.deepEqual(digests(dest), digests(src))
 })
 

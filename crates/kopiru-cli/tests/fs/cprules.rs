@@ -233,6 +233,18 @@ fn delete_keeps_excluded(fs: Fs) -> R {
     ensure!(String::from_utf8_lossy(&o.stderr).contains("dst/old: remove: cannot delete non-empty directory"), "{}", show(&o));
     ok(&kopiru_in(&w, &["cp", "--delete", "--delete-excluded", "--exclude", "*.iso", "-T", "src", "dst"]))?;
     ensure!(!w.join("dst/old").exists(), "--delete-excluded kept them");
+    // An excluded directory the source has too is the destination's own:
+    // nothing in it is deleted (rsync's), unless --delete-excluded.
+    std::fs::create_dir_all(w.join("src/cache"))?;
+    std::fs::create_dir_all(w.join("dst/cache"))?;
+    std::fs::write(w.join("dst/cache/keep"), "k")?;
+    for pattern in ["cache/", "cache", "/cache", "*che"] {
+        let o = kopiru_in(&w, &["cp", "-a", "--delete", "--exclude", pattern, "-T", "src", "dst"]);
+        ok(&o)?;
+        ensure!(w.join("dst/cache/keep").exists(), "--exclude {pattern}: the excluded directory emptied");
+    }
+    ok(&kopiru_in(&w, &["cp", "-a", "--delete", "--delete-excluded", "--exclude", "cache/", "-T", "src", "dst"]))?;
+    ensure!(!w.join("dst/cache").exists(), "--delete-excluded kept the excluded directory");
     Ok(())
 }
 
@@ -345,6 +357,22 @@ fn cp_options(fs: Fs) -> R {
     let abs = w.join("a/b/c");
     ok(&kopiru_in(&w, &["cp", "-s", abs.to_str().unwrap(), "soft"]))?;
     ensure!(std::fs::read_link(w.join("soft"))? == abs, "-s");
+    // -l and -s keep an existing file unless -f, as cp does.
+    for flag in ["-l", "-s"] {
+        std::fs::write(w.join("kept"), "mine\n")?;
+        let o = kopiru_in(&w, &["cp", flag, abs.to_str().unwrap(), "kept"]);
+        ensure!(code(&o) == 1 && String::from_utf8_lossy(&o.stderr).contains("File exists"), "{flag}: {}", show(&o));
+        ensure!(read(&w.join("kept"))? == "mine\n", "{flag} replaced an existing file without -f");
+        ok(&kopiru_in(&w, &["cp", flag, "-f", abs.to_str().unwrap(), "kept"]))?;
+        ensure!(read(&w.join("kept"))? == "data\n", "{flag} -f");
+        std::fs::remove_file(w.join("kept"))?;
+    }
+    // A socket has no data: named without -r it fails, as in cp, and an
+    // existing file in its place stays.
+    std::os::unix::net::UnixListener::bind(w.join("sock"))?;
+    std::fs::write(w.join("notsock"), "mine\n")?;
+    let o = kopiru_in(&w, &["cp", "sock", "notsock"]);
+    ensure!(code(&o) == 1 && read(&w.join("notsock"))? == "mine\n", "socket: {}", show(&o));
     std::fs::create_dir(w.join("p"))?;
     ok(&kopiru_in(&w, &["cp", "--parents", "a/b/c", "p"]))?;
     ensure!(read(&w.join("p/a/b/c"))? == "data\n", "--parents");
@@ -358,6 +386,10 @@ fn cp_options(fs: Fs) -> R {
     std::fs::write(w.join("old"), "old")?;
     ok(&kopiru_in(&w, &["cp", "-b", "-S", ".bak", "a/b/c", "old"]))?;
     ensure!(read(&w.join("old.bak"))? == "old", "-S");
+    // -S alone makes backups too (cp's).
+    std::fs::write(w.join("old2"), "old2")?;
+    ok(&kopiru_in(&w, &["cp", "-S", ".bak", "a/b/c", "old2"]))?;
+    ensure!(read(&w.join("old2.bak"))? == "old2", "-S alone made no backup");
     // Abbreviated long options, as GNU's.
     ok(&kopiru_in(&w, &["cp", "--no-target", "--recur", "a", "abbrev"]))?;
     ensure!(w.join("abbrev/b/c").exists(), "abbreviations");

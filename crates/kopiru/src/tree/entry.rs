@@ -142,7 +142,9 @@ impl<'scope, 'env, 'a> Worker<'scope, 'env, 'a> {
         };
         let data = match st.kind() {
             FileKind::File => true,
-            FileKind::Fifo | FileKind::CharDevice | FileKind::BlockDevice => item.read_data,
+            FileKind::Fifo | FileKind::CharDevice | FileKind::BlockDevice | FileKind::Socket => {
+                item.read_data
+            }
             _ => false,
         };
         if !data {

@@ -252,21 +252,32 @@ impl<'scope, 'env, 'a> Worker<'scope, 'env, 'a> {
         old: Option<Stat>,
     ) -> Option<NameBuf> {
         let dir = f.dir;
+        let op = match kind {
+            crate::options::LinkFiles::Hard => Op::Link,
+            crate::options::LinkFiles::Symbolic => Op::Symlink,
+        };
+        // cp keeps an existing file unless -f or --remove-destination:
+        // a link over it would leave nothing of its data.
+        let opts = self.sh.opts;
+        if old.is_some() && !(opts.force || opts.remove_destination) {
+            let exists =
+                io::Error::new(io::ErrorKind::AlreadyExists, "File exists (-f replaces it)");
+            self.dst_error(dir, f.dst_name, op, &exists);
+            return None;
+        }
         let (place, dest) = (&self.sh.place, dir.dest());
         let tmp = place.write_name(&dest, f.dst_name);
         let dst = dir.dst.as_fd();
-        let (made, op, why) = match kind {
+        let (made, why) = match kind {
             crate::options::LinkFiles::Hard => (
                 // Through the open source: a followed symlink's target.
                 sys::link_anonymous(f.src.as_fd(), dst, &tmp)
                     .or_else(|_| sys::link_at(dir.src.as_fd(), f.name, dst, &tmp)),
-                Op::Link,
                 "hard link to the source (-l)",
             ),
             crate::options::LinkFiles::Symbolic => (
                 self.source_target(dir, f.name)
                     .and_then(|target| sys::symlink_at(&target, dst, &tmp)),
-                Op::Symlink,
                 "symbolic link to the source (-s)",
             ),
         };

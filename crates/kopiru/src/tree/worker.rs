@@ -387,7 +387,9 @@ impl<'scope, 'env, 'a> Worker<'scope, 'env, 'a> {
             FileKind::File => self.file(dir, item, dst_name),
             FileKind::Dir => self.dir(dir, item, dst_name),
             FileKind::Symlink => self.symlink(dir, &item.name, dst_name),
-            FileKind::Fifo | FileKind::CharDevice | FileKind::BlockDevice if item.read_data => {
+            FileKind::Fifo | FileKind::CharDevice | FileKind::BlockDevice | FileKind::Socket
+                if item.read_data =>
+            {
                 self.file(dir, item, dst_name)
             }
             _ => self.special(dir, &item.name, dst_name, item.follow),
