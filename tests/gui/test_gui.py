@@ -673,6 +673,11 @@ def security(args, files):
         st, _, _ = lib.raw(port, f"GET /api/state HTTP/1.1\nHost: 127.0.0.1:{port}\n"
                                  f"Host: evil.example\nCookie: {s.cookie}\n")
         assert st == 403, st
+        st, _, _ = lib.raw(port, f"POST /api/flash HTTP/1.1\nHost: 127.0.0.1:{port}\n"
+                                 f"Origin: http://127.0.0.1:{port}\nCookie: {s.cookie}\n"
+                                 "Content-Type: application/json\nTransfer-Encoding: chunked\n",
+                           b"2\r\n{}\r\n0\r\n\r\n")
+        assert st == 411, st
 
     try:
         run("security: cookie attributes, CSP without inline script, no CORS headers, "
