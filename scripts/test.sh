@@ -15,14 +15,16 @@
 # the reason, never as passed. Ends with one line: N passed, N failed, N
 # skipped (all parts added up).
 #
-# KOPIRU_TEST_PARTS=rust,fuzz,node,windows,lab,release,gnu,rsync,oracle chooses
-# parts (default: all). oracle: GNU cp and rsync as oracles on random cases
-# (tests/peers/oracle/README.md). With any of gnu, rsync and oracle,
+# KOPIRU_TEST_PARTS=rust,fuzz,node,windows,lab,release,gnu,rsync,oracle,gui
+# chooses parts (default: all). oracle: GNU cp and rsync as oracles on random
+# cases (tests/peers/oracle/README.md). With any of gnu, rsync and oracle,
 # tests/peers/check-differences.py also runs (a second): every deliberate
 # difference those three file is named in docs/copy.md, and only those.
+# gui: `kopiru gui` in Debian's Chromium (Selenium, axe-core) and its
+# security as raw HTTP (tests/gui/run.sh).
 set -euo pipefail
 cd "$(dirname "$0")/.."
-parts=${KOPIRU_TEST_PARTS:-rust,fuzz,node,windows,lab,release,gnu,rsync,oracle}
+parts=${KOPIRU_TEST_PARTS:-rust,fuzz,node,windows,lab,release,gnu,rsync,oracle,gui}
 has() { [[ ",$parts," == *",$1,"* ]]; }
 need=()
 command -v mkfs.ext4 >/dev/null || need+=(e2fsprogs)
@@ -123,7 +125,7 @@ if has gnu || has rsync || has oracle; then
 fi
 # The peers' suites run against the debug binary the Rust part built (built
 # here when that part is not chosen).
-if has gnu || has rsync || has oracle; then
+if has gnu || has rsync || has oracle || has gui; then
   if ! cargo build -p kopiru-cli 2>&1 | tail -n 3 | tee -a "$log"; then
     status=1
     echo "0 passed, 1 failed, 0 skipped" | tee -a "$log"
@@ -142,6 +144,11 @@ fi
 if has oracle; then
   echo "== the peers as an oracle (GNU cp, rsync): tests/peers/oracle/oracle.py --ci"
   python3 tests/peers/oracle/oracle.py --ci --kopiru "$PWD/target/debug/kopiru" 2>&1 | tee -a "$log" || status=$?
+fi
+if has gui; then
+  # Installs chromium, chromium-driver, python3-selenium and axe-core itself.
+  echo "== kopiru gui in a browser, and its security as raw HTTP: tests/gui/run.sh"
+  KOPIRU="$PWD/target/debug/kopiru" bash tests/gui/run.sh 2>&1 | tee -a "$log" || status=$?
 fi
 # One closing line for the whole run. cargo: "test result: ... N passed; N
 # failed; N ignored" (ignored = skipped); node --test: "# pass N", "# fail

@@ -18,6 +18,10 @@ use std::path::PathBuf;
 
 mod bench;
 pub use bench::*;
+#[cfg(feature = "gui")]
+mod gui;
+#[cfg(feature = "gui")]
+pub use gui::*;
 
 /// Copies files, directory trees and disk images as fast as the filesystem
 /// allows, without losing data.
@@ -55,6 +59,16 @@ pub enum Command {
     /// block map if asked; verified, then put in place under OUTPUT.
     #[command(after_help = IMAGE_AFTER_HELP)]
     Image(ImageArgs),
+    /// Flash images to cards and back cards up from a page in your browser,
+    /// served by kopiru on 127.0.0.1 (nothing to install, nothing
+    /// downloaded).
+    #[cfg(feature = "gui")]
+    #[command(after_help = GUI_AFTER_HELP)]
+    Gui(GuiArgs),
+    /// What `kopiru gui` runs as root for one operation (not for use by hand).
+    #[cfg(feature = "gui")]
+    #[command(name = "gui-helper", hide = true)]
+    GuiHelper(GuiHelperArgs),
     /// Make identical files share their blocks (XFS with reflink, Btrfs;
     /// APFS on macOS), freeing the space of every duplicate. Contents,
     /// permissions, owners and times do not change; each file stays
@@ -471,7 +485,7 @@ pub struct FlashArgs {
 #[cfg_attr(not(unix), allow(dead_code))] // flash is Unix-only
 pub struct Sha256Hex(pub [u8; 32]);
 
-fn parse_sha256(s: &str) -> Result<Sha256Hex, String> {
+pub(crate) fn parse_sha256(s: &str) -> Result<Sha256Hex, String> {
     let s = s.trim();
     if s.len() != 64 || !s.bytes().all(|b| b.is_ascii_hexdigit()) {
         return Err("a SHA-256 is 64 hexadecimal digits".into());

@@ -281,6 +281,44 @@ fn extras(name: &str) -> Extras {
                 "zstd(1)",
             ],
         },
+        "kopiru-gui" => Extras {
+            examples: &[
+                (
+                    "kopiru gui",
+                    "Open the page in the default browser; each flash or backup asks for the \
+                     administrator's password (pkexec).",
+                ),
+                (
+                    "kopiru gui --no-open --port 8470",
+                    "Only print the address (with its one-time token), on a port of your \
+                     choice.",
+                ),
+                (
+                    "kopiru gui --elevate sudo",
+                    "Start each operation's helper with sudo -n (after sudo -v, or with a \
+                     NOPASSWD rule for kopiru gui-helper).",
+                ),
+            ],
+            exit: &[
+                (
+                    "0",
+                    "Stopped by Ctrl-C with nothing running, or idle after its last page \
+                     closed.",
+                ),
+                ("2", "Usage error: the port cannot be listened on."),
+                (
+                    "20",
+                    "Stopped by a signal while an operation ran: it was cancelled (a device's \
+                     first MiB is then not written).",
+                ),
+            ],
+            see_also: &[
+                "kopiru(1)",
+                "kopiru-flash(1)",
+                "kopiru-image(1)",
+                "pkexec(1)",
+            ],
+        },
         "kopiru-image" => Extras {
             examples: &[
                 (

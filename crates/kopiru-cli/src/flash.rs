@@ -188,7 +188,7 @@ fn summary_line(s: &FlashSummary, verify: bool) -> String {
 
 /// An error as `path: reason` for a refusal (nothing was tried), else
 /// `path: operation: reason`.
-fn text(e: &kopiru::Error) -> String {
+pub(crate) fn text(e: &kopiru::Error) -> String {
     match e.refusal() {
         Some(r) => format!("{}: {r}", render::path(&e.path)),
         None => e.to_string(),
@@ -198,7 +198,7 @@ fn text(e: &kopiru::Error) -> String {
 /// What a device holds when the image or the device failed part-way and
 /// bytes of the image went to it: how far, and that its first MiB (written
 /// last) was not, so it keeps its old partition table.
-fn partly_written(d: &DeviceResult) -> Option<String> {
+pub(crate) fn partly_written(d: &DeviceResult) -> Option<String> {
     let n = d.partly_written();
     (n > 0).then(|| {
         format!(

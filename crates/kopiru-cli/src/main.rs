@@ -17,6 +17,8 @@ mod docs;
 mod exit;
 #[cfg(unix)]
 mod flash;
+#[cfg(all(feature = "gui", unix))]
+mod gui;
 #[cfg(target_os = "linux")]
 mod image;
 mod plot;
@@ -60,6 +62,12 @@ fn main() -> ExitCode {
         args::Command::Flash(_) => not_here("flash"),
         #[cfg(not(unix))]
         args::Command::Bench(args::BenchCommand::Fsync(_)) => not_here("bench fsync"),
+        #[cfg(all(feature = "gui", unix))]
+        args::Command::Gui(a) => gui::run(a),
+        #[cfg(all(feature = "gui", unix))]
+        args::Command::GuiHelper(a) => gui::helper::run(a),
+        #[cfg(all(feature = "gui", not(unix)))]
+        args::Command::Gui(_) | args::Command::GuiHelper(_) => not_here("gui"),
         args::Command::Completions(a) => docs::completions(a),
         args::Command::Man(a) => docs::man(a),
     };

@@ -18,6 +18,7 @@ pub const PAGES: &[(&str, &[&str])] = &[
     ("dedupe", &["dedupe", "--help"]),
     ("flash", &["flash", "--help"]),
     ("image", &["image", "--help"]),
+    ("gui", &["gui", "--help"]),
     ("probe", &["probe", "--help"]),
     ("bench", &["bench", "--help"]),
     ("bench-sweep", &["bench", "sweep", "--help"]),

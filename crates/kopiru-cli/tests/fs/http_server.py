@@ -18,6 +18,7 @@ Faults (?fault=a,b,...), counted per path and query:
               changed on the server): If-Range no longer matches
   status=N    answers N (404, 500, ...) with a small HTML body
   redirect    answers 302 to the same path without this fault
+  rate=N      sends at most N KiB a second (every answer): a slow mirror
 
 It is also a proxy, for the proxy tests: a request in absolute form
 ("GET http://any.host/path") is answered from DIR, and CONNECT to
@@ -180,8 +181,14 @@ class Handler(BaseHTTPRequestHandler):
         if first and start == 0 and len(body) == len(data):
             if "drop40" in faults or "stall40" in faults:
                 cut = len(data) * 4 // 10
+        rate = [int(f.split("=")[1]) << 10 for f in faults if f.startswith("rate=")]
+        began = time.monotonic()
         sent = 0
         while sent < len(body):
+            if rate:
+                ahead = sent / rate[0] - (time.monotonic() - began)
+                if ahead > 0:
+                    time.sleep(ahead)
             if cut is not None and sent >= cut:
                 if "stall40" in faults:
                     self.mark("STALL-BEGIN")

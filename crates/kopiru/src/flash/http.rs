@@ -229,8 +229,13 @@ fn transport_text(t: &ureq::Transport) -> String {
     }
 }
 
-/// GETs a small text file (a block map): `Ok(None)` on 404 or 410.
-pub(super) fn get_text(url: &str, o: &HttpOptions) -> io::Result<Option<String>> {
+/// GETs a small text file (a block map, a `SHA256SUMS`, an OS list; at
+/// most 64 MiB) with the flash's TLS and proxies: `Ok(None)` on 404 or
+/// 410.
+///
+/// # Errors
+/// Any other HTTP status, or the connection's error, in words.
+pub fn get_text(url: &str, o: &HttpOptions) -> io::Result<Option<String>> {
     match agent(url, o)?.get(url).call() {
         Ok(r) => {
             let mut s = String::new();

@@ -11,7 +11,8 @@
 //! 64 KiB block by block.
 //!
 //! The parts: `input` (the image, opened and recognised before anything is
-//! written), `sniff` (its format from its bytes, never from its name
+//! written), `drives` (the disks to choose from, for a program that
+//! offers them), `sniff` (its format from its bytes, never from its name
 //! alone), `size` (the decoded size, where the format records it), [`bmap`]
 //! (block maps and their checksums), `targets` (the checks and refusals
 //! before anything is written), `source` (decoding), `pieces` (which bytes
@@ -21,6 +22,7 @@
 pub(crate) mod bmap;
 mod decode;
 mod device;
+mod drives;
 pub(crate) mod http;
 mod input;
 pub(crate) mod pieces;
@@ -35,7 +37,8 @@ mod write;
 
 pub use bmap::{Bmap, BmapError};
 pub use decode::DEFAULT_MEMORY;
-pub use http::{is_url, DownloadStats, HttpOptions};
+pub use drives::{drives, Drive, DrivePartition};
+pub use http::{get_text, is_url, DownloadStats, HttpOptions};
 pub use input::Image;
 pub use sniff::{Format, Found, NotAnImage};
 pub use targets::{check_targets, Target};

@@ -46,16 +46,16 @@ fn failed(dev: &Path, op: Op, e: std::io::Error) -> Error {
 }
 
 /// What every target is checked against.
-struct Context {
+pub(super) struct Context {
     /// The image file's stat (`None`: standard input).
-    image: Option<Stat>,
+    pub(super) image: Option<Stat>,
     /// The size the image has, or at least has, when known before
     /// writing; if only a least size, where it came from.
-    image_size: Option<(u64, Option<LeastSize>)>,
+    pub(super) image_size: Option<(u64, Option<LeastSize>)>,
     /// The device of the root filesystem.
-    root_dev: Option<u64>,
+    pub(super) root_dev: Option<u64>,
     /// Mounted devices and where.
-    mounts: Vec<(u64, String)>,
+    pub(super) mounts: Vec<(u64, String)>,
 }
 
 /// Checks each target: a whole block device (or, with `--file`, a regular
@@ -260,7 +260,7 @@ fn check_one(dev: &Path, cx: &Context, opts: &FlashOptions) -> Result<Target, Er
 
 /// Refuses (unless `--force`) a partition, and a device holding the root
 /// filesystem, the image, or anything mounted.
-fn check_unused(dev: &Path, st: &Stat, cx: &Context) -> Result<(), Error> {
+pub(super) fn check_unused(dev: &Path, st: &Stat, cx: &Context) -> Result<(), Error> {
     let mut ours = vec![st.rdev];
     ours.extend(sys::partitions(st.rdev));
     if sys::is_partition(st.rdev) {

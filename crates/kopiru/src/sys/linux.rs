@@ -580,23 +580,133 @@ pub fn block_info(fd: FdRef, rdev: u64) -> io::Result<BlockInfo> {
         .or_else(|| sysfs(rdev, "../queue/max_sectors_kb"))
         .and_then(|s| s.parse().ok())
         .unwrap_or(512);
-    let model = match (sysfs(rdev, "device/vendor"), sysfs(rdev, "device/model")) {
-        (v, Some(m)) if !m.is_empty() => {
-            format!("{} {m}", v.unwrap_or_default()).trim().to_string()
-        }
-        _ => match sysfs(rdev, "loop/backing_file") {
-            Some(f) => format!("loop device backed by {f}"),
-            None => String::new(),
-        },
-    };
     Ok(BlockInfo {
         size,
         logical: int(BLKSSZGET)?,
         physical: int(BLKPBSZGET)?,
         optimal: int(BLKIOOPT).unwrap_or(0),
         max_request: max_kb * 1024,
-        model,
+        model: model_of(rdev),
     })
+}
+
+/// Vendor and model (sysfs), or what backs a loop device.
+fn model_of(rdev: u64) -> String {
+    match (sysfs(rdev, "device/vendor"), sysfs(rdev, "device/model")) {
+        (v, Some(m)) if !m.is_empty() => {
+            format!("{} {m}", v.unwrap_or_default()).trim().to_string()
+        }
+        _ => match sysfs(rdev, "loop/backing_file") {
+            Some(f) => format!("loop device backed by {f}"),
+            None => sysfs(rdev, "device/name").unwrap_or_default(),
+        },
+    }
+}
+
+/// Every whole disk with media in it (sysfs `/sys/class/block`), but RAM
+/// disks, zram, device-mapper and RAID sets, optical and floppy drives:
+/// what a disk image may be written to. Readable by any user.
+pub fn disks() -> Vec<super::Disk> {
+    const NOT_DISKS: [&str; 7] = ["ram", "zram", "dm-", "md", "sr", "fd", "nbd"];
+    let mut out = Vec::new();
+    for e in std::fs::read_dir("/sys/class/block")
+        .into_iter()
+        .flatten()
+        .flatten()
+    {
+        let name = e.file_name().to_string_lossy().into_owned();
+        if NOT_DISKS.iter().any(|p| name.starts_with(p)) {
+            continue;
+        }
+        let Some(rdev) = std::fs::read_to_string(e.path().join("dev"))
+            .ok()
+            .and_then(|s| parse_dev(s.trim()))
+        else {
+            continue;
+        };
+        if is_partition(rdev) {
+            continue;
+        }
+        let sectors =
+            |r: u64| -> u64 { sysfs(r, "size").and_then(|s| s.parse().ok()).unwrap_or(0) };
+        let size = sectors(rdev) * 512;
+        if size == 0 {
+            continue; // an empty card reader, an unattached loop device
+        }
+        // Where it hangs in the device tree says its bus.
+        let path = std::fs::canonicalize(sysfs_dir(rdev)).unwrap_or_default();
+        let path = path.to_string_lossy();
+        let bus = if name.starts_with("loop") {
+            "loop"
+        } else if path.contains("/usb") {
+            "usb"
+        } else if name.starts_with("mmcblk") || path.contains("/mmc") {
+            "mmc"
+        } else if name.starts_with("nvme") {
+            "nvme"
+        } else if path.contains("/virtio") {
+            "virtio"
+        } else {
+            ""
+        };
+        let removable =
+            sysfs(rdev, "removable").as_deref() == Some("1") || matches!(bus, "usb" | "mmc");
+        let mut partitions: Vec<(String, u64, u64)> = partitions(rdev)
+            .into_iter()
+            .filter_map(|p| {
+                let pname = block_name(p)?.file_name()?.to_string_lossy().into_owned();
+                Some((pname, p, sectors(p) * 512))
+            })
+            .collect();
+        partitions.sort();
+        out.push(super::Disk {
+            name,
+            rdev,
+            size,
+            removable,
+            bus,
+            model: model_of(rdev),
+            partitions,
+        });
+    }
+    out.sort_by(|a, b| a.name.cmp(&b.name));
+    out
+}
+
+/// The filesystem label of block device `dev`, as udev names it under
+/// /dev/disk/by-label (and a GPT partition's name, by-partlabel); `None`
+/// where udev does not run or gives none.
+pub fn udev_label(dev: &Path) -> Option<String> {
+    for dir in ["/dev/disk/by-label", "/dev/disk/by-partlabel"] {
+        for e in std::fs::read_dir(dir).into_iter().flatten().flatten() {
+            if std::fs::canonicalize(e.path()).is_ok_and(|t| t == dev) {
+                return Some(unescape_udev(&e.file_name().to_string_lossy()));
+            }
+        }
+    }
+    None
+}
+
+/// udev's names escape bytes as `\xHH` (a space is `\x20`).
+fn unescape_udev(s: &str) -> String {
+    let mut out = Vec::new();
+    let b = s.as_bytes();
+    let mut i = 0;
+    while i < b.len() {
+        if b[i] == b'\\' && b.get(i + 1) == Some(&b'x') {
+            if let Some(v) = s
+                .get(i + 2..i + 4)
+                .and_then(|h| u8::from_str_radix(h, 16).ok())
+            {
+                out.push(v);
+                i += 4;
+                continue;
+            }
+        }
+        out.push(b[i]);
+        i += 1;
+    }
+    String::from_utf8_lossy(&out).into_owned()
 }
 
 /// Device numbers of a block device's partitions (from sysfs).
@@ -769,6 +879,13 @@ mod tests {
     use std::os::fd::AsFd;
     use std::os::unix::fs::FileTypeExt;
     use std::path::Path;
+
+    #[test]
+    fn udev_names_are_unescaped() {
+        assert_eq!(unescape_udev("My\\x20Card"), "My Card");
+        assert_eq!(unescape_udev("BOOT"), "BOOT");
+        assert_eq!(unescape_udev("a\\xZZb"), "a\\xZZb");
+    }
 
     /// A made-up sysfs: device 7:1 held by dm-0 (device-mapper, named
     /// "vg-root") and md0 (no dm name), and two loop devices, one backed

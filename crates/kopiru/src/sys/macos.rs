@@ -366,3 +366,13 @@ pub const PLATFORM: &str = "macOS";
 
 /// What kopiru does not do on macOS yet (see [`super::available`]).
 pub const LACKS: &[super::Feature] = &[super::Feature::Image];
+
+/// Not written for macOS yet (IOKit's media tree): none listed.
+pub fn disks() -> Vec<super::Disk> {
+    Vec::new()
+}
+
+/// Not written for macOS yet.
+pub fn udev_label(_dev: &std::path::Path) -> Option<String> {
+    None
+}

@@ -222,3 +222,24 @@ pub struct BlockInfo {
     /// Vendor and model, or what a loop device is backed by.
     pub model: String,
 }
+
+/// A whole disk the system knows of ([`disks`]), for a list to choose
+/// from: its partitions, and what kind of bus it is on.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+#[cfg_attr(not(target_os = "linux"), allow(dead_code))] // only Linux lists them yet
+pub struct Disk {
+    /// Its name under /dev (`sdb`, `mmcblk0`, `loop3`).
+    pub name: String,
+    /// Its device number.
+    pub rdev: u64,
+    /// Size in bytes.
+    pub size: u64,
+    /// Removable media, or a drive on USB or an SD/MMC slot.
+    pub removable: bool,
+    /// "usb", "mmc", "loop", "nvme", "virtio", or "" (another bus).
+    pub bus: &'static str,
+    /// Vendor and model, or what a loop device is backed by.
+    pub model: String,
+    /// Its partitions: name, device number, size in bytes.
+    pub partitions: Vec<(String, u64, u64)>,
+}

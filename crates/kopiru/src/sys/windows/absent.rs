@@ -211,3 +211,13 @@ impl From<Fd> for File {
         fd.file
     }
 }
+
+/// None listed.
+pub fn disks() -> Vec<crate::sys::Disk> {
+    Vec::new()
+}
+
+/// None known.
+pub fn udev_label(_dev: &Path) -> Option<String> {
+    None
+}
