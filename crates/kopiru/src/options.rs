@@ -364,9 +364,10 @@ pub struct CopyOptions {
     /// or device named as DEST is replaced, not written through).
     pub remove_destination: bool,
     /// cp's `-f`: with `link_files` (`-l`, `-s`), an existing destination
-    /// file is replaced by the link; without it (or `remove_destination`)
-    /// such a file is kept and the link refused (`File exists`), as cp
-    /// refuses it. A copy replaces a file either way.
+    /// file is replaced by the link; without it (or `remove_destination`,
+    /// a backup, or `interactive` answered yes) such a file is kept and the
+    /// link refused (`File exists`), as cp refuses it. A copy replaces a
+    /// file either way.
     pub force: bool,
     /// rsync's `--delete-excluded`: with `delete`, entries the filter
     /// excludes are deleted too instead of protected.

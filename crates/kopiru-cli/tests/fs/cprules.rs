@@ -363,6 +363,11 @@ fn cp_options(fs: Fs) -> R {
         let o = kopiru_in(&w, &["cp", flag, abs.to_str().unwrap(), "kept"]);
         ensure!(code(&o) == 1 && String::from_utf8_lossy(&o.stderr).contains("File exists"), "{flag}: {}", show(&o));
         ensure!(read(&w.join("kept"))? == "mine\n", "{flag} replaced an existing file without -f");
+        ok(&kopiru_in(&w, &["cp", flag, "--backup", abs.to_str().unwrap(), "kept"]))?;
+        ensure!(read(&w.join("kept~"))? == "mine\n", "{flag} --backup: no backup");
+        std::fs::remove_file(w.join("kept~"))?;
+        std::fs::remove_file(w.join("kept"))?;
+        std::fs::write(w.join("kept"), "mine\n")?;
         ok(&kopiru_in(&w, &["cp", flag, "-f", abs.to_str().unwrap(), "kept"]))?;
         ensure!(read(&w.join("kept"))? == "data\n", "{flag} -f");
         std::fs::remove_file(w.join("kept"))?;

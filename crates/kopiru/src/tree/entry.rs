@@ -54,10 +54,17 @@ impl<'scope, 'env, 'a> Worker<'scope, 'env, 'a> {
         };
         if d.kind() == FileKind::Dir {
             // -n and -u (when it is not older than the source) leave it,
-            // as cp skips it; else refused, as cp refuses it (with -i
-            // after its question).
+            // as cp skips it, and -i when the answer is no; else refused,
+            // as cp refuses it (with -i after a yes).
             let opts = self.sh.opts;
-            if opts.no_clobber || (opts.update && d.mtime >= src.mtime) {
+            let declined = || {
+                let path = join(&dir.dst_path, sys::os_str(dst_name));
+                !self.sh.reporter.confirm_replace(&path)
+            };
+            if opts.no_clobber
+                || (opts.update && d.mtime >= src.mtime)
+                || (opts.interactive && declined())
+            {
                 self.sh.kept(&dir.dst_path, dst_name);
                 return Existing::Refused;
             }

@@ -256,10 +256,13 @@ impl<'scope, 'env, 'a> Worker<'scope, 'env, 'a> {
             crate::options::LinkFiles::Hard => Op::Link,
             crate::options::LinkFiles::Symbolic => Op::Symlink,
         };
-        // cp keeps an existing file unless -f or --remove-destination:
-        // a link over it would leave nothing of its data.
+        // cp keeps an existing file unless -f or --remove-destination
+        // (or its backup was made, or -i was answered yes): a link over it
+        // would leave nothing of its data.
         let opts = self.sh.opts;
-        if old.is_some() && !(opts.force || opts.remove_destination) {
+        let may_replace =
+            opts.force || opts.remove_destination || opts.backup.is_some() || opts.interactive;
+        if old.is_some() && !may_replace {
             let exists =
                 io::Error::new(io::ErrorKind::AlreadyExists, "File exists (-f replaces it)");
             self.dst_error(dir, f.dst_name, op, &exists);
