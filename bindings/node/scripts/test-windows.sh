@@ -69,11 +69,21 @@ if [ ! -f "$node_exe" ]; then
 fi
 
 echo "== building the binding for x86_64-pc-windows-gnu"
-mkdir "$work/libnode"
-: >"$work/libnode/libnode.dll"
-x86_64-w64-mingw32-ar rc "$work/libnode/libnode.dll.a"
-(cd "$root" && LIBNODE_PATH="$work/libnode" cargo build -q --release -p kopiru-node --target x86_64-pc-windows-gnu)
+# The stub lives at one path for every run: cargo keeps the search path the
+# build script printed and does not run it again when only LIBNODE_PATH
+# changes, so a stub in this run's scratch directory failed the next
+# build that relinked ("cannot find -lnode").
 target_dir=${CARGO_TARGET_DIR:-$root/target}
+libnode=$target_dir/libnode-stub
+mkdir -p "$libnode"
+: >"$libnode/libnode.dll"
+rm -f "$libnode/libnode.dll.a"
+x86_64-w64-mingw32-ar rc "$libnode/libnode.dll.a"
+if ! (cd "$root" && LIBNODE_PATH="$libnode" cargo build -q --release -p kopiru-node --target x86_64-pc-windows-gnu); then
+  echo "not ok 1 - the binding did not build for x86_64-pc-windows-gnu"
+  echo "# fail 1"
+  exit 1
+fi
 dll=$target_dir/x86_64-pc-windows-gnu/release/kopiru_node.dll
 
 # The package's loader (binding.js) is made by the Linux build, which
