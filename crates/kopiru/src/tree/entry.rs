@@ -195,6 +195,18 @@ impl<'scope, 'env, 'a> Worker<'scope, 'env, 'a> {
         keep
     }
 
+    /// The one cell per source inode that the first of its names fills
+    /// with its copy and the others wait on.
+    fn link_cell(&self, st: &Stat) -> LinkCell {
+        self.sh
+            .links
+            .lock()
+            .expect("links lock")
+            .entry((st.dev, st.ino))
+            .or_default()
+            .clone()
+    }
+
     /// Copies a regular file whose source is open, or links it to an
     /// earlier copy of the same inode. `created`: its new file, already
     /// created under `dst_name` ([`Ahead`]).
@@ -218,14 +230,7 @@ impl<'scope, 'env, 'a> Worker<'scope, 'env, 'a> {
         }
         // The first worker to meet this inode copies it; any other waits for
         // that copy, then links to it.
-        let cell: LinkCell = self
-            .sh
-            .links
-            .lock()
-            .expect("links lock")
-            .entry((st.dev, st.ino))
-            .or_default()
-            .clone();
+        let cell = self.link_cell(st);
         let mut copied_here = false;
         let target = cell.get_or_init(|| {
             copied_here = true;
@@ -408,14 +413,7 @@ impl<'scope, 'env, 'a> Worker<'scope, 'env, 'a> {
             make(self, dir, (name, dst_name), st);
             return;
         }
-        let cell: LinkCell = self
-            .sh
-            .links
-            .lock()
-            .expect("links lock")
-            .entry((st.dev, st.ino))
-            .or_default()
-            .clone();
+        let cell = self.link_cell(st);
         let mut made_here = false;
         let target = cell.get_or_init(|| {
             made_here = true;
