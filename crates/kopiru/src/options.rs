@@ -624,6 +624,12 @@ impl CopyOptions {
 }
 
 impl CopyOptions {
+    /// Whether `-n`, or `-u` (the destination's `dst` not older than the
+    /// source's `src`), keeps what is at a destination name.
+    pub(crate) fn skips(&self, dst: &crate::sys::Stat, src: &crate::sys::Stat) -> bool {
+        self.no_clobber || (self.update && dst.mtime >= src.mtime)
+    }
+
     /// The suffix of a simple backup name: `-S`'s, else `~`.
     pub(crate) fn backup_suffix(&self) -> &std::ffi::OsStr {
         self.backup_suffix

@@ -763,8 +763,7 @@ fn check_existing(
         }
         // -n keeps it, and -u when it is not older than the source: cp
         // leaves it without a word.
-        let kept = opts.no_clobber || (opts.update && dst_st.mtime >= src_st.mtime);
-        if !src_is_dir && dst_is_dir && kept {
+        if !src_is_dir && dst_is_dir && opts.skips(&dst_st, src_st) {
             return Err(Error::refused(
                 Side::Destination,
                 dst_path,

@@ -106,12 +106,7 @@ impl Preview<'_> {
             }
             (FileKind::Dir, _) => self.dir(at, name, dst_name, &st, d.is_some(), follow),
             // -n, and -u when it is not older, keep it (as the copy does).
-            (_, true)
-                if self.opts.no_clobber
-                    || (self.opts.update && d.is_some_and(|d| d.mtime >= st.mtime)) =>
-            {
-                self.summary.skipped += 1
-            }
+            (_, true) if d.is_some_and(|d| self.opts.skips(&d, &st)) => self.summary.skipped += 1,
             (_, true) => self.error(refuse(Refusal::NonDirOverDir { source: None })),
             (kind, false) => self.other(at, (name, dst_name), &dst_path, &st, d, kind),
         }

@@ -61,10 +61,7 @@ impl<'scope, 'env, 'a> Worker<'scope, 'env, 'a> {
                 let path = join(&dir.dst_path, sys::os_str(dst_name));
                 !self.sh.reporter.confirm_replace(&path)
             };
-            if opts.no_clobber
-                || (opts.update && d.mtime >= src.mtime)
-                || (opts.interactive && declined())
-            {
+            if opts.skips(&d, src) || (opts.interactive && declined()) {
                 self.sh.kept(&dir.dst_path, dst_name);
                 return Existing::Refused;
             }
@@ -187,8 +184,7 @@ impl<'scope, 'env, 'a> Worker<'scope, 'env, 'a> {
         let Ok(s) = sys::stat_at(dir.src.as_fd(), &item.name, item.follow) else {
             return false;
         };
-        let keep = (d.dev, d.ino) != (s.dev, s.ino)
-            && (opts.no_clobber || (opts.update && d.mtime >= s.mtime));
+        let keep = (d.dev, d.ino) != (s.dev, s.ino) && opts.skips(&d, &s);
         if keep {
             self.sh.kept(&dir.dst_path, dst_name);
         }
@@ -561,7 +557,7 @@ pub(crate) fn keeps(
     resume_keeps: bool,
     same: impl FnOnce() -> bool,
 ) -> bool {
-    if opts.no_clobber || (opts.update && d.mtime >= src.mtime) {
+    if opts.skips(d, src) {
         return true;
     }
     if opts.checksum && resume_keeps && src.kind() == FileKind::File {
