@@ -8,19 +8,10 @@
 //! cp's link, parents and preserve options.
 
 use crate::fixture::{self, Fs};
-use crate::{code, json, show, Add, R};
+use crate::{code, json, kopiru_in, show, Add, R};
 use std::os::unix::fs::{MetadataExt, PermissionsExt};
 use std::path::Path;
 use std::process::{Command, Output};
-
-/// kopiru run in `dir`, arguments as a user types them.
-fn kopiru_in(dir: &Path, args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_kopiru"))
-        .current_dir(dir)
-        .args(args)
-        .output()
-        .expect("run kopiru")
-}
 
 /// A shell command run in `dir` (for pipes and process substitution).
 fn bash_in(dir: &Path, script: &str) -> Output {

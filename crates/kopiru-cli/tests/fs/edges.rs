@@ -5,18 +5,9 @@
 
 use crate::fixture::{self, Fs};
 use crate::manifest::{self, manifest};
-use crate::{code, show, Add, R};
+use crate::{code, kopiru_in, show, Add, R};
 use std::path::Path;
-use std::process::{Command, Output};
-
-/// kopiru run in `dir` (so arguments are written as a user types them).
-fn kopiru_in(dir: &Path, args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_kopiru"))
-        .current_dir(dir)
-        .args(args)
-        .output()
-        .expect("run kopiru")
-}
+use std::process::Command;
 
 /// The tree every same-file case starts from, in `w`: a file `T` with its
 /// symlink `LINK` and hard link `HARD`, a directory `src` with its symlink

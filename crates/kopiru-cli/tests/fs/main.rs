@@ -76,6 +76,15 @@ where
         .expect("run kopiru")
 }
 
+/// kopiru run in `dir`, arguments as a user types them.
+fn kopiru_in(dir: &Path, args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_kopiru"))
+        .current_dir(dir)
+        .args(args)
+        .output()
+        .expect("run kopiru")
+}
+
 /// kopiru run as user and group 65534 (nobody, no other groups), with
 /// `args`: what a user who is not root meets (unreadable sources, chown
 /// refused). Needs `setpriv` ([`setpriv_unavailable`]).
