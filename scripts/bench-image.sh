@@ -36,24 +36,7 @@ img=$work/ext4-$mib.img
 if [[ ! -f $img ]]; then
   stage=$work/stage
   rm -rf "$stage" && mkdir -p "$stage"
-  python3 - "$stage" $(((mib * 70 / 100) << 20)) <<'PY'
-import os, shutil, sys
-dst, limit, tot = sys.argv[1], int(sys.argv[2]), 0
-for root in ["/usr/share", "/usr/lib"]:
-    for d, dirs, files in os.walk(root):
-        dirs.sort(); files.sort()
-        if "/locale" in d: continue
-        for f in files:
-            p = os.path.join(d, f)
-            if os.path.islink(p) or not os.path.isfile(p): continue
-            s = os.path.getsize(p)
-            if s > 8 << 20 or tot + s > limit: continue
-            q = dst + p
-            os.makedirs(os.path.dirname(q), exist_ok=True)
-            try: shutil.copyfile(p, q)
-            except OSError: continue
-            tot += s
-PY
+  python3 scripts/stage-system-files.py "$stage" $(((mib * 70 / 100) << 20))
   truncate -s "${mib}M" "$img.tmp"
   mkfs.ext4 -q -F -d "$stage" "$img.tmp"
   mv "$img.tmp" "$img"
