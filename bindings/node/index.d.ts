@@ -454,7 +454,7 @@ export class AbortError extends Error {
   summary?: Summary | FlashReport | ImageReport | DedupeReport
 }
 
-/** The names each copy option takes (`method`, `sync`, `sparse`, `follow`, `preserve`), from the
- * engine's tables: the command line's `--method`, `--sync`, `--sparse` and `--preserve` take the
- * same. */
-export const choices: Readonly<Record<'method' | 'sync' | 'sparse' | 'follow' | 'preserve', readonly string[]>>
+/** The names each option takes (copy's `method`, `sync`, `sparse`, `follow`, `preserve`; flash's
+ * `format`), from the engine's tables: the command line's `--method`, `--sync`, `--sparse`,
+ * `--preserve` and `flash --format` take the same. */
+export const choices: Readonly<Record<'method' | 'sync' | 'sparse' | 'follow' | 'preserve' | 'format', readonly string[]>>

@@ -309,7 +309,7 @@ const FLASH = {
   zeroed: 'boolean',
   zeroFirst: 'boolean',
   skipIdentical: 'boolean',
-  format: ['auto', 'raw', 'xz', 'gzip', 'zstd', 'bzip2'],
+  format: CHOICES.format,
   sha256: 'string',
   stallTimeout: 'seconds',
 }

@@ -54,10 +54,13 @@ impl CancelToken {
     }
 }
 
-/// The names each copy option takes, from the engine's tables (the command
-/// line parses the same): `{ method, sync, sparse, follow, preserve }`.
+/// The names each option takes, from the engine's tables (the command
+/// line parses the same): copy's `{ method, sync, sparse, follow,
+/// preserve }` and flash's `format` (`auto`, then the codec table's).
 /// `index.js` checks options against them before calling in.
-#[napi(ts_return_type = "Record<'method' | 'sync' | 'sparse' | 'follow' | 'preserve', string[]>")]
+#[napi(
+    ts_return_type = "Record<'method' | 'sync' | 'sparse' | 'follow' | 'preserve' | 'format', string[]>"
+)]
 pub fn choices() -> serde_json::Value {
     use kopiru::Choice;
     fn names<T: Choice>() -> Vec<&'static str> {
@@ -69,6 +72,7 @@ pub fn choices() -> serde_json::Value {
         "sparse": names::<kopiru::SparseMode>(),
         "follow": names::<kopiru::Follow>(),
         "preserve": kopiru::Preserve::NAMES,
+        "format": ["auto"].into_iter().chain(names::<kopiru::flash::Format>()).collect::<Vec<_>>(),
     })
 }
 

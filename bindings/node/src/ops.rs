@@ -520,7 +520,7 @@ pub fn image<'e>(
     let cancel = cancel.inner.clone();
     let (device, output) = (PathBuf::from(device), PathBuf::from(output));
     off_thread(env, "image", move || {
-        let format = Format::from_path(&output);
+        let format = Format::of_output(&output);
         let refused_text = |m: String| json!({ "kind": "refused", "message": m, "errors": [] });
         match (o.level, format.levels()) {
             (Some(_), None) => {

@@ -120,7 +120,7 @@ test('option names: the types list exactly the engine\'s choices', () => {
   // the engine's table, which index.js checks against and the command
   // line parses.
   const dts = readFileSync(join(dirname(fileURLToPath(import.meta.resolve('kopiru'))), 'index.d.ts'), 'utf8')
-  for (const key of ['method', 'sync', 'sparse', 'follow', 'preserve']) {
+  for (const key of ['method', 'sync', 'sparse', 'follow', 'preserve', 'format']) {
     const line = dts.split('\n').find((l) => l.trimStart().startsWith(`${key}?:`))
     assert.ok(line, `no '${key}?:' in index.d.ts`)
     const named = [...line.matchAll(/'([^']+)'/g)].map((m) => m[1])
@@ -135,4 +135,6 @@ test('option names: the command line takes the engine\'s choices', async (t) => 
   for (const key of ['method', 'sync', 'sparse']) {
     for (const name of choices[key]) assert.match(help, new RegExp(`- ${name}:`), `kopiru copy --help lists ${key} ${name}`)
   }
+  const flashHelp = spawnSync(cli, ['flash', '--help'], { encoding: 'utf8' }).stdout
+  for (const name of choices.format) assert.match(flashHelp, new RegExp(`- ${name}:`), `kopiru flash --help lists format ${name}`)
 })

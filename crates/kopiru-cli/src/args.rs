@@ -325,33 +325,25 @@ pub struct CopyArgs {
 }
 
 /// `--format`: `auto` (`None`: known by its bytes) or a format.
-#[cfg(unix)]
 #[derive(Clone, Copy, Debug)]
 pub struct FormatChoice(pub Option<kopiru::flash::Format>);
 
-#[cfg(unix)]
-fn parse_format(s: &str) -> Result<FormatChoice, String> {
-    match s {
-        "auto" => Ok(FormatChoice(None)),
-        s => s.parse().map(|f| FormatChoice(Some(f))),
-    }
-}
-
-/// `--format` where flash is not built (Windows): the same names are
-/// accepted, so that the command parses, and flash then says it is not
-/// supported there.
-#[cfg(not(unix))]
-#[derive(Clone, Copy, Debug)]
-pub struct FormatChoice;
-
-#[cfg(not(unix))]
-fn parse_format(s: &str) -> Result<FormatChoice, String> {
-    match s {
-        "auto" | "raw" | "xz" | "gzip" | "zstd" | "bzip2" => Ok(FormatChoice),
-        _ => Err(format!(
-            "unknown format '{s}': auto, raw, xz, gzip, zstd or bzip2"
-        )),
-    }
+/// `--format`'s names and their help: `auto`, then the engine's codec
+/// table (`kopiru::Choice`), as the Node binding's `choices.format`.
+fn format_choices() -> impl TypedValueParser<Value = FormatChoice> {
+    use kopiru::flash::Format;
+    let auto = PossibleValue::new("auto").help("Known by its bytes (and checked against its name)");
+    let formats = Format::CHOICES.iter().map(|&(f, name, about)| {
+        PossibleValue::new(name)
+            .help(about)
+            .aliases(f.aliases().iter().copied())
+    });
+    PossibleValuesParser::new(std::iter::once(auto).chain(formats)).map(|name| {
+        match name.as_str() {
+            "auto" => FormatChoice(None),
+            name => FormatChoice(Some(Format::parse(name).expect("clap checked the name"))),
+        }
+    })
 }
 
 const FLASH_AFTER_HELP: &str = "\
@@ -402,15 +394,13 @@ pub struct FlashArgs {
     #[arg(required = true, value_name = "DEVICE")]
     pub devices: Vec<PathBuf>,
 
-    /// The image's format. auto: known by its bytes (xz, gzip, zstd, bzip2
-    /// by their headers; raw by a partition table or filesystem at its
+    /// The image's format. auto: known by its bytes (a compressed format
+    /// by its header; raw by a partition table or filesystem at its
     /// start, or by a raw image's name: .img, .iso, .raw, .bin, .wic, ...).
     /// An image named as a compressed format that its bytes are not, text,
     /// a web page, or bytes of no known format under another name are
-    /// refused before anything is written. raw: write the bytes as they
-    /// are, whatever they look like; xz, gzip, zstd, bzip2: require that
-    /// format.
-    #[arg(long, value_name = "FORMAT", default_value = "auto", value_parser = parse_format)]
+    /// refused before anything is written.
+    #[arg(long, value_name = "FORMAT", default_value = "auto", value_parser = format_choices())]
     pub format: FormatChoice,
 
     /// Do not read the devices back to compare.

@@ -21,7 +21,7 @@ pub fn run(args: ImageArgs) -> u8 {
         );
         return exit::USAGE;
     }
-    let format = Format::from_path(&args.output);
+    let format = Format::of_output(&args.output);
     if let Err(code) = check_numbers(&args, format) {
         return code;
     }

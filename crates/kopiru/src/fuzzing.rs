@@ -76,7 +76,7 @@ pub fn decoded_size(
     format: Format,
     walk: bool,
 ) -> (Option<u64>, Option<u64>) {
-    let s = crate::flash::size::decoded_by(at, len, format, walk);
+    let s = crate::codec::size::decoded_by(at, len, format, walk);
     (s.exact, s.at_least)
 }
 
@@ -140,13 +140,7 @@ pub fn leftover_pid(name: &crate::sys::Name) -> Option<u32> {
 pub fn decoded_len(image: &[u8], format: Format, limit: u64) -> io::Result<u64> {
     let mut sink = Counted { n: 0, limit };
     let mut r = io::BufReader::new(image);
-    match format {
-        Format::Raw => sink.fill_from(&mut r)?,
-        Format::Xz => crate::sys::decode_xz(r, &mut sink, 0)?,
-        Format::Zstd => crate::sys::decode_zstd(r, &mut sink)?,
-        Format::Gzip => sink.fill_from(&mut flate2::read::MultiGzDecoder::new(r))?,
-        Format::Bzip2 => sink.fill_from(&mut bzip2::read::MultiBzDecoder::new(r))?,
-    }
+    (format.codec().decode)(&mut r, &mut sink, 0)?;
     Ok(sink.n)
 }
 
@@ -170,7 +164,7 @@ impl io::Write for Counted {
 }
 
 impl DecodeSink for Counted {
-    fn fill_from<R: io::Read>(&mut self, r: &mut R) -> io::Result<()> {
+    fn fill_from(&mut self, r: &mut dyn io::Read) -> io::Result<()> {
         io::copy(r, self).map(drop)
     }
 }

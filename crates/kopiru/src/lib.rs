@@ -55,6 +55,7 @@
 #![deny(missing_docs)]
 
 mod cancel;
+mod codec;
 mod copy;
 mod data;
 pub mod dedupe;

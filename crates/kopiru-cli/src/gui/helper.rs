@@ -337,7 +337,7 @@ fn run_image(a: HelperImageArgs, cancel: Cancel) -> u8 {
         }
     }
     let opts = ImageOptions {
-        format: Format::from_path(&a.output),
+        format: Format::of_output(&a.output),
         bmap: Some(bmap.clone()),
         cancel,
         ..ImageOptions::default()

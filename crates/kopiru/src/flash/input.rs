@@ -6,8 +6,8 @@
 //! and given back first when it is decoded.
 
 use super::http::{self, Download, DownloadStats, HttpOptions};
-use super::size;
 use super::sniff::{recognise, Format, SNIFF};
+use crate::codec::size;
 use crate::sys::FileExt;
 use crate::sys::{self, Stat};
 use crate::{Error, Op, Refusal, Side};

@@ -20,14 +20,12 @@
 //! and writer threads, the first MiB last), `readback` (verification).
 
 pub(crate) mod bmap;
-mod decode;
 mod device;
 mod drives;
 pub(crate) mod http;
 mod input;
 pub(crate) mod pieces;
 mod readback;
-pub(crate) mod size;
 pub(crate) mod sniff;
 mod source;
 pub(crate) mod targets;
@@ -35,8 +33,8 @@ pub(crate) mod targets;
 mod tests;
 mod write;
 
+pub use crate::codec::DEFAULT_MEMORY;
 pub use bmap::{Bmap, BmapError};
-pub use decode::DEFAULT_MEMORY;
 pub use drives::{drives, Drive, DrivePartition};
 pub use http::{get_text, is_url, DownloadStats, HttpOptions};
 pub use input::Image;

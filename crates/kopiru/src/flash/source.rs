@@ -3,7 +3,6 @@
 //! on the reader's thread.
 
 use super::bmap::{BmapError, RangeSums};
-use super::decode;
 use super::http::{self, DownloadStats};
 use super::input::Image;
 use super::pieces::Layout;
@@ -129,7 +128,7 @@ impl Sink<'_> {
     }
 
     /// Reads `r` to its end straight into the buffers.
-    pub fn fill_from(&mut self, r: &mut impl Read) -> io::Result<()> {
+    pub fn fill_from(&mut self, r: &mut dyn Read) -> io::Result<()> {
         loop {
             let n = match r.read(self.space()?) {
                 Ok(0) => return Ok(()),
@@ -143,7 +142,7 @@ impl Sink<'_> {
 }
 
 impl sys::DecodeSink for Sink<'_> {
-    fn fill_from<R: Read>(&mut self, r: &mut R) -> io::Result<()> {
+    fn fill_from(&mut self, r: &mut dyn Read) -> io::Result<()> {
         Sink::fill_from(self, r)
     }
 }
@@ -260,14 +259,8 @@ fn decode(
         hash: sha256.map(|_| <sha2::Sha256 as sha2::Digest>::new()),
     };
     let mut r = io::BufReader::with_capacity(256 << 10, &mut hashed);
-    match image.format {
-        Format::Xz => decode::xz(&mut r, sink, memory)?,
-        Format::Gzip => sink.fill_from(&mut flate2::read::MultiGzDecoder::new(&mut r))?,
-        Format::Zstd => decode::zstd(&mut r, sink)?,
-        Format::Bzip2 => sink.fill_from(&mut bzip2::read::MultiBzDecoder::new(&mut r))?,
-        // Raw: read straight into the aligned buffers, no copy.
-        Format::Raw => sink.fill_from(&mut r)?,
-    }
+    // Raw is read straight into the aligned buffers, no copy.
+    (image.format.codec().decode)(&mut r, sink, memory)?;
     if let Some(want) = sha256 {
         // The sum is of the whole file: whatever follows the image is read.
         io::copy(&mut r, &mut io::sink())?;

@@ -21,15 +21,13 @@
 
 mod check;
 mod encode;
-mod gz_pool;
 mod map;
 pub(crate) mod parts;
 mod run;
 mod verify;
-mod xz_out;
 
+pub use crate::codec::Format;
 pub use check::{check_source, Source};
-pub use encode::Format;
 pub use map::hex;
 pub use run::image;
 
@@ -46,7 +44,7 @@ pub struct ImageOptions {
     /// Read even a device mounted read-write; replace an existing OUTPUT
     /// (and block map) once the new one is complete.
     pub force: bool,
-    /// The output's format (see [`Format::from_path`]).
+    /// The output's format (see [`Format::of_output`]).
     pub format: Format,
     /// Compression level ([`Format::default_level`] if `None`).
     pub level: Option<i32>,

@@ -35,12 +35,7 @@ pub(super) fn read_back(
         off: 0,
         eof: false,
     };
-    let mut r: Box<dyn Read> = match format {
-        Format::Raw => Box::new(file),
-        Format::Zstd => sys::zstd_reader(file)?,
-        Format::Xz => sys::xz_reader(file, threads, crate::flash::DEFAULT_MEMORY)?,
-        Format::Gzip => Box::new(flate2::read::MultiGzDecoder::new(file)),
-    };
+    let mut r = (format.codec().read)(Box::new(file), threads, crate::codec::DEFAULT_MEMORY)?;
     let mut sha = sha2::Sha256::new();
     let mut buf = vec![0u8; PIECE];
     let mut total = 0u64;

@@ -25,7 +25,11 @@ fn threads() -> u32 {
 /// Several threads decode blocks that record their sizes (as multi-threaded
 /// xz writes them) while their buffers fit in `memory`; otherwise one
 /// thread, in the dictionary's memory.
-pub fn decode_xz<S: DecodeSink>(mut r: impl BufRead, sink: &mut S, memory: u64) -> io::Result<()> {
+pub fn decode_xz<S: DecodeSink + ?Sized>(
+    mut r: impl BufRead,
+    sink: &mut S,
+    memory: u64,
+) -> io::Result<()> {
     use liblzma::stream::{MtStreamBuilder, Stream};
     const MAGIC: &[u8] = &[0xFD, b'7', b'z', b'X', b'Z', 0];
     let threads = threads();
@@ -75,7 +79,7 @@ pub fn decode_xz<S: DecodeSink>(mut r: impl BufRead, sink: &mut S, memory: u64) 
 
 /// Decodes a zstd image (one frame or several) into `sink`, in its window's
 /// memory; windows up to 2 GiB (`--long=31`) are accepted.
-pub fn decode_zstd<S: DecodeSink>(r: impl BufRead, sink: &mut S) -> io::Result<()> {
+pub fn decode_zstd<S: DecodeSink + ?Sized>(r: impl BufRead, sink: &mut S) -> io::Result<()> {
     let mut d = zstd::stream::read::Decoder::with_buffer(r)?;
     d.window_log_max(31)?;
     sink.fill_from(&mut d)

@@ -374,7 +374,7 @@ pub struct Coded {
 /// to, or filled from a reader (straight into its own buffers).
 pub trait DecodeSink: io::Write {
     /// Reads `r` to its end into the sink.
-    fn fill_from<R: io::Read>(&mut self, r: &mut R) -> io::Result<()>;
+    fn fill_from(&mut self, r: &mut dyn io::Read) -> io::Result<()>;
 }
 
 /// A command or option that a platform may not have yet.

@@ -18,13 +18,18 @@ fn no_encoder(what: &str) -> io::Error {
 /// The pure-Rust xz decoder (one thread; it holds each block in memory, so
 /// the budget is not honoured: a single-block image costs its size; it
 /// reads one stream).
-pub fn decode_xz<S: DecodeSink>(mut r: impl BufRead, sink: &mut S, _memory: u64) -> io::Result<()> {
-    lzma_rs::xz_decompress(&mut r, sink).map_err(|e| io::Error::other(format!("xz: {e}")))?;
+pub fn decode_xz<S: DecodeSink + ?Sized>(
+    mut r: impl BufRead,
+    sink: &mut S,
+    _memory: u64,
+) -> io::Result<()> {
+    lzma_rs::xz_decompress(&mut r, &mut &mut *sink)
+        .map_err(|e| io::Error::other(format!("xz: {e}")))?;
     sink.flush()
 }
 
 /// The pure-Rust zstd decoder.
-pub fn decode_zstd<S: DecodeSink>(r: impl BufRead, sink: &mut S) -> io::Result<()> {
+pub fn decode_zstd<S: DecodeSink + ?Sized>(r: impl BufRead, sink: &mut S) -> io::Result<()> {
     let mut d = ruzstd::decoding::StreamingDecoder::new(r)
         .map_err(|e| io::Error::other(format!("zstd: {e}")))?;
     sink.fill_from(&mut d)

@@ -5,7 +5,7 @@
 //! Gzip's trailer keeps the size modulo 4 GiB (of the last member only),
 //! which is still a size the image has at least; bzip2 keeps none.
 
-use super::sniff::Format;
+use super::Format;
 use crate::sys::FileExt;
 use std::fs::File;
 
@@ -34,37 +34,60 @@ impl DecodedSize {
     }
 }
 
+/// Reads `n` bytes at an offset of the image file (`None`: not had).
+pub(crate) type ReadAt<'a> = &'a dyn Fn(u64, usize) -> Option<Vec<u8>>;
+
+/// A format's decoded-size reader (the codec table's `size`): from a file
+/// of `len` bytes read by `at`; `walk`: whether the file may be walked
+/// piece by piece (one read each: not over HTTP, where each is a request).
+pub(crate) type SizeReader = fn(at: ReadAt, len: u64, walk: bool) -> DecodedSize;
+
 /// The decoded size of the image file `f` of `len` bytes in `format`. The
 /// decoder still checks the image: a damaged index only loses the size.
-pub(super) fn decoded(f: &File, len: u64, format: Format) -> DecodedSize {
+pub(crate) fn decoded(f: &File, len: u64, format: Format) -> DecodedSize {
     decoded_by(&|off, n| read_at(f, off, n), len, format, true)
 }
 
 /// The same from a file of `len` bytes read by `at(offset, n)`; `walk`:
 /// whether a zstd file may be walked frame by frame and block by block
 /// (one read each: not over HTTP, where each is a request).
-pub(crate) fn decoded_by(
-    at: &dyn Fn(u64, usize) -> Option<Vec<u8>>,
-    len: u64,
-    format: Format,
-    walk: bool,
-) -> DecodedSize {
-    match format {
-        Format::Raw => DecodedSize::exact(Some(len)),
-        Format::Xz => DecodedSize::exact(xz_size(at, len)),
-        Format::Zstd if walk => DecodedSize::exact(zstd_size(at, len)),
-        // Over HTTP: the first frame's recorded size, which the image has
-        // at least (zstd writes one frame for a file, so this is all of it).
-        Format::Zstd => DecodedSize::at_least(zstd_first_frame(at, len)),
-        // ISIZE: the last member's size modulo 2^32, so the whole image
-        // has at least that many bytes.
-        Format::Gzip => DecodedSize::at_least(
-            len.checked_sub(4)
-                .and_then(|off| at(off, 4))
-                .map(|b| u64::from(u32::from_le_bytes([b[0], b[1], b[2], b[3]]))),
-        ),
-        Format::Bzip2 => DecodedSize::default(),
+pub(crate) fn decoded_by(at: ReadAt, len: u64, format: Format, walk: bool) -> DecodedSize {
+    (format.codec().size)(at, len, walk)
+}
+
+/// Raw: the file's length.
+pub(super) fn raw(_: ReadAt, len: u64, _: bool) -> DecodedSize {
+    DecodedSize::exact(Some(len))
+}
+
+/// A format that records no size (bzip2).
+pub(super) fn unrecorded(_: ReadAt, _: u64, _: bool) -> DecodedSize {
+    DecodedSize::default()
+}
+
+/// xz: the sum of its indexes.
+pub(super) fn xz(at: ReadAt, len: u64, _: bool) -> DecodedSize {
+    DecodedSize::exact(xz_size(at, len))
+}
+
+/// zstd: every frame's recorded size; over HTTP (no walk), the first
+/// frame's, which the image has at least (zstd writes one frame for a
+/// file, so this is all of it).
+pub(super) fn zstd(at: ReadAt, len: u64, walk: bool) -> DecodedSize {
+    match walk {
+        true => DecodedSize::exact(zstd_size(at, len)),
+        false => DecodedSize::at_least(zstd_first_frame(at, len)),
     }
+}
+
+/// gzip: ISIZE, the last member's size modulo 2^32, so the whole image
+/// has at least that many bytes.
+pub(super) fn gzip(at: ReadAt, len: u64, _: bool) -> DecodedSize {
+    DecodedSize::at_least(
+        len.checked_sub(4)
+            .and_then(|off| at(off, 4))
+            .map(|b| u64::from(u32::from_le_bytes([b[0], b[1], b[2], b[3]]))),
+    )
 }
 
 /// `n` bytes at `off`.
@@ -102,7 +125,7 @@ const MAX_INDEX: u64 = 64 << 20;
 /// xz file of `len` bytes, read from the end: stream padding, the footer
 /// (which gives the index's size), the index (each block's unpadded and
 /// uncompressed size), and so back to the stream's header.
-fn xz_size(at: &dyn Fn(u64, usize) -> Option<Vec<u8>>, len: u64) -> Option<u64> {
+fn xz_size(at: ReadAt, len: u64) -> Option<u64> {
     const HEADER_MAGIC: [u8; 6] = [0xFD, b'7', b'z', b'X', b'Z', 0];
     let mut pos = len;
     let mut total = 0u64;
@@ -156,7 +179,7 @@ fn xz_size(at: &dyn Fn(u64, usize) -> Option<Vec<u8>>, len: u64) -> Option<u64> 
 /// The sum of the Frame_Content_Size of every frame of a zstd file of
 /// `len` bytes (skippable frames skipped), walking the frames by their
 /// block headers; `None` if a frame does not record its size.
-fn zstd_size(at: &dyn Fn(u64, usize) -> Option<Vec<u8>>, len: u64) -> Option<u64> {
+fn zstd_size(at: ReadAt, len: u64) -> Option<u64> {
     let mut pos = 0u64;
     let mut total = 0u64;
     while pos < len {
@@ -202,7 +225,7 @@ fn zstd_size(at: &dyn Fn(u64, usize) -> Option<Vec<u8>>, len: u64) -> Option<u64
 
 /// The Frame_Content_Size of a zstd file's first frame, when it starts
 /// the file and records it.
-fn zstd_first_frame(at: &dyn Fn(u64, usize) -> Option<Vec<u8>>, len: u64) -> Option<u64> {
+fn zstd_first_frame(at: ReadAt, len: u64) -> Option<u64> {
     let magic = u32::from_le_bytes(at(0, 4)?.try_into().ok()?);
     if magic != 0xFD2F_B528 {
         return None;
