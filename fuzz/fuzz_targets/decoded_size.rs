@@ -1,4 +1,4 @@
-//! The decoded size that an image's format records (flash/size.rs): xz's
+//! The decoded size that an image's format records (codec/size.rs): xz's
 //! indexes read from the end, zstd's frame headers (walked frame by frame
 //! for a local file, the first only over HTTP), gzip's trailer. The input
 //! is a local file (zstd walked), or the tail of a file served over HTTP

@@ -343,20 +343,6 @@ pub struct NativeFlashOptions {
     pub stall_timeout: Option<f64>,
 }
 
-/// 64 hex digits as 32 bytes.
-#[cfg(unix)]
-fn parse_sha256(s: &str) -> Option<[u8; 32]> {
-    let s = s.trim();
-    if s.len() != 64 || !s.is_ascii() {
-        return None;
-    }
-    let mut out = [0u8; 32];
-    for (i, o) in out.iter_mut().enumerate() {
-        *o = u8::from_str_radix(&s[2 * i..2 * i + 2], 16).ok()?;
-    }
-    Some(out)
-}
-
 /// A device operation's counts: bytes written (flash) or read (image),
 /// then bytes read back.
 #[cfg(unix)]
@@ -405,12 +391,15 @@ pub fn flash<'e>(
         if let Some(t) = o.stall_timeout.filter(|t| *t > 0.0) {
             http.stall_timeout = std::time::Duration::from_secs_f64(t);
         }
-        let sha256 = match o.sha256.as_deref().map(parse_sha256) {
+        let sha256 = match o
+            .sha256
+            .as_deref()
+            .map(|s| s.trim().parse::<kopiru::Sha256>())
+        {
             None => None,
-            Some(Some(h)) => Some(h),
-            Some(None) => {
-                let why = "sha256: a SHA-256 is 64 hexadecimal digits";
-                return json!({ "kind": "refused", "message": why, "errors": [] });
+            Some(Ok(h)) => Some(h),
+            Some(Err(why)) => {
+                return json!({ "kind": "refused", "message": format!("sha256: {why}"), "errors": [] });
             }
         };
         let bmap = match o

@@ -417,8 +417,8 @@ pub struct FlashArgs {
     /// The SHA-256 of the image file as published (compressed, as a
     /// SHA256SUMS lists it), checked as it is read: on a mismatch the
     /// flash fails and the devices' first MiB is not written.
-    #[arg(long, value_name = "HEX", value_parser = parse_sha256)]
-    pub sha256: Option<Sha256Hex>,
+    #[arg(long, value_name = "HEX", value_parser = |s: &str| s.trim().parse::<kopiru::Sha256>())]
+    pub sha256: Option<kopiru::Sha256>,
 
     /// For a URL: a connection that brings nothing for this many seconds
     /// is dropped and resumed (up to 8 tries in a row).
@@ -468,23 +468,6 @@ pub struct FlashArgs {
 
     #[command(flatten)]
     pub bar: ProgressArgs,
-}
-
-/// A SHA-256 given in hex.
-#[derive(Clone, Copy, Debug)]
-#[cfg_attr(not(unix), allow(dead_code))] // flash is Unix-only
-pub struct Sha256Hex(pub [u8; 32]);
-
-pub(crate) fn parse_sha256(s: &str) -> Result<Sha256Hex, String> {
-    let s = s.trim();
-    if s.len() != 64 || !s.bytes().all(|b| b.is_ascii_hexdigit()) {
-        return Err("a SHA-256 is 64 hexadecimal digits".into());
-    }
-    let mut out = [0u8; 32];
-    for (i, o) in out.iter_mut().enumerate() {
-        *o = u8::from_str_radix(&s[2 * i..2 * i + 2], 16).map_err(|e| e.to_string())?;
-    }
-    Ok(Sha256Hex(out))
 }
 
 const IMAGE_AFTER_HELP: &str = "\

@@ -44,7 +44,7 @@ pub fn run(args: FlashArgs) -> u8 {
         zero_first: args.zero_first,
         skip_identical: args.skip_identical,
         memory: args.memory,
-        sha256: args.sha256.map(|h| h.0),
+        sha256: args.sha256,
         cancel: kopiru::Cancel::new(),
     };
     // The image is known by its bytes before any device is looked at.
@@ -152,7 +152,7 @@ fn verified_sha256(s: &FlashSummary) -> Option<String> {
     s.devices
         .iter()
         .all(|d| d.verified == Some(true))
-        .then(|| sum.iter().map(|b| format!("{b:02x}")).collect())
+        .then(|| sum.to_string())
 }
 
 /// "5.0 MiB written to 1 device in 1.2 s (4.1 MiB/s), verified; sha256 of the
@@ -311,7 +311,7 @@ mod tests {
                 head_written: true,
             }],
             write_time: std::time::Duration::from_secs(2),
-            sha256: Some([0xab; 32]),
+            sha256: Some(kopiru::Sha256([0xab; 32])),
             ..FlashSummary::default()
         };
         assert_eq!(

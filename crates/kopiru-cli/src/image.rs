@@ -6,7 +6,7 @@ use crate::bench::human;
 use crate::exit;
 use crate::progress;
 use crate::render;
-use kopiru::image::{check_source, hex, image, Format, ImageOptions, ImageSummary};
+use kopiru::image::{check_source, image, Format, ImageOptions, ImageSummary};
 
 /// What a cancelled image says (after "kopiru: received SIGxxx: ").
 const STOPPED: &str = "stopped; no image written";
@@ -188,7 +188,7 @@ fn summary_line(s: &ImageSummary, args: &ImageArgs) -> String {
         render::path(&args.device),
         render::path(&args.output),
         human(s.output_bytes),
-        s.sha256.as_ref().map(hex).unwrap_or_default(),
+        s.sha256.map(|sum| sum.to_string()).unwrap_or_default(),
     )
 }
 

@@ -153,7 +153,7 @@ impl Json {
             s.devices
                 .iter()
                 .all(|d| d.verified == Some(true))
-                .then(|| sum.iter().map(|b| format!("{b:02x}")).collect::<String>())
+                .then(|| sum.to_string())
         });
         json!({
             "format": s.format,
@@ -207,7 +207,7 @@ impl Json {
             })),
             "output_bytes": s.output_bytes,
             "mapped_bytes": s.mapped_bytes,
-            "sha256": s.sha256.as_ref().filter(|_| s.ok()).map(crate::image::hex),
+            "sha256": s.sha256.filter(|_| s.ok()).map(|sum| sum.to_string()),
             "verified": s.verified,
             "direct": s.direct,
             "write_seconds": s.write_time.as_secs_f64(),

@@ -83,6 +83,7 @@ mod preview;
 pub mod probe;
 pub mod progress;
 mod record;
+mod sha256;
 mod shard;
 pub(crate) mod sys;
 mod tree;
@@ -102,6 +103,7 @@ pub use options::{
 pub use outcome::Outcome;
 pub use plan::PlanError;
 pub use record::default_path as default_copies_record;
+pub use sha256::{NotSha256, Sha256};
 pub use shard::Shard;
 
 pub use copy::copy;

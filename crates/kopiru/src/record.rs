@@ -58,9 +58,7 @@ pub(crate) fn line(src: &[u8], dst: &[u8], dst_path: &Path) -> String {
     format!("{VERSION} {} {} {path}\n", hex(src), hex(dst))
 }
 
-fn hex(bytes: &[u8]) -> String {
-    bytes.iter().map(|b| format!("{b:02x}")).collect()
-}
+use crate::sha256::hex;
 
 /// The usual place of the record, shared by the command and the Node
 /// binding so that either one's rerun finds the other's copies:

@@ -81,8 +81,8 @@ pub enum HelperOp {
 pub struct HelperFlashArgs {
     /// The SHA-256 of the image file as published; a local file is hashed
     /// before anything is written.
-    #[arg(long, value_name = "HEX", value_parser = super::parse_sha256)]
-    pub sha256: Option<super::Sha256Hex>,
+    #[arg(long, value_name = "HEX", value_parser = |s: &str| s.trim().parse::<kopiru::Sha256>())]
+    pub sha256: Option<kopiru::Sha256>,
 
     /// The image: a file or an http(s) URL.
     pub image: PathBuf,

@@ -339,17 +339,17 @@ fn sha256sums(shared: &Shared, v: &Value) -> Response {
 }
 
 fn find_sum(text: &str, name: &str) -> Option<String> {
-    let hex = |s: &str| s.len() == 64 && s.bytes().all(|b| b.is_ascii_hexdigit());
+    let sum_of = |s: &str| s.parse::<kopiru::Sha256>().ok().map(|s| s.to_string());
     text.lines().find_map(|l| {
         let l = l.trim();
         if let Some(rest) = l.strip_prefix("SHA256 (") {
             let (n, sum) = rest.split_once(") = ")?;
-            return (n == name && hex(sum.trim())).then(|| sum.trim().to_ascii_lowercase());
+            return (n == name).then(|| sum_of(sum.trim())).flatten();
         }
         let (sum, n) = l.split_once(char::is_whitespace)?;
         let n = n.trim_start().trim_start_matches('*');
         let n = n.rsplit('/').next().unwrap_or(n);
-        (n == name && hex(sum)).then(|| sum.to_ascii_lowercase())
+        (n == name).then(|| sum_of(sum)).flatten()
     })
 }
 

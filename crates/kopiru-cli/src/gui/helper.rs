@@ -192,10 +192,6 @@ fn peak_rss_kib() -> Option<u64> {
     line.split_whitespace().nth(1)?.parse().ok()
 }
 
-fn hex(sum: &[u8]) -> String {
-    sum.iter().map(|b| format!("{b:02x}")).collect()
-}
-
 fn run_flash(a: HelperFlashArgs, cancel: Cancel) -> u8 {
     if a.image == Path::new("-") {
         // Standard input is this helper's control pipe.
@@ -207,7 +203,7 @@ fn run_flash(a: HelperFlashArgs, cancel: Cancel) -> u8 {
         Err(e) => return refused(crate::flash::text(&e), exit::USAGE),
     };
     let opts = FlashOptions {
-        sha256: a.sha256.map(|h| h.0),
+        sha256: a.sha256,
         cancel: cancel.clone(),
         ..FlashOptions::default()
     };
@@ -238,14 +234,14 @@ fn run_flash(a: HelperFlashArgs, cancel: Cancel) -> u8 {
         let got = sha256_of(&a.image, &progress, &cancel);
         drop(ticker);
         match got {
-            Ok(sum) if sum == want.0 => {}
+            Ok(sum) if sum == want => {}
             Ok(sum) => {
                 return refused(
                     format!(
                         "{}: its SHA-256 is {}, not the {} given; nothing written",
                         a.image.display(),
-                        hex(&sum),
-                        hex(&want.0)
+                        sum,
+                        want
                     ),
                     exit::FAILED,
                 )
@@ -304,7 +300,7 @@ fn run_flash(a: HelperFlashArgs, cancel: Cancel) -> u8 {
 }
 
 /// The SHA-256 of the file at `path`, counted into `progress.done`.
-fn sha256_of(path: &Path, progress: &Progress, cancel: &Cancel) -> std::io::Result<[u8; 32]> {
+fn sha256_of(path: &Path, progress: &Progress, cancel: &Cancel) -> std::io::Result<kopiru::Sha256> {
     use sha2::Digest;
     let mut f = std::fs::File::open(path)?;
     progress.total.store(f.metadata()?.len(), Ordering::Relaxed);
@@ -321,7 +317,7 @@ fn sha256_of(path: &Path, progress: &Progress, cancel: &Cancel) -> std::io::Resu
         h.update(&buf[..n]);
         progress.done.fetch_add(n as u64, Ordering::Relaxed);
     }
-    Ok(h.finalize().into())
+    Ok(kopiru::Sha256(h.finalize().into()))
 }
 
 #[cfg(target_os = "linux")]

@@ -1,7 +1,7 @@
 //! Block maps (bmaptool's XML format, version 2): parsing, the file's own
 //! checksum, and each range's SHA-256 checked as the image streams past.
 
-use crate::{Error, Op, Refusal, Side};
+use crate::{Error, Op, Refusal, Sha256, Side};
 use std::fmt;
 use std::path::Path;
 
@@ -147,7 +147,7 @@ impl Bmap {
         let file_sum = tag("BmapFileChecksum").ok_or(BmapError::Missing("BmapFileChecksum"))?;
         // The file's checksum is taken with its own value replaced by zeros.
         let zeroed = text.replacen(file_sum, &"0".repeat(file_sum.len()), 1);
-        if hex(&sha256(zeroed.as_bytes())) != file_sum {
+        if Sha256::of(zeroed.as_bytes()).to_string() != file_sum {
             return Err(BmapError::OwnChecksum);
         }
         let ranges = parse_ranges(text, block, image_size)?;
@@ -180,7 +180,11 @@ fn parse_ranges(text: &str, block: u64, image_size: u64) -> Result<Ranges, BmapE
             .find("chksum=\"")
             .map(|i| &item[i + 8..])
             .and_then(|v| v.split('"').next())
-            .map(unhex)
+            .map(|s| {
+                s.parse::<Sha256>()
+                    .map(|h| h.0)
+                    .map_err(|_| BmapError::BadChecksum(s.into()))
+            })
             .transpose()?;
         let span = item[item.find('>').ok_or(BmapError::Malformed)? + 1..].trim();
         let (a, b) = match span.split_once('-') {
@@ -202,27 +206,6 @@ fn parse_ranges(text: &str, block: u64, image_size: u64) -> Result<Ranges, BmapE
         ranges.push((start, stop, sum));
     }
     Ok(ranges)
-}
-
-fn sha256(data: &[u8]) -> [u8; 32] {
-    use sha2::Digest;
-    sha2::Sha256::digest(data).into()
-}
-
-fn hex(b: &[u8]) -> String {
-    b.iter().map(|x| format!("{x:02x}")).collect()
-}
-
-fn unhex(s: &str) -> Result<[u8; 32], BmapError> {
-    let mut out = [0u8; 32];
-    if s.len() != 64 || !s.is_ascii() {
-        return Err(BmapError::BadChecksum(s.into()));
-    }
-    for (i, o) in out.iter_mut().enumerate() {
-        *o = u8::from_str_radix(&s[2 * i..2 * i + 2], 16)
-            .map_err(|_| BmapError::BadChecksum(s.into()))?;
-    }
-    Ok(out)
 }
 
 /// Checks each block-map range's SHA-256 as the image streams past.
@@ -283,7 +266,7 @@ mod tests {
         for (span, bytes) in ranges {
             body.push_str(&format!(
                 "        <Range chksum=\"{}\"> {span} </Range>\n",
-                hex(&sha256(bytes))
+                Sha256::of(bytes)
             ));
         }
         let text = format!(
@@ -300,7 +283,7 @@ mod tests {
 
     /// Fills in the file's own checksum.
     fn seal(text: &str) -> String {
-        let sum = hex(&sha256(text.as_bytes()));
+        let sum = Sha256::of(text.as_bytes()).to_string();
         text.replacen(&"0".repeat(64), &sum, 1)
     }
 
@@ -313,7 +296,7 @@ mod tests {
         assert_eq!(m.image_size, 14_096);
         assert_eq!(m.ranges.len(), 2);
         assert_eq!((m.ranges[0].0, m.ranges[0].1), (0, 8192));
-        assert_eq!(m.ranges[0].2, Some(sha256(&a)));
+        assert_eq!(m.ranges[0].2, Some(Sha256::of(&a).0));
         // The last block ends where the image does.
         assert_eq!((m.ranges[1].0, m.ranges[1].1), (3 * 4096, 14_096));
     }
@@ -373,8 +356,8 @@ mod tests {
     fn range_sums_check_across_pieces() {
         let data: Vec<u8> = (0..20_000u32).map(|i| (i % 251) as u8).collect();
         let ranges = vec![
-            (100, 5000, Some(sha256(&data[100..5000]))),
-            (6000, 19_000, Some(sha256(&data[6000..19_000]))),
+            (100, 5000, Some(Sha256::of(&data[100..5000]).0)),
+            (6000, 19_000, Some(Sha256::of(&data[6000..19_000]).0)),
         ];
         let mut good = RangeSums::new(&ranges);
         for (i, piece) in data.chunks(3000).enumerate() {

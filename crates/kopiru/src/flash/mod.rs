@@ -13,9 +13,10 @@
 //! The parts: `input` (the image, opened and recognised before anything is
 //! written), `drives` (the disks to choose from, for a program that
 //! offers them), `sniff` (its format from its bytes, never from its name
-//! alone), `size` (the decoded size, where the format records it), [`bmap`]
-//! (block maps and their checksums), `targets` (the checks and refusals
-//! before anything is written), `source` (decoding), `pieces` (which bytes
+//! alone, by the codec table: crate::codec, which also holds the decoders
+//! and the decoded-size readers), [`bmap`] (block maps and their
+//! checksums), `targets` (the checks and refusals before anything is
+//! written), `source` (decoding into the buffers), `pieces` (which bytes
 //! are written), `device` (one device being written), `write` (the reader
 //! and writer threads, the first MiB last), `readback` (verification).
 
@@ -85,7 +86,7 @@ pub struct FlashOptions {
     /// `SHA256SUMS` lists it), checked as it is read: a mismatch fails
     /// the image, and the first MiB is not written. A raw image file is
     /// then read, not mapped.
-    pub sha256: Option<[u8; 32]>,
+    pub sha256: Option<crate::Sha256>,
     /// Checked before each device is opened, for each chunk read, decoded
     /// and written, and for each chunk read back: once set, the flash stops
     /// within a chunk and the held-back first MiB is not written.
@@ -212,7 +213,7 @@ pub struct FlashSummary {
     /// The SHA-256 of the whole (decompressed) image, when it was read to
     /// its end with verification on: users compare it with the one the
     /// image's publisher gives.
-    pub sha256: Option<[u8; 32]>,
+    pub sha256: Option<crate::Sha256>,
     /// Stopped by [`FlashOptions::cancel`]: the devices hold part of the
     /// image, without its first MiB (if the writing was stopped), or were
     /// not all read back (if the verification was).

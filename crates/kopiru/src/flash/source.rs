@@ -9,7 +9,7 @@ use super::pieces::Layout;
 use super::readback::Written;
 use super::sniff::Format;
 use crate::sys::{self, Aligned};
-use crate::{Cancel, Error, Op, Refusal, Side};
+use crate::{Cancel, Error, Op, Refusal, Sha256, Side};
 use std::io::{self, Read, Write};
 use std::sync::atomic::Ordering;
 use std::sync::mpsc;
@@ -180,7 +180,7 @@ pub(super) fn read_image(
     mapping: Option<&sys::Mapping>,
     chunk: usize,
     memory: u64,
-    sha256: Option<[u8; 32]>,
+    sha256: Option<Sha256>,
     sink: &mut Sink,
     events: &dyn super::FlashEvents,
 ) -> Result<(), Error> {
@@ -237,7 +237,7 @@ fn decode(
     image: &Image,
     sink: &mut Sink,
     memory: u64,
-    sha256: Option<[u8; 32]>,
+    sha256: Option<Sha256>,
     events: &dyn super::FlashEvents,
 ) -> io::Result<()> {
     // What was read to recognise it (standard input, a URL), then the rest.
@@ -265,27 +265,16 @@ fn decode(
         // The sum is of the whole file: whatever follows the image is read.
         io::copy(&mut r, &mut io::sink())?;
         drop(r);
-        let got: [u8; 32] = hashed
-            .hash
-            .take()
-            .map(sha2::Digest::finalize)
-            .unwrap_or_default()
-            .into();
+        let got = Sha256::of_hasher(hashed.hash.take().unwrap_or_default());
         if got != want {
             return Err(io::Error::other(http::Failed(format!(
                 "its SHA-256 is {}, not {} as given (--sha256): this is not the file \
                  published, so the devices' first MiB was not written",
-                hex(&got),
-                hex(&want)
+                got, want
             ))));
         }
     }
     sink.flush()
-}
-
-/// Lower-case hex.
-fn hex(b: &[u8]) -> String {
-    b.iter().map(|b| format!("{b:02x}")).collect()
 }
 
 /// A download that tells `events` how far it is: once per [`TELL_EVERY`]

@@ -33,7 +33,7 @@ pub(super) struct Streamed {
     /// block map).
     pub read_error: Result<(), Error>,
     /// The SHA-256 of the whole image, read to its end (when verifying).
-    pub sha256: Option<[u8; 32]>,
+    pub sha256: Option<crate::Sha256>,
 }
 
 /// Streams the image to every device (but its first MiB): a reader thread
@@ -83,7 +83,7 @@ pub(super) fn stream(
                 &mut sink,
                 events,
             );
-            let sum = sink.sha256.take().map(|h| sha2::Digest::finalize(h).into());
+            let sum = sink.sha256.take().map(crate::Sha256::of_hasher);
             drop(sink);
             r.map(|()| sum)
         });

@@ -97,7 +97,10 @@ impl MapBuilder {
                 true => a.to_string(),
                 false => format!("{a}-{b}"),
             };
-            body += &format!("        <Range chksum=\"{}\"> {span} </Range>\n", hex(sum));
+            body += &format!(
+                "        <Range chksum=\"{}\"> {span} </Range>\n",
+                crate::Sha256(*sum)
+            );
         }
         let text = format!(
             "<?xml version=\"1.0\" ?>\n\
@@ -124,14 +127,9 @@ impl MapBuilder {
              <BlockMap>\n{body}    </BlockMap>\n</bmap>\n",
             zeros = "0".repeat(64),
         );
-        let own = hex(&sha2::Sha256::digest(text.as_bytes()).into());
+        let own = crate::Sha256::of(text.as_bytes()).to_string();
         text.replacen(&"0".repeat(64), &own, 1)
     }
-}
-
-/// Lowercase hex.
-pub fn hex(b: &[u8; 32]) -> String {
-    b.iter().map(|x| format!("{x:02x}")).collect()
 }
 
 #[cfg(test)]

@@ -28,7 +28,6 @@ mod verify;
 
 pub use crate::codec::Format;
 pub use check::{check_source, Source};
-pub use map::hex;
 pub use run::image;
 
 use crate::{Cancel, DeviceProgress};
@@ -184,7 +183,7 @@ pub struct ImageSummary {
     pub mapped_bytes: u64,
     /// SHA-256 of the image's bytes (as read from the device), once all
     /// were read.
-    pub sha256: Option<[u8; 32]>,
+    pub sha256: Option<crate::Sha256>,
     /// Whether the image read back and decoded has that hash and length
     /// (`None`: not verified).
     pub verified: Option<bool>,

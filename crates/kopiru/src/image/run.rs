@@ -190,7 +190,7 @@ fn run(
         let e = io::Error::other("the reader panicked");
         Error::io(Side::Source, &src.path, Op::Read, e)
     })?;
-    let sum: [u8; 32] = hashed.sha.finalize().into();
+    let sum = crate::Sha256::of_hasher(hashed.sha);
     s.sha256 = Some(sum);
     s.mapped_bytes = hashed.mapped;
     let map = hashed.map;

@@ -22,7 +22,7 @@ pub(super) fn read_back(
     name: &CStr,
     format: Format,
     size: u64,
-    want: &[u8; 32],
+    want: &crate::Sha256,
     threads: u32,
     cancel: &Cancel,
     events: &dyn DeviceProgress,
@@ -51,7 +51,7 @@ pub(super) fn read_back(
         total += n as u64;
         events.verified(n as u64);
     }
-    let got: [u8; 32] = sha.finalize().into();
+    let got = crate::Sha256::of_hasher(sha);
     Ok(total == size && got == *want)
 }
 
