@@ -66,13 +66,17 @@ pub fn choices() -> serde_json::Value {
     fn names<T: Choice>() -> Vec<&'static str> {
         T::CHOICES.iter().map(|&(_, n, _)| n).collect()
     }
+    // flash's `format`: `auto` (known by its bytes), then the codecs.
+    let formats: Vec<&str> = std::iter::once("auto")
+        .chain(names::<kopiru::flash::Format>())
+        .collect();
     serde_json::json!({
         "method": names::<kopiru::MethodChoice>(),
         "sync": names::<kopiru::SyncMode>(),
         "sparse": names::<kopiru::SparseMode>(),
         "follow": names::<kopiru::Follow>(),
         "preserve": kopiru::Preserve::NAMES,
-        "format": ["auto"].into_iter().chain(names::<kopiru::flash::Format>()).collect::<Vec<_>>(),
+        "format": formats,
     })
 }
 

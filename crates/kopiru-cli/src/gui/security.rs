@@ -48,7 +48,7 @@ fn secret() -> std::io::Result<String> {
     use std::io::Read;
     let mut b = [0u8; 16];
     std::fs::File::open("/dev/urandom")?.read_exact(&mut b)?;
-    Ok(b.iter().map(|x| format!("{x:02x}")).collect())
+    Ok(format!("{:032x}", u128::from_be_bytes(b)))
 }
 
 /// Equal, in a time that does not tell how much of a guess was right.
