@@ -326,6 +326,7 @@ pub struct CopyArgs {
 
 /// `--format`: `auto` (`None`: known by its bytes) or a format.
 #[derive(Clone, Copy, Debug)]
+#[cfg_attr(not(unix), allow(dead_code))] // flash is Unix-only
 pub struct FormatChoice(pub Option<kopiru::flash::Format>);
 
 /// `--format`'s names and their help: `auto`, then the engine's codec
