@@ -511,17 +511,10 @@ pub fn image<'e>(
     off_thread(env, "image", move || {
         let format = Format::of_output(&output);
         let refused_text = |m: String| json!({ "kind": "refused", "message": m, "errors": [] });
-        match (o.level, format.levels()) {
-            (Some(_), None) => {
-                return refused_text(
-                    "level: a raw image is not compressed (the output's extension: .zst, .xz, .gz)"
-                        .into(),
-                )
+        if let Some(l) = o.level {
+            if let Err(why) = format.check_level(l) {
+                return refused_text(format!("level {l}: {why}"));
             }
-            (Some(l), Some((lo, hi))) if !(lo..=hi).contains(&l) => {
-                return refused_text(format!("level {l}: {} takes {lo} to {hi}", format.name()))
-            }
-            _ => {}
         }
         let mut opts = ImageOptions {
             allow_file: o.allow_file.unwrap_or(false),

@@ -118,18 +118,9 @@ fn is_standard_output(out: &std::path::Path) -> bool {
 
 /// Refuses a `--level` that OUTPUT's format does not take, and `-j 0`.
 fn check_numbers(args: &ImageArgs, format: Format) -> Result<(), u8> {
-    if let Some(l) = args.level {
-        match format.levels() {
-            None => {
-                errln!("kopiru: --level: a raw image is not compressed (OUTPUT's extension: .zst, .xz, .gz)");
-                return Err(exit::USAGE);
-            }
-            Some((lo, hi)) if !(lo..=hi).contains(&l) => {
-                errln!("kopiru: --level {l}: {} takes {lo} to {hi}", format.name());
-                return Err(exit::USAGE);
-            }
-            Some(_) => {}
-        }
+    if let Some(Err(why)) = args.level.map(|l| format.check_level(l)) {
+        errln!("kopiru: --level {}: {why}", args.level.unwrap_or_default());
+        return Err(exit::USAGE);
     }
     if args.jobs == Some(0) {
         errln!("kopiru: -j 0: at least one thread");

@@ -260,6 +260,31 @@ impl Format {
         self.codec().encoder.as_ref().map(|e| e.levels)
     }
 
+    /// Whether `kopiru image` takes `level` for this format: the reason
+    /// it does not ("zstd takes 1 to 19", "a raw image is not
+    /// compressed (...)"), for the front ends to prefix with their
+    /// option's name.
+    ///
+    /// # Errors
+    /// The level is out of the format's range, or the format is raw.
+    pub fn check_level(self, level: i32) -> Result<(), String> {
+        match self.levels() {
+            Some((lo, hi)) if (lo..=hi).contains(&level) => Ok(()),
+            Some((lo, hi)) => Err(format!("{self} takes {lo} to {hi}")),
+            None => {
+                let exts: Vec<String> = CODECS
+                    .iter()
+                    .filter_map(|c| c.encoder.as_ref())
+                    .flat_map(|e| e.extensions.iter().map(|x| format!(".{x}")))
+                    .collect();
+                Err(format!(
+                    "a raw image is not compressed (the output's extension: {})",
+                    exts.join(", ")
+                ))
+            }
+        }
+    }
+
     /// The default compression level (0 for raw).
     pub fn default_level(self) -> i32 {
         self.codec().encoder.as_ref().map_or(0, |e| e.default_level)
@@ -352,6 +377,18 @@ mod tests {
             assert_eq!(Format::of_output(Path::new(name)), f, "{name}");
         }
         assert_eq!(Format::Bzip2.levels(), None);
+        assert_eq!(Format::Zstd.check_level(19), Ok(()));
+        assert_eq!(
+            Format::Zstd.check_level(20),
+            Err("zstd takes 1 to 19".into())
+        );
+        assert_eq!(
+            Format::Raw.check_level(3),
+            Err(
+                "a raw image is not compressed (the output's extension: .xz, .gz, .zst, .zstd)"
+                    .into()
+            )
+        );
         assert_eq!(Format::Zstd.levels(), Some((1, 19)));
     }
 }
