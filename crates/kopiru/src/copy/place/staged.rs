@@ -22,7 +22,7 @@ pub(crate) struct StagedTree {
     pub(crate) tmp: NameBuf,
     pub(crate) name: NameBuf,
     /// The source directory's identity ([`sys::identity`]), for
-    /// [`crate::record`]; `None` when no record is kept or none can be had.
+    /// [`crate::copy::record`]; `None` when no record is kept or none can be had.
     pub(crate) source: Option<Vec<u8>>,
     /// The staged directory, locked ([`Placement::lock_staged`]) until it
     /// is published or the run ends; `None` for a macOS whole-tree clone.
@@ -35,7 +35,7 @@ pub(crate) struct StagedTree {
     /// A directory of a listed copy: when its name was made meanwhile (by
     /// another process copying other entries of the same tree), its
     /// entries are moved into that directory ([`merge_into`]) instead of
-    /// failing; and it is no copy of a source for [`crate::record`].
+    /// failing; and it is no copy of a source for [`crate::copy::record`].
     pub(crate) merge: bool,
 }
 
@@ -64,7 +64,7 @@ impl StagedTree {
     /// instead of nesting.
     pub(crate) fn record(&self, file: &Path) {
         if let Ok(dir) = sys::open_dir(self.parent.as_fd(), &self.name) {
-            crate::record::note(file, self.source.as_deref(), dir.as_fd(), &self.path());
+            crate::copy::record::note(file, self.source.as_deref(), dir.as_fd(), &self.path());
         }
     }
 }

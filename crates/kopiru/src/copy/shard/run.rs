@@ -4,12 +4,12 @@
 
 use super::coord::{Coordination, Outcome};
 use super::{piece_of, pieces, Shard};
+use crate::copy::listed::{self, Listed, Root};
+use crate::copy::place::{self, remove_tree, staged_name, StagedTree};
+use crate::copy::plan::PlanError;
 use crate::error::{Error, Op, Refusal, Side};
 use crate::events::{Phase, Reporter, Summary};
-use crate::listed::{self, Listed, Root};
 use crate::options::{CopyOptions, Follow};
-use crate::place::{self, remove_tree, staged_name, StagedTree};
-use crate::plan::PlanError;
 use crate::sys::{self, AsFd, Fd, FileKind, Name, NameBuf};
 use std::io;
 use std::path::{Path, PathBuf};
@@ -293,7 +293,7 @@ fn push_error(summary: &mut Summary, reporter: &dyn Reporter, e: Error) {
 }
 
 pub(super) fn tree_path(dir: &Path, name: &Name) -> PathBuf {
-    crate::tree::join(dir, sys::os_str(name))
+    crate::copy::tree::join(dir, sys::os_str(name))
 }
 
 /// A new DEST's staged tree, for the run that resets the coordination: a
@@ -510,7 +510,7 @@ impl End<'_> {
             source: opts
                 .copies_record
                 .as_ref()
-                .and_then(|_| crate::record::identity_of(self.src)),
+                .and_then(|_| crate::copy::record::identity_of(self.src)),
             _lock: None,
             src_path: None,
             merge: false,

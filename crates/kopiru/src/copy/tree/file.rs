@@ -1,13 +1,13 @@
 //! One regular file: its data through the method ladder, its metadata, and
-//! its placement under its final name (through [`crate::place`]).
+//! its placement under its final name (through [`crate::copy::place`]).
 
 use super::join;
 use super::node::{DirNode, Existing, SourceFile};
 use super::worker::Worker;
-use crate::data;
+use crate::copy::data;
+use crate::copy::meta::{self, Target};
 use crate::error::Op;
 use crate::events::{EntryKind, FileDone, Method};
-use crate::meta::{self, Target};
 use crate::options::BasisKind;
 use crate::sys::{self, AsFd, Fd, FileKind, Name, NameBuf, Stat};
 use crate::verify::SourceHash;

@@ -4,9 +4,9 @@
 
 use super::run::tree_path;
 use super::Shard;
+use crate::copy::place::{remove_tree, TMP_PREFIX};
 use crate::error::{Error, Op, Refusal, Side};
 use crate::options::CopyOptions;
-use crate::place::{remove_tree, TMP_PREFIX};
 use crate::sys::{self, AsFd, Fd, Name, NameBuf};
 use std::io::{self, Write};
 use std::path::{Path, PathBuf};
@@ -79,7 +79,7 @@ impl Coordination {
         opts: &CopyOptions,
         prepare: impl FnOnce(bool) -> Result<(), Error>,
     ) -> Result<Coordination, Error> {
-        let h = crate::place::names::name_hash(dst_name);
+        let h = crate::copy::place::names::name_hash(dst_name);
         let name = sys::name(&format!("{TMP_PREFIX}shard.{h:016x}"));
         let lock_name = sys::name(&format!("{TMP_PREFIX}shardlock.{h:016x}"));
         let path = tree_path(parent_path, &name);

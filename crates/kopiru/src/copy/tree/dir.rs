@@ -5,10 +5,10 @@
 use super::join;
 use super::node::{is_ancestor, DirNode, Item, Task};
 use super::worker::Worker;
+use crate::copy::place::StagedTree;
 use crate::error::{Error, Op, Refusal, Side};
 use crate::events::{EntryKind, Method};
 use crate::options::Follow;
-use crate::place::StagedTree;
 use crate::sys::{self, AsFd, Fd, FileKind, Name, NameBuf, Stat};
 use std::io;
 use std::sync::atomic::Ordering;

@@ -5,7 +5,7 @@
 //! `--sync` asks, staged trees and their publishing (a shard's too), and
 //! what an interrupted run left (`--resume`, `--partial`).
 //!
-//! The copy ([`crate::tree`]) walks and copies; it asks this room, through
+//! The copy ([`crate::copy::tree`]) walks and copies; it asks this room, through
 //! [`Placement`] and a directory's [`Dest`], where to write and when a
 //! name may appear, and hears of failures through a [`Sink`]. Nothing here
 //! knows the walk.

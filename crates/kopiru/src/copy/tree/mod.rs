@@ -16,12 +16,12 @@ mod latency;
 mod node;
 mod worker;
 
-use crate::data::Caps;
+use crate::copy::data::Caps;
+use crate::copy::place::{self, Placement, StagedTree};
+use crate::copy::plan::Job;
 use crate::error::{Error, Op};
 use crate::events::{Phase, Reporter, Summary};
 use crate::options::CopyOptions;
-use crate::place::{self, Placement, StagedTree};
-use crate::plan::Job;
 use crate::sys::{self, AsFd, Name};
 use crate::verify::{SourceHash, SourceHashes};
 use std::collections::{HashMap, VecDeque};

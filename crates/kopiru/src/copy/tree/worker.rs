@@ -5,9 +5,9 @@
 use super::ahead::Ahead;
 use super::node::{DirNode, Item, Shard, Task};
 use super::{join, Shared, SHARE_ABOVE};
-use crate::data::PairCaps;
+use crate::copy::data::PairCaps;
+use crate::copy::meta::{self, Target};
 use crate::error::{Error, Op, Refusal, Side};
-use crate::meta::{self, Target};
 use crate::options::Follow;
 use crate::sys::{self, AsFd, FileKind, Name, Stat};
 use std::io;
@@ -181,7 +181,7 @@ impl<'scope, 'env, 'a> Worker<'scope, 'env, 'a> {
                     let (items, ahead) = if dir.staged
                         && dir.fresh
                         && !sys::CLONE_CREATES_FILE
-                        && !crate::data::copy_creating_applies(self.sh.opts)
+                        && !crate::copy::data::copy_creating_applies(self.sh.opts)
                         && dir.basis.is_none()
                         && items.iter().filter(|i| is_file(i)).count() > SHARE_ABOVE
                         && Ahead::pays_on(dir.dst.as_fd())

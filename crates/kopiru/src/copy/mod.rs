@@ -3,12 +3,28 @@
 //! preview), delete what the source lacks (`delete`), then verify it if
 //! asked.
 
+// The copy's rooms: the request planned and refused (plan, precheck,
+// record), the walk (tree, listed, shard), one entry's bytes (data) and
+// metadata (meta), placement and durability (place), --delete and the
+// dry run (delete, preview).
+pub(crate) mod data;
+pub(crate) mod delete;
+pub(crate) mod listed;
+pub(crate) mod meta;
+pub(crate) mod place;
+pub(crate) mod plan;
+pub(crate) mod precheck;
+pub(crate) mod preview;
+pub(crate) mod record;
+pub(crate) mod shard;
+pub(crate) mod tree;
+
 use crate::error::{Error, Op, Refusal, Side};
 use crate::events::{Phase, Reporter, Summary};
 use crate::options::CopyOptions;
-use crate::plan::{self, PlanError};
 use crate::sys::AsFd;
-use crate::{delete, precheck, preview, sys, tree, verify};
+use crate::{sys, verify};
+use plan::PlanError;
 use std::path::{Path, PathBuf};
 use std::time::Instant;
 
@@ -179,12 +195,12 @@ fn parents_meta(made: Vec<plan::ParentMade>, opts: &CopyOptions, summary: &mut S
             }
         };
         let (perm, before) = match p.existed {
-            true => (p.mode, crate::meta::Before::Same),
-            false => (p.mode & !umask, crate::meta::Before::Nothing),
+            true => (p.mode, crate::copy::meta::Before::Same),
+            false => (p.mode & !umask, crate::copy::meta::Before::Nothing),
         };
-        let now = crate::meta::Now { perm, owner: None };
-        let w = crate::meta::apply(
-            crate::meta::Target::Fd(dst.as_fd()),
+        let now = crate::copy::meta::Now { perm, owner: None };
+        let w = crate::copy::meta::apply(
+            crate::copy::meta::Target::Fd(dst.as_fd()),
             (Some(src.as_fd()), &st),
             before,
             now,
@@ -252,13 +268,13 @@ fn listed_copy(
         }
     }
     if let Some(list) = &opts.files_from {
-        return crate::listed::copy(sources, dest, list, opts, reporter).map(Some);
+        return crate::copy::listed::copy(sources, dest, list, opts, reporter).map(Some);
     }
     match opts.shard {
         Some(_) if sys::available(sys::Feature::Shard).is_err() => {
             Err(PlanError::NotOnWindows { what: "--shard" })
         }
-        Some(shard) => crate::shard::copy(sources, dest, shard, opts, reporter).map(Some),
+        Some(shard) => crate::copy::shard::copy(sources, dest, shard, opts, reporter).map(Some),
         None => Ok(None),
     }
 }

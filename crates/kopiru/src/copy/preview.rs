@@ -3,12 +3,12 @@
 //! copy would create or replace ([`Reporter::change`]). It opens nothing
 //! for writing: the destination is only stat'ed, listed and read.
 
+use crate::copy::plan::Job;
+use crate::copy::tree::{join, keeps};
 use crate::error::{Error, Op, Refusal, Side};
 use crate::events::{Change, ChangeKind, EntryKind, Reporter, Summary};
 use crate::options::{CopyOptions, Follow};
-use crate::plan::Job;
 use crate::sys::{self, AsFd, Fd, FileKind, Name, Stat};
-use crate::tree::{join, keeps};
 use std::collections::HashMap;
 use std::io;
 use std::path::{Path, PathBuf};

@@ -4,9 +4,9 @@
 use super::join;
 use super::node::{DirNode, Existing, Item, LinkCell, LinkTarget, SourceFile};
 use super::worker::Worker;
+use crate::copy::meta::{self, Target};
 use crate::error::{Op, Refusal};
 use crate::events::{Change, ChangeKind, EntryKind};
-use crate::meta::{self, Target};
 use crate::options::CopyOptions;
 use crate::sys::AsFd;
 use crate::sys::Name;

@@ -5,11 +5,11 @@
 //! source directory that cannot be read deletes nothing in its copy. With
 //! `dry_run` the deletions are only reported.
 
+use crate::copy::tree::join;
 use crate::error::{Error, Op, Refusal, Side};
 use crate::events::{Change, ChangeKind, EntryKind, Reporter, Summary};
 use crate::options::{CopyOptions, Follow, SyncMode};
 use crate::sys::{self, AsFd, Fd, FileKind, Name, NameBuf};
-use crate::tree::join;
 use std::path::{Path, PathBuf};
 
 /// Deletes (or, with `dry_run`, reports) what each destination in `pairs`

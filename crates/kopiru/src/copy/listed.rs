@@ -1,19 +1,19 @@
 //! Copying listed entries rather than whole trees: `--files-from`, and each
-//! rank's share of a sharded copy ([`crate::shard`]). The entries are paths
+//! rank's share of a sharded copy ([`crate::copy::shard`]). The entries are paths
 //! inside one source directory; each goes to the same path under the
 //! destination root. They are grouped by parent directory, so the tree code
 //! gets one directory pair per group (made here, as `mkdir -p` would) and
 //! its entries, and runs them on its workers as usual. A directory's own
 //! metadata comes last, once everything is in it: [`apply_dir_meta`].
 
+use crate::copy::meta::{self, Target};
+use crate::copy::place::{self, StagedTree};
+use crate::copy::plan::{self, PlanError};
+use crate::copy::tree::{self, Group, GroupDir, Item};
 use crate::error::{Error, Op, Refusal, Side};
 use crate::events::{Reporter, Summary};
-use crate::meta::{self, Target};
 use crate::options::{CopyOptions, Follow};
-use crate::place::{self, StagedTree};
-use crate::plan::{self, PlanError};
 use crate::sys::{self, AsFd, Fd, FileKind, Name};
-use crate::tree::{self, Group, GroupDir, Item};
 use std::collections::{BTreeSet, HashMap};
 use std::io;
 use std::path::{Component, Path, PathBuf};
