@@ -13,6 +13,7 @@ use crate::copy::tree::{self, Group, GroupDir, Item};
 use crate::error::{Error, Op, Refusal, Side};
 use crate::events::{Reporter, Summary};
 use crate::options::{CopyOptions, Follow};
+use crate::paths::join_name;
 use crate::sys::{self, AsFd, Fd, FileKind, Name};
 use std::collections::{BTreeSet, HashMap};
 use std::io;
@@ -193,7 +194,7 @@ pub(crate) fn plan_root(
     let Some(job) = jobs.into_iter().next() else {
         return Ok(Err(refused));
     };
-    let path = tree::join(&job.dst_parent, sys::os_str(&job.dst_name));
+    let path = join_name(&job.dst_parent, &job.dst_name);
     let made = match sys::mkdir_at(job.dst_dir.as_fd(), &job.dst_name, 0o777) {
         Err(e) if e.kind() != io::ErrorKind::AlreadyExists => Err((Op::Mkdir, e)),
         _ => sys::open_dir(job.dst_dir.as_fd(), &job.dst_name).map_err(|e| (Op::Open, e)),
@@ -335,8 +336,8 @@ pub(crate) fn copy_entries(
         let dir = GroupDir {
             src: s,
             dst: d,
-            src_path: tree::join(src, parent.as_os_str()),
-            dst_path: tree::join(&root.path, parent.as_os_str()),
+            src_path: crate::paths::join(src, parent.as_os_str()),
+            dst_path: crate::paths::join(&root.path, parent.as_os_str()),
             dst_dev: root.dev,
             root_dev: src_dev,
             staged,
@@ -531,7 +532,7 @@ impl Chain {
         };
         let fd = lock.try_clone().ok()?;
         let parent = up.dst.try_clone().ok()?;
-        let parent_path = tree::join(&root.path, up.rel.as_os_str());
+        let parent_path = crate::paths::join(&root.path, up.rel.as_os_str());
         self.staged.insert(rel.to_path_buf(), tmp.clone());
         self.trees.push(StagedTree {
             parent,
@@ -578,7 +579,7 @@ pub(crate) fn apply_dir_meta(
     };
     let mut warnings = Vec::new();
     for rel in order.into_iter().rev() {
-        let dst_path = tree::join(&root.path, rel.as_os_str());
+        let dst_path = crate::paths::join(&root.path, rel.as_os_str());
         let both = chain
             .open((src_root.as_fd(), root.dir.as_fd()), (src, root), rel)
             .map_err(|(side, op, e)| match side {

@@ -22,6 +22,7 @@ pub(crate) mod tree;
 use crate::error::{Error, Op, Refusal, Side};
 use crate::events::{Phase, Reporter, Summary};
 use crate::options::CopyOptions;
+use crate::paths::join_name;
 use crate::sys::AsFd;
 use crate::{sys, verify};
 use plan::PlanError;
@@ -56,8 +57,8 @@ pub fn copy(
         .iter()
         .map(|j| {
             (
-                tree::join(&j.src_parent, sys::os_str(&j.src_name)),
-                tree::join(&j.dst_parent, sys::os_str(&j.dst_name)),
+                join_name(&j.src_parent, &j.src_name),
+                join_name(&j.dst_parent, &j.dst_name),
             )
         })
         .collect();

@@ -7,7 +7,7 @@ use super::leftovers::remove_tree;
 use super::names::staged_name;
 use super::{Placement, Sink};
 use crate::error::{Error, Op, Refusal, Side};
-use crate::paths::join;
+use crate::paths::join_name;
 use crate::sys::{self, AsFd, Fd, FileKind, Name, NameBuf};
 use std::io;
 use std::path::{Path, PathBuf};
@@ -42,7 +42,7 @@ pub(crate) struct StagedTree {
 impl StagedTree {
     /// The destination's path.
     pub(crate) fn path(&self) -> PathBuf {
-        join(&self.parent_path, sys::os_str(&self.name))
+        join_name(&self.parent_path, &self.name)
     }
 
     /// Renames the staged directory to its final name, which must not
@@ -90,7 +90,7 @@ impl Placement<'_> {
         // Held while the leftover is removed, so that a run that has just
         // made it (and not yet locked it) finds it gone once it can.
         let _held = match leftover {
-            true => leftover_lock(parent, &tmp, join(parent_path, sys::os_str(dst_name)), sink)?,
+            true => leftover_lock(parent, &tmp, join_name(parent_path, dst_name), sink)?,
             false => None,
         };
         // A leftover beside a destination that exists now cannot be
@@ -98,7 +98,7 @@ impl Placement<'_> {
         if leftover && (exists || !self.opts.resume) {
             match remove_tree(parent, &tmp, &mut 0) {
                 Err(e) if e.kind() != io::ErrorKind::NotFound => {
-                    let path = join(parent_path, sys::os_str(&tmp));
+                    let path = join_name(parent_path, &tmp);
                     sink.error(Error::dst(path, Op::Remove, &e));
                     return Err(());
                 }

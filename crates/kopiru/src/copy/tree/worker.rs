@@ -4,11 +4,12 @@
 
 use super::ahead::Ahead;
 use super::node::{DirNode, Item, Shard, Task};
-use super::{join, Shared, SHARE_ABOVE};
+use super::{Shared, SHARE_ABOVE};
 use crate::copy::data::PairCaps;
 use crate::copy::meta::{self, Target};
 use crate::error::{Error, Op, Refusal, Side};
 use crate::options::Follow;
+use crate::paths::join_name;
 use crate::sys::{self, AsFd, FileKind, Name, Stat};
 use std::io;
 use std::path::Path;
@@ -399,16 +400,16 @@ impl<'scope, 'env, 'a> Worker<'scope, 'env, 'a> {
 
     pub(crate) fn src_error(&self, dir: &DirNode, name: &Name, op: Op, e: &io::Error) {
         self.sh
-            .error(Error::src(join(&dir.src_path, sys::os_str(name)), op, e));
+            .error(Error::src(join_name(&dir.src_path, name), op, e));
     }
 
     pub(crate) fn dst_error(&self, dir: &DirNode, name: &Name, op: Op, e: &io::Error) {
         self.sh
-            .error(Error::dst(join(&dir.dst_path, sys::os_str(name)), op, e));
+            .error(Error::dst(join_name(&dir.dst_path, name), op, e));
     }
 
     pub(crate) fn dst_refusal(&self, dir: &DirNode, name: &Name, why: Refusal) {
-        let path = join(&dir.dst_path, sys::os_str(name));
+        let path = join_name(&dir.dst_path, name);
         self.sh
             .error(Error::refused(Side::Destination, path, Op::Copy, why));
     }
