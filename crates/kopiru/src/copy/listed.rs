@@ -168,7 +168,7 @@ fn by_parent(
 /// A summary of nothing done but refusals, each reported (a copy an
 /// earlier run completed as a warning, as [`crate::copy`] reports it).
 pub(crate) fn refused_only(refused: Vec<Error>, reporter: &dyn Reporter) -> Summary {
-    let (done, refused) = crate::copy::left_alone(refused);
+    let (done, refused) = super::kept::left_alone(refused);
     for e in &refused {
         reporter.error(e);
     }
@@ -176,7 +176,7 @@ pub(crate) fn refused_only(refused: Vec<Error>, reporter: &dyn Reporter) -> Summ
         errors: refused,
         ..Summary::default()
     };
-    crate::copy::already_copied(done, reporter, &mut summary);
+    super::kept::already_copied(done, reporter, &mut summary);
     summary
 }
 

@@ -9,6 +9,7 @@
 // dry run (delete, preview).
 pub(crate) mod data;
 pub(crate) mod delete;
+mod kept;
 pub(crate) mod listed;
 pub(crate) mod meta;
 pub(crate) mod place;
@@ -52,7 +53,7 @@ pub fn copy(
     }
     let (mut jobs, refused) = plan::plan(sources, dest, opts)?;
     // Copies an earlier run completed: left alone, with a word.
-    let (done, mut refused) = left_alone(refused);
+    let (done, mut refused) = kept::left_alone(refused);
     let mut pairs: Vec<(PathBuf, PathBuf)> = jobs
         .iter()
         .map(|j| {
@@ -90,7 +91,7 @@ pub fn copy(
         let refusals = refused.len() as u64;
         let mut summary = preview::run(jobs, opts, reporter, refused);
         summary.refused = refusals;
-        already_copied(done, reporter, &mut summary);
+        kept::already_copied(done, reporter, &mut summary);
         if opts.delete && !summary.cancelled {
             delete::run(&pairs, opts, reporter, &mut summary);
         }
@@ -111,7 +112,7 @@ pub fn copy(
     let (mut summary, hashes) = run_rounds(jobs, opts, reporter, refused);
     parents_meta(parents_made, opts, &mut summary);
     summary.refused = refusals;
-    already_copied(done, reporter, &mut summary);
+    kept::already_copied(done, reporter, &mut summary);
     if opts.delete && !summary.cancelled {
         delete::run(&pairs, opts, reporter, &mut summary);
     }
@@ -196,12 +197,12 @@ fn parents_meta(made: Vec<plan::ParentMade>, opts: &CopyOptions, summary: &mut S
             }
         };
         let (perm, before) = match p.existed {
-            true => (p.mode, crate::copy::meta::Before::Same),
-            false => (p.mode & !umask, crate::copy::meta::Before::Nothing),
+            true => (p.mode, meta::Before::Same),
+            false => (p.mode & !umask, meta::Before::Nothing),
         };
-        let now = crate::copy::meta::Now { perm, owner: None };
-        let w = crate::copy::meta::apply(
-            crate::copy::meta::Target::Fd(dst.as_fd()),
+        let now = meta::Now { perm, owner: None };
+        let w = meta::apply(
+            meta::Target::Fd(dst.as_fd()),
             (Some(src.as_fd()), &st),
             before,
             now,
@@ -211,33 +212,6 @@ fn parents_meta(made: Vec<plan::ParentMade>, opts: &CopyOptions, summary: &mut S
         summary
             .warnings
             .extend(w.into_iter().map(|(op, e)| Error::dst(&p.dst, op, &e)));
-    }
-}
-
-/// Splits off, from a plan's refusals, the sources left alone with a
-/// warning: a copy an earlier run completed, a source named twice.
-pub(crate) fn left_alone(refused: Vec<Error>) -> (Vec<Error>, Vec<Error>) {
-    refused.into_iter().partition(|e| {
-        matches!(
-            e.refusal(),
-            Some(
-                Refusal::AlreadyCopied { .. } | Refusal::NamedTwice { .. } | Refusal::KeptExisting
-            )
-        )
-    })
-}
-
-/// Copies an earlier run made and completed, left as they are: a warning
-/// each, counted as skipped.
-pub(crate) fn already_copied(done: Vec<Error>, reporter: &dyn Reporter, summary: &mut Summary) {
-    for w in done {
-        reporter.kept(&w.path);
-        summary.skipped += 1;
-        // -n and -u keep what is there silently, as cp does.
-        if !matches!(w.refusal(), Some(Refusal::KeptExisting)) {
-            reporter.warning(&w);
-            summary.warnings.push(w);
-        }
     }
 }
 
@@ -269,13 +243,13 @@ fn listed_copy(
         }
     }
     if let Some(list) = &opts.files_from {
-        return crate::copy::listed::copy(sources, dest, list, opts, reporter).map(Some);
+        return listed::copy(sources, dest, list, opts, reporter).map(Some);
     }
     match opts.shard {
         Some(_) if sys::available(sys::Feature::Shard).is_err() => {
             Err(PlanError::NotOnWindows { what: "--shard" })
         }
-        Some(shard) => crate::copy::shard::copy(sources, dest, shard, opts, reporter).map(Some),
+        Some(shard) => shard::copy(sources, dest, shard, opts, reporter).map(Some),
         None => Ok(None),
     }
 }
