@@ -3,10 +3,10 @@
 # tests on real ext4/XFS/Btrfs loop filesystems), the Node.js binding
 # (built, packed, installed into a scratch project, `node --test`), and the
 # Windows builds of the command and of the binding under Wine, and the crash
-# lab (scripts/lab.sh: dm-log-writes replay under Debian's kernel in QEMU,
+# lab (scripts/test/lab.sh: dm-log-writes replay under Debian's kernel in QEMU,
 # docs/LAB.md), the fuzz targets of the parsers of outside bytes
-# (scripts/test-fuzz.sh, docs/FUZZING.md), and the release artifacts (scripts/release.sh builds them
-# into dist/, scripts/test-release.sh installs and runs each without Rust),
+# (scripts/test/fuzz.sh, docs/FUZZING.md), and the release artifacts (scripts/release/build.sh builds them
+# into dist/, scripts/test/release.sh installs and runs each without Rust),
 # and the peers' own tests: GNU coreutils' cp tests against `kopiru cp`
 # (tests/peers/gnu-cp/run.sh) and rsync's testsuite against `kopiru copy`
 # where their options overlap (tests/peers/rsync/run.sh: rsync's source from
@@ -84,8 +84,8 @@ if has rust; then
   cargo test --workspace --no-fail-fast "$@" 2>&1 | tee -a "$log" || status=$?
 fi
 if has fuzz; then
-  echo "== fuzzing the parsers of outside bytes: scripts/test-fuzz.sh"
-  bash scripts/test-fuzz.sh 2>&1 | tee -a "$log" || status=$?
+  echo "== fuzzing the parsers of outside bytes: scripts/test/fuzz.sh"
+  bash scripts/test/fuzz.sh 2>&1 | tee -a "$log" || status=$?
 fi
 if has node; then
   echo "== Node.js binding: bindings/node/scripts/ci.sh"
@@ -96,23 +96,23 @@ if has node; then
   fi
 fi
 if has windows; then
-  echo "== Windows build under Wine: scripts/test-windows.sh"
-  if [[ -f scripts/test-windows.sh ]]; then
-    bash scripts/test-windows.sh 2>&1 | tee -a "$log" || status=$?
+  echo "== Windows build under Wine: scripts/test/windows.sh"
+  if [[ -f scripts/test/windows.sh ]]; then
+    bash scripts/test/windows.sh 2>&1 | tee -a "$log" || status=$?
     echo "== Node.js binding on Windows under Wine: bindings/node/scripts/test-windows.sh"
     bash bindings/node/scripts/test-windows.sh 2>&1 | tee -a "$log" || status=$?
   else
-    echo "!!!!!!!! SKIPPED: Windows: scripts/test-windows.sh is not in this checkout" | tee -a "$log"
+    echo "!!!!!!!! SKIPPED: Windows: scripts/test/windows.sh is not in this checkout" | tee -a "$log"
   fi
 fi
 if has lab; then
-  echo "== crash lab (Debian's kernel under QEMU, dm-log-writes): scripts/lab.sh"
-  bash scripts/lab.sh 2>&1 | tee -a "$log" || status=$?
+  echo "== crash lab (Debian's kernel under QEMU, dm-log-writes): scripts/test/lab.sh"
+  bash scripts/test/lab.sh 2>&1 | tee -a "$log" || status=$?
 fi
 if has release; then
-  echo "== release artifacts: scripts/release.sh, then scripts/test-release.sh"
-  if bash scripts/release.sh 2>&1 | tee -a "$log"; then
-    bash scripts/test-release.sh 2>&1 | tee -a "$log" || status=$?
+  echo "== release artifacts: scripts/release/build.sh, then scripts/test/release.sh"
+  if bash scripts/release/build.sh 2>&1 | tee -a "$log"; then
+    bash scripts/test/release.sh 2>&1 | tee -a "$log" || status=$?
   else
     status=1
     echo "0 passed, 1 failed, 0 skipped" | tee -a "$log"

@@ -22,9 +22,9 @@
 #
 # Skipped LOUDLY (and counted as skipped) when Wine, mingw or node.exe
 # cannot be had. Ends with node --test's "# pass/# fail/# skipped" lines.
-# Wine runs one session (scripts/wine-session.sh: the run's own prefix, one
+# Wine runs one session (scripts/test/wine-session.sh: the run's own prefix, one
 # persistent wineserver, stopped at the end).
-# Environment: CARGO_TARGET_DIR, KOPIRU_WINEPREFIX (as scripts/test-windows.sh),
+# Environment: CARGO_TARGET_DIR, KOPIRU_WINEPREFIX (as scripts/test/windows.sh),
 # KOPIRU_CACHE (default ~/.cache/kopiru-test: node.exe is kept there).
 set -euo pipefail
 here="$(cd "$(dirname "$0")/.." && pwd)"
@@ -111,7 +111,7 @@ echo "== node.exe $NODE_WIN_VERSION --test test/windows/*.test.mjs under $("$WIN
 . "$root/scripts/wine-session.sh"
 trap 'wine_session_end; rm -rf "$work"' EXIT
 if ! wine_session_start; then
-  echo "not ok 1 - Wine did not start (scripts/wine-session.sh)"
+  echo "not ok 1 - Wine did not start (scripts/test/wine-session.sh)"
   echo "# fail 1"
   exit 1
 fi

@@ -1,6 +1,6 @@
 #!/bin/bash
 # The crash lab's guest side (see docs/LAB.md). Runs as root inside the
-# Debian kernel booted by scripts/lab.sh, with four host-backed disks:
+# Debian kernel booted by scripts/test/lab.sh, with four host-backed disks:
 #   /dev/vda  copy-on-write store of the logged data device
 #   /dev/vdb  the dm-log-writes log
 #   /dev/vdc  copy-on-write store of the replay device (never mounted)

@@ -7,7 +7,7 @@
 # real files). Beside it the script makes, if missing, RAW.xz (`xz -6 -T1`:
 # one block) and RAW.zst (`zstd -19`), and a loop device backed by a file
 # in the same directory. Each format is flashed by every tool, interleaved
-# (scripts/interleave.py: medians of RUNS rounds after a warm-up one); the
+# (scripts/bench/interleave.py: medians of RUNS rounds after a warm-up one); the
 # device is compared with RAW after the last run of each tool. Equal work:
 # kopiru with --no-verify (the others do not read back), dd with
 # conv=fsync (kopiru flushes the device before it exits) and
@@ -16,10 +16,10 @@
 # --nobmap (no block map, every byte written). Then kopiru's peak RSS
 # (/usr/bin/time, verification on) per format.
 #
-# usage: scripts/bench-flash-url.sh RAW [RUNS]      (as root; default RUNS 3)
+# usage: scripts/bench/flash-url.sh RAW [RUNS]      (as root; default RUNS 3)
 # KOPIRU=path picks the binary (default target/release/kopiru).
 set -euo pipefail
-cd "$(dirname "$0")/.."
+cd "$(dirname "$0")/../.."
 raw=$(realpath "$1") runs=${2:-3}
 dir=$(dirname "$raw") name=$(basename "$raw")
 k=${KOPIRU:-$PWD/target/release/kopiru}
@@ -57,7 +57,7 @@ for fmt in xz zst; do
   fi
   # The device discarded (zeros) before each run, so that each tool is seen to write it.
   prep="blkdiscard -f $dev 2>/dev/null || true"
-  python3 scripts/interleave.py "$runs" "$prep" "${tools[@]}"
+  python3 scripts/bench/interleave.py "$runs" "$prep" "${tools[@]}"
   for t in "${tools[@]}"; do
     eval "$prep"
     ${t#*=} > /dev/null 2>&1 || { echo "!!! ${t%%=*} failed"; exit 1; }

@@ -3,7 +3,7 @@
 #
 # A SIZE MiB ext4 image filled with real files (copied from /usr/share and
 # /usr/lib) on a loop device (direct I/O, so no read comes from the page
-# cache). Then, interleaved (scripts/interleave.py: medians of RUNS rounds,
+# cache). Then, interleaved (scripts/bench/interleave.py: medians of RUNS rounds,
 # outputs removed before each run), at the same level each time:
 #   zstd -3:  kopiru image (--no-verify, and with its read-back) against
 #             `dd iflag=direct bs=4M | zstd -T0 -3 > out`, with and
@@ -15,13 +15,13 @@
 # /usr/bin/time: for a pipeline, its largest process). One more kopiru
 # output of each format is checked against the device at the end.
 #
-# usage: scripts/bench-image.sh [SIZE_MIB] [RUNS]        (default 1024 3)
-#        FORMATS="zst xz" scripts/bench-image.sh ...      (default: zst xz gz)
+# usage: scripts/bench/image.sh [SIZE_MIB] [RUNS]        (default 1024 3)
+#        FORMATS="zst xz" scripts/bench/image.sh ...      (default: zst xz gz)
 # Needs root (losetup), zstd, xz, gzip, mkfs.ext4, /usr/bin/time (package
 # time). The filesystem image is kept in /var/tmp/kopiru-image-bench for
 # the next run.
 set -euo pipefail
-cd "$(dirname "$0")/.."
+cd "$(dirname "$0")/../.."
 mib=${1:-1024} runs=${2:-3} formats=" ${FORMATS:-zst xz gz} "
 [[ -x /usr/bin/time ]] || { echo "needs /usr/bin/time (apt-get install time)" >&2; exit 2; }
 work=/var/tmp/kopiru-image-bench
@@ -36,7 +36,7 @@ img=$work/ext4-$mib.img
 if [[ ! -f $img ]]; then
   stage=$work/stage
   rm -rf "$stage" && mkdir -p "$stage"
-  python3 scripts/stage-system-files.py "$stage" $(((mib * 70 / 100) << 20))
+  python3 scripts/bench/stage-system-files.py "$stage" $(((mib * 70 / 100) << 20))
   truncate -s "${mib}M" "$img.tmp"
   mkfs.ext4 -q -F -d "$stage" "$img.tmp"
   mv "$img.tmp" "$img"
@@ -84,7 +84,7 @@ echo "== $mib MiB ext4 image of real files on $dev (loop, direct I/O), $(nproc) 
   "medians of $runs interleaved runs"
 if [[ $formats == *" zst "* ]]; then
 echo "-- zstd -3"
-python3 scripts/interleave.py "$runs" "rm -f $out/*" \
+python3 scripts/bench/interleave.py "$runs" "rm -f $out/*" \
   "$(timed kopiru "$k image --no-progress --no-verify $dev $out/k.img.zst")" \
   "$(timed kopiru+verify "$k image --no-progress $dev $out/kv.img.zst")" \
   "$(pipe dd-zstd-T0 'zstd -q -T0 -3')" \
@@ -95,7 +95,7 @@ fi
 
 if [[ $formats == *" xz "* ]]; then
 echo "-- xz -2"
-python3 scripts/interleave.py "$runs" "rm -f $out/*" \
+python3 scripts/bench/interleave.py "$runs" "rm -f $out/*" \
   "$(timed kopiru "$k image --no-progress --no-verify $dev $out/k.img.xz")" \
   "$(pipe dd-xz-T0+sync 'xz -T0 -2' sync)" 2> "$tmp/out" >/dev/null
 report "$tmp/out"
@@ -107,7 +107,7 @@ echo "-- gzip -6"
 gz=("$(timed kopiru "$k image --no-progress --no-verify $dev $out/k.img.gz")"
   "$(pipe dd-gzip+sync 'gzip -6' sync)")
 command -v pigz > /dev/null && gz+=("$(pipe dd-pigz+sync 'pigz -6' sync)")
-python3 scripts/interleave.py "$runs" "rm -f $out/*" "${gz[@]}" 2> "$tmp/out" >/dev/null
+python3 scripts/bench/interleave.py "$runs" "rm -f $out/*" "${gz[@]}" 2> "$tmp/out" >/dev/null
 report "$tmp/out"
 check gz "gzip -dc"
 fi

@@ -11,18 +11,18 @@
 #     I/O): kopiru flash (--no-verify, as the others do not verify; and with
 #     its read-back), the decompressor piped into `dd iflag=fullblock oflag=direct bs=4M`,
 #     and `bmaptool copy --nobmap` where installed. Runs are interleaved
-#     (scripts/interleave.py: medians, the compressed image in the page
+#     (scripts/bench/interleave.py: medians, the compressed image in the page
 #     cache before each); peak RSS from /usr/bin/time (for a pipeline: its largest
 #     process).
 #
-# usage: scripts/bench-decode.sh [SIZE_MIB] [RUNS]        (default 256 3)
+# usage: scripts/bench/decode.sh [SIZE_MIB] [RUNS]        (default 256 3)
 # FORMATS="xz6 zst19" limits the formats (of xz6 xz6mt xz9 zst19 zst19l gz);
 # DECODE=0 skips part 1.
 # Needs root (losetup), xz, zstd, gzip, mkfs.ext4, /usr/bin/time (package
 # time); bmaptool (bmap-tools) is optional. The images are kept in
 # /var/tmp/kopiru-decode-bench for the next run.
 set -euo pipefail
-cd "$(dirname "$0")/.."
+cd "$(dirname "$0")/../.."
 mib=${1:-256} runs=${2:-3}
 [[ -x /usr/bin/time ]] || { echo "needs /usr/bin/time (apt-get install time)" >&2; exit 2; }
 work=/var/tmp/kopiru-decode-bench
@@ -36,7 +36,7 @@ img=$work/ext4-$mib.img
 if [[ ! -f $img ]]; then
   stage=$work/stage
   rm -rf "$stage" && mkdir -p "$stage"
-  python3 scripts/stage-system-files.py "$stage" $(((mib * 85 / 100) << 20))
+  python3 scripts/bench/stage-system-files.py "$stage" $(((mib * 85 / 100) << 20))
   truncate -s "${mib}M" "$img.tmp"
   mkfs.ext4 -q -F -d "$stage" "$img.tmp"
   mv "$img.tmp" "$img"
@@ -142,12 +142,12 @@ for f in xz6 xz6mt xz9; do
   [[ ${DECODE:-1} == 0 ]] || ! has $f && continue
   args=("$(timed "$f:lzma-rs" "$db lzma-rs ${c[$f]}")" "$(timed "$f:liblzma" "$db liblzma ${c[$f]} 1")")
   [[ $f == xz6mt ]] && args+=("$(timed "$f:liblzma-mt2" "$db liblzma ${c[$f]} 2")")
-  python3 scripts/interleave.py "$runs" "cat ${c[$f]} > /dev/null" "${args[@]}" 2> "$tmp/out" >/dev/null
+  python3 scripts/bench/interleave.py "$runs" "cat ${c[$f]} > /dev/null" "${args[@]}" 2> "$tmp/out" >/dev/null
   report "$tmp/out"
 done
 for f in zst19 zst19l; do
   [[ ${DECODE:-1} == 0 ]] || ! has $f && continue
-  python3 scripts/interleave.py "$runs" "cat ${c[$f]} > /dev/null" \
+  python3 scripts/bench/interleave.py "$runs" "cat ${c[$f]} > /dev/null" \
     "$(timed "$f:ruzstd" "$db ruzstd ${c[$f]}")" "$(timed "$f:libzstd" "$db zstd ${c[$f]}")" \
     2> "$tmp/out" >/dev/null
   report "$tmp/out"
@@ -171,7 +171,7 @@ for f in "${formats[@]}"; do
     args+=("$(timed "$f:kopiru-1thread" "$k flash --yes --no-progress --no-verify --memory 0 ${c[$f]} $dev")")
   command -v bmaptool > /dev/null &&
     args+=("$(timed "$f:bmaptool" "bmaptool -q copy --nobmap ${c[$f]} $dev")")
-  python3 scripts/interleave.py "$runs" "cat ${c[$f]} > /dev/null" "${args[@]}" 2> "$tmp/out" >/dev/null
+  python3 scripts/bench/interleave.py "$runs" "cat ${c[$f]} > /dev/null" "${args[@]}" 2> "$tmp/out" >/dev/null
   report "$tmp/out"
   # Whichever ran last left the whole image on the device.
   cmp -s -n "$((mib << 20))" "$img" "$dev" || { echo "  $f: the device differs from the image!"; exit 1; }

@@ -34,7 +34,7 @@
 # On 2 cores: about 13 min from nothing (x86_64 5, aarch64 4, Windows 3,
 # cargo-deb's install 2), seconds when nothing changed.
 set -euo pipefail
-cd "$(dirname "$0")/.."
+cd "$(dirname "$0")/../.."
 ROOT=$PWD
 START=$SECONDS
 parts=${KOPIRU_RELEASE_PARTS:-linux-x64,linux-arm64,deb,windows,npm}

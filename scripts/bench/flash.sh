@@ -4,9 +4,9 @@
 # exits (each ends with a flush of the device), user and system CPU, and
 # peak RSS (/usr/bin/time). Also kopiru's peak RSS for an xz image.
 #
-# usage: scripts/bench-flash.sh [SIZE_MIB] [RUNS]      (default 2048 3)
+# usage: scripts/bench/flash.sh [SIZE_MIB] [RUNS]      (default 2048 3)
 set -euo pipefail
-cd "$(dirname "$0")/.."
+cd "$(dirname "$0")/../.."
 mib=${1:-2048} runs=${2:-3}
 command -v bmaptool >/dev/null || apt-get install -y -qq bmap-tools >/dev/null
 [[ -x /usr/bin/time ]] || apt-get install -y -qq time >/dev/null

@@ -3,7 +3,7 @@
 # root, with apt-get and a virtme-ng venv), builds release kopiru and
 # kopiru-lab, makes eight sparse disk images in a temporary directory, boots
 # Debian's kernel once under QEMU (software emulation) running
-# scripts/lab-guest.sh, and prints one line per scenario and a final
+# scripts/test/lab-guest.sh, and prints one line per scenario and a final
 #   N passed, N failed, N skipped
 # Exits non-zero on any failure. If the lab cannot run here, it says so
 # loudly and counts as skipped, never as passed.
@@ -12,7 +12,7 @@
 # scenario, default 8), LAB_NO_INSTALL=1, LAB_VENV (default
 # ~/.cache/kopiru-lab/venv).
 set -u
-cd "$(dirname "$0")/.."
+cd "$(dirname "$0")/../.."
 ROOT=$PWD
 VENV=${LAB_VENV:-$HOME/.cache/kopiru-lab/venv}
 T0=$SECONDS
@@ -73,7 +73,7 @@ TMP=$(mktemp -d "${TMPDIR:-/tmp}/kopiru-lab.XXXXXX")
 mkdir -p "$HOME/.cache/kopiru-lab"
 STAGE=$(mktemp -d "$HOME/.cache/kopiru-lab/run.XXXXXX")
 trap 'rm -rf "$TMP" "$STAGE"' EXIT
-cp "$ROOT/scripts/lab-guest.sh" "$BIN/kopiru" "$BIN/kopiru-lab" "$STAGE/" ||
+cp "$ROOT/scripts/test/lab-guest.sh" "$BIN/kopiru" "$BIN/kopiru-lab" "$STAGE/" ||
     skip "cannot stage the guest's files in $STAGE"
 # Two lanes of scenarios side by side (lab-guest.sh), four disks each.
 disks=()

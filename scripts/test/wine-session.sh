@@ -1,7 +1,7 @@
 # shellcheck shell=bash
 # One Wine session for a run, sourced by the scripts that run Windows
-# builds under Wine (scripts/test-windows.sh,
-# bindings/node/scripts/test-windows.sh, scripts/test-release.sh):
+# builds under Wine (scripts/test/windows.sh,
+# bindings/node/scripts/test-windows.sh, scripts/test/release.sh):
 #
 # - The run gets its own prefix, a copy of a template prefix made once
 #   (KOPIRU_WINEPREFIX, default /tmp/kopiru-wineprefix: ~15 s the first

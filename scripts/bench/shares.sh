@@ -5,7 +5,7 @@
 # --transfers 32 and cpz. One call is one cell (a delay, a corpus, a
 # direction); docs/BENCHMARKS.md ("Shares, simulated") lists the calls.
 #
-# usage: scripts/bench-shares.sh DELAY_MS RUNS CORPUS into|out|within [TOOL...]
+# usage: scripts/bench/shares.sh DELAY_MS RUNS CORPUS into|out|within [TOOL...]
 #   TOOL: cp rsync fpsync rclone cpz default j2 j8 j32 j64 j128 j256 prev
 #   (all but prev by default; prev is PREV's default, an earlier build),
 #   each optionally NAME/RUNS (fewer rounds than RUNS) and @SECONDS (killed
@@ -25,7 +25,7 @@ set -euo pipefail
 delay=$1 runs=$2 corpus=$(cd "$3" && pwd) dir=$4
 shift 4
 here=$(cd "$(dirname "$0")" && pwd)
-k=${KOPIRU:-$here/../target/release/kopiru}
+k=${KOPIRU:-$here/../../target/release/kopiru}
 slowfs=$(dirname "$k")/kopiru-slowfs
 cpz=${CPZ:-cpz}
 w=${W:-/var/tmp/kopiru-shares}

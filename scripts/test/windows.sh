@@ -11,14 +11,14 @@
 #
 # Needs gcc-mingw-w64-x86-64 and wine64 (installed with apt-get when run as
 # root and missing) and rustup's x86_64-pc-windows-gnu target (added).
-# Wine runs one session for the whole script (scripts/wine-session.sh):
+# Wine runs one session for the whole script (scripts/test/wine-session.sh):
 # the run's own copy of a prefix made once, one persistent wineserver,
 # stopped at the end.
 # Environment: CARGO_TARGET_DIR (as cargo), KOPIRU_WINEPREFIX (the prefix
 # copied, default /tmp/kopiru-wineprefix, kept between runs: making it
 # takes ~15 s).
 set -u
-cd "$(dirname "$0")/.."
+cd "$(dirname "$0")/../.."
 ROOT=$PWD
 START=$SECONDS
 
@@ -84,11 +84,11 @@ if ! "$CC" -shared -O2 -o "$BIN/bcryptprimitives.dll" \
     finish
 fi
 
-# shellcheck source=scripts/wine-session.sh
-. scripts/wine-session.sh
+# shellcheck source=scripts/test/wine-session.sh
+. scripts/test/wine-session.sh
 trap 'wine_session_end; rm -rf "$WORK"' EXIT
 if ! wine_session_start; then
-    fail "starting Wine (scripts/wine-session.sh)"
+    fail "starting Wine (scripts/test/wine-session.sh)"
     finish
 fi
 

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Proves that each artifact scripts/release.sh left in dist/ installs and
+# Proves that each artifact scripts/release/build.sh left in dist/ installs and
 # runs without Rust (PATH holds no cargo or rustc here, and the chroots
 # have none):
 #
@@ -25,7 +25,7 @@
 # - Windows: kopiru.exe from its zip imports only Windows DLLs (no mingw
 #   runtime), and under Wine prints its version and copies a tree. Wine 8
 #   lacks bcryptprimitives.dll: the shim of tests/windows/processprng.c is
-#   put beside the exe for the test (as scripts/test-windows.sh does), not
+#   put beside the exe for the test (as scripts/test/windows.sh does), not
 #   shipped.
 #
 # What cannot run is printed as "!!!!!!!! SKIPPED: reason" and counted as
@@ -34,10 +34,10 @@
 # qemu-user-static, debootstrap, wine64, gcc-mingw-w64-x86-64). Needs root
 # (chroot). Environment: KOPIRU_CACHE (default ~/.cache/kopiru-test),
 # KOPIRU_WINEPREFIX (default /tmp/kopiru-wineprefix: the prefix each run's
-# Wine session copies, scripts/wine-session.sh). About 10 s; 3 min more
+# Wine session copies, scripts/test/wine-session.sh). About 10 s; 3 min more
 # the first time (debootstrap).
 set -u
-cd "$(dirname "$0")/.." || exit 1
+cd "$(dirname "$0")/../.." || exit 1
 ROOT=$PWD
 DIST=$ROOT/dist
 START=$SECONDS
@@ -98,7 +98,7 @@ fi
 shopt -s nullglob
 sums=("$DIST"/*.sha256 "$DIST"/npm/*.sha256)
 if [ ${#sums[@]} -eq 0 ]; then
-    fail "checksums: no dist/*.sha256 (run scripts/release.sh first)"
+    fail "checksums: no dist/*.sha256 (run scripts/release/build.sh first)"
 else
     bad=
     for s in "${sums[@]}"; do (cd "${s%/*}" && sha256sum --quiet -c "${s##*/}") || bad+=" ${s##*/}"; done
@@ -289,11 +289,11 @@ fi
 
 # --- Windows under Wine ------------------------------------------------------
 WINE=/usr/lib/wine/wine64
-# shellcheck source=scripts/wine-session.sh
-. "$ROOT/scripts/wine-session.sh"
+# shellcheck source=scripts/test/wine-session.sh
+. "$ROOT/scripts/test/wine-session.sh"
 # DIR: Wine 8's missing bcryptprimitives.dll (the shim of
 # tests/windows/processprng.c) put in DIR, beside what loads it, and the
-# run's Wine session (scripts/wine-session.sh: its own prefix, one
+# run's Wine session (scripts/test/wine-session.sh: its own prefix, one
 # persistent wineserver, stopped by cleanup), started once.
 wine_ready() {
     x86_64-w64-mingw32-gcc -shared -O2 -o "$1/bcryptprimitives.dll" tests/windows/processprng.c -ladvapi32

@@ -1,9 +1,9 @@
 #!/usr/bin/env bash
 # Issue 18's table: kopiru against cpz at equal work, against `cp -a` with
 # -a, and the time until the copy is durable, in ONE interleaved run per
-# filesystem and corpus (scripts/interleave.py: every command once per
+# filesystem and corpus (scripts/bench/interleave.py: every command once per
 # round, rotated; `rm -rf dst; sync` before each run, outside the timing).
-# Each FS gets a fresh loop-mounted filesystem (scripts/loopfs.sh).
+# Each FS gets a fresh loop-mounted filesystem (scripts/bench/loopfs.sh).
 #
 # Commands per round:
 #   cpz                      cpz SRC DST                (mode only, no times)
@@ -14,8 +14,8 @@
 #                            (ext4 and XFS only: the issue's durable target)
 # The copy commands run kopiru with --sync none, as the peers do not flush.
 #
-# usage: scripts/bench-equal.sh RUNS FS[,FS...] CORPUS... [-- KOPIRU]
-# e.g.:  scripts/bench-equal.sh 7 ext4,xfs,btrfs /var/tmp/kc/n16384 /var/tmp/kc/node_modules
+# usage: scripts/bench/equal.sh RUNS FS[,FS...] CORPUS... [-- KOPIRU]
+# e.g.:  scripts/bench/equal.sh 7 ext4,xfs,btrfs /var/tmp/kc/n16384 /var/tmp/kc/node_modules
 # Needs cpz (../shared/bench/peers.sh installs it under ~/.cache/kopiru-peers).
 # Prints one line per FS and corpus: medians in ms and the issue's ratios
 # (the peer's median ÷ kopiru's).
@@ -25,7 +25,7 @@ runs=$1 fss=$2; shift 2
 corpora=()
 while [[ $# -gt 0 && $1 != -- ]]; do corpora+=("$(readlink -f "$1")"); shift; done
 [[ ${1:-} == -- ]] && shift
-k=$(readlink -f "${1:-$here/../target/release/kopiru}")
+k=$(readlink -f "${1:-$here/../../target/release/kopiru}")
 cpz=${PEERS_ROOT:-$HOME/.cache/kopiru-peers}/bin/cpz
 [[ -x $cpz ]] || { echo "cpz not found at $cpz: run ../shared/bench/peers.sh" >&2; exit 2; }
 source "$here/loopfs.sh"

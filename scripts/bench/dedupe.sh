@@ -5,10 +5,10 @@
 # free space (statfs, after `sync -f`) compared before and after. Prints the
 # median time and median space freed per tool.
 #
-# usage: scripts/bench-dedupe.sh CORPUS [RUNS]
-# e.g.:  scripts/bench-dedupe.sh /var/tmp/kc/node_modules 5
+# usage: scripts/bench/dedupe.sh CORPUS [RUNS]
+# e.g.:  scripts/bench/dedupe.sh /var/tmp/kc/node_modules 5
 set -euo pipefail
-cd "$(dirname "$0")/.."
+cd "$(dirname "$0")/../.."
 corpus=$(readlink -f "$1") runs=${2:-5}
 PEERS_ROOT=${PEERS_ROOT:-$HOME/.cache/kopiru-peers}
 command -v duperemove >/dev/null || apt-get install -y -qq duperemove >/dev/null

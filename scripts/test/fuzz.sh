@@ -17,7 +17,7 @@
 # of targets (default: all). KOPIRU_FUZZ_JOBS: targets at once (default 2).
 # KOPIRU_FUZZ_BUILD_ARGS: more cargo-fuzz build options (below).
 set -uo pipefail
-cd "$(dirname "$0")/.." || exit 1
+cd "$(dirname "$0")/../.." || exit 1
 root=$PWD
 seconds=${KOPIRU_FUZZ_SECONDS:-15}
 jobs=${KOPIRU_FUZZ_JOBS:-2}

@@ -4,13 +4,13 @@
 # peers that keep the same metadata (cp -a, rsync -a). Writes hyperfine JSON to
 # OUT and prints a table of medians and ratios (fastest peer ÷ kopiru).
 # kopiru runs with --sync none, since no peer flushes: this compares copying;
-# scripts/bench-durable.sh compares the time until the copy is on disk.
+# scripts/bench/durable.sh compares the time until the copy is on disk.
 #
-# usage: scripts/bench-peers.sh OUT FS[,FS...] CORPUS... [-- EXTRA KOPIRU ARGS]
-# e.g.:  scripts/bench-peers.sh /tmp/bench ext4,xfs,btrfs /var/tmp/kc/n16384 /var/tmp/kc/n1
+# usage: scripts/bench/peers.sh OUT FS[,FS...] CORPUS... [-- EXTRA KOPIRU ARGS]
+# e.g.:  scripts/bench/peers.sh /tmp/bench ext4,xfs,btrfs /var/tmp/kc/n16384 /var/tmp/kc/n1
 # Corpora: ../shared/bench/mkcorpus.py ROOT 256 1 256 16384 262144 (see docs/BENCHMARKS.md).
 set -euo pipefail
-cd "$(dirname "$0")/.."
+cd "$(dirname "$0")/../.."
 out=$1 fss=$2; shift 2
 corpora=() extra=()
 while [[ $# -gt 0 && $1 != -- ]]; do corpora+=("$(readlink -f "$1")"); shift; done
