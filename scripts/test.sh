@@ -23,57 +23,50 @@
 # gui: `kopiru gui` in Debian's Chromium (Selenium, axe-core) and its
 # security as raw HTTP (tests/gui/run.sh).
 set -euo pipefail
-cd "$(dirname "$0")/.."
+. "$(dirname "$0")/lib.sh"
+cd "$ROOT"
 parts=${KOPIRU_TEST_PARTS:-rust,fuzz,node,windows,lab,release,gnu,rsync,oracle,gui}
 has() { [[ ",$parts," == *",$1,"* ]]; }
-need=()
-command -v mkfs.ext4 >/dev/null || need+=(e2fsprogs)
-command -v mkfs.xfs >/dev/null || need+=(xfsprogs)
-command -v mkfs.btrfs >/dev/null || need+=(btrfs-progs)
-command -v strace >/dev/null || need+=(strace)
-command -v losetup >/dev/null || need+=(mount)
-command -v sfdisk >/dev/null || need+=(fdisk)
-command -v dmsetup >/dev/null || need+=(dmsetup)
-command -v xz >/dev/null || need+=(xz-utils)
-command -v zstd >/dev/null || need+=(zstd)
-command -v bzip2 >/dev/null || need+=(bzip2)
-command -v gzip >/dev/null || need+=(gzip)
-command -v bmaptool >/dev/null || need+=(bmap-tools)
-command -v script >/dev/null || need+=(bsdutils)
-command -v mpirun >/dev/null || need+=(openmpi-bin)
-command -v fpart >/dev/null || need+=(fpart)
-command -v setpriv >/dev/null || need+=(util-linux)
-command -v fusermount3 >/dev/null || need+=(fuse3)
-command -v setfacl >/dev/null || need+=(acl)
-command -v setfattr >/dev/null || need+=(attr)
+need mkfs.ext4 e2fsprogs
+need mkfs.xfs xfsprogs
+need mkfs.btrfs btrfs-progs
+need strace strace
+need losetup mount
+need sfdisk fdisk
+need dmsetup dmsetup
+need xz xz-utils
+need zstd zstd
+need bzip2 bzip2
+need gzip gzip
+need bmaptool bmap-tools
+need script bsdutils
+need mpirun openmpi-bin
+need fpart fpart
+need setpriv util-linux
+need fusermount3 fuse3
+need setfacl acl
+need setfattr attr
 if has oracle; then
-  command -v rsync >/dev/null || need+=(rsync)
+  need rsync rsync
 fi
 if has gnu || has rsync || has oracle; then
   # tests/peers/check-differences.py, the oracle, rsync's wrapper
-  command -v python3 >/dev/null || need+=(python3)
+  need python3 python3
 fi
 if has node; then
-  command -v node >/dev/null || need+=(nodejs)
-  command -v npm >/dev/null || need+=(npm)
+  need node nodejs
+  need npm npm
 fi
 if has gnu; then
   # What GNU's cp tests call (tests/peers/gnu-cp/run.sh would install them
   # too); dpkg-dev unpacks coreutils' source.
-  command -v dpkg-source >/dev/null || need+=(dpkg-dev)
-  [[ -x /usr/sbin/setcap || -x /sbin/setcap ]] || need+=(libcap2-bin)
-  [[ -x /usr/bin/python3 ]] || need+=(python3)
-  command -v gcc >/dev/null || need+=(gcc)
-  command -v valgrind >/dev/null || need+=(valgrind)
+  need dpkg-source dpkg-dev
+  need '/usr/sbin/setcap|/sbin/setcap' libcap2-bin
+  need /usr/bin/python3 python3
+  need gcc gcc
+  need valgrind valgrind
 fi
-if ((${#need[@]})); then
-  if [[ $(id -u) == 0 ]] && command -v apt-get >/dev/null; then
-    echo "installing ${need[*]}" >&2
-    apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${need[@]}" >/dev/null
-  else
-    echo "!!! missing ${need[*]} and cannot install them: the tests needing them will be ignored" >&2
-  fi
-fi
+install_missing || echo "!!! the tests needing them will be ignored" >&2
 log=$(mktemp)
 trap 'rm -f "$log"' EXIT
 status=0

@@ -18,7 +18,7 @@ fs=$1 corpus=$(readlink -f "$2") runs=$3; shift 3
 P=${PEERS_ROOT:-$HOME/.cache/kopiru-peers}/bin
 name=$(basename "$corpus")
 img=/var/tmp/kopiru-ab-$fs-$name.img mnt=/mnt/kopiru-ab-$fs-$name
-source "$(dirname "$0")/loopfs.sh"
+. "$(dirname "$0")/../lib.sh"
 mountpoint -q "$mnt" || corpus_fs "$fs" "$corpus" "$img" "$mnt"
 args=()
 for peer in cpz fcp; do
@@ -28,7 +28,7 @@ i=0
 for k in "$@"; do
   i=$((i + 1)); args+=("build$i=$(readlink -f "$k") copy --sync none $mnt/src $mnt/dst")
 done
-line=$(python3 "$(dirname "$0")/interleave.py" "$runs" "rm -rf $mnt/dst; sync" "${args[@]}")
+line=$(python3 "$ROOT/scripts/bench/interleave.py" "$runs" "rm -rf $mnt/dst; sync" "${args[@]}")
 python3 - "$line" <<'PY'
 import sys
 m = {k: float(v[:-2]) for k, v in (f.split("=") for f in sys.argv[1].split())}

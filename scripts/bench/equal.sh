@@ -3,7 +3,7 @@
 # -a, and the time until the copy is durable, in ONE interleaved run per
 # filesystem and corpus (scripts/bench/interleave.py: every command once per
 # round, rotated; `rm -rf dst; sync` before each run, outside the timing).
-# Each FS gets a fresh loop-mounted filesystem (scripts/bench/loopfs.sh).
+# Each FS gets a fresh loop-mounted filesystem (corpus_fs, scripts/lib.sh).
 #
 # Commands per round:
 #   cpz                      cpz SRC DST                (mode only, no times)
@@ -20,15 +20,14 @@
 # Prints one line per FS and corpus: medians in ms and the issue's ratios
 # (the peer's median ÷ kopiru's).
 set -euo pipefail
-here=$(cd "$(dirname "$0")" && pwd)
+. "$(dirname "$0")/../lib.sh"
 runs=$1 fss=$2; shift 2
 corpora=()
 while [[ $# -gt 0 && $1 != -- ]]; do corpora+=("$(readlink -f "$1")"); shift; done
 [[ ${1:-} == -- ]] && shift
-k=$(readlink -f "${1:-$here/../../target/release/kopiru}")
+k=$(KOPIRU=${1:-${KOPIRU:-}} release_kopiru)
 cpz=${PEERS_ROOT:-$HOME/.cache/kopiru-peers}/bin/cpz
 [[ -x $cpz ]] || { echo "cpz not found at $cpz: run ../shared/bench/peers.sh" >&2; exit 2; }
-source "$here/loopfs.sh"
 # interleave.py splits commands on spaces, so the pipelines are scripts.
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
@@ -50,7 +49,7 @@ for fs in ${fss//,/ }; do
     if [[ $fs != btrfs ]]; then
       cmds+=("cpz_sync=$tmp/cpz_sync $S $D" "k_end=$k copy $S $D")
     fi
-    line=$(python3 "$here/interleave.py" "$runs" "rm -rf $D; sync" "${cmds[@]}")
+    line=$(python3 "$ROOT/scripts/bench/interleave.py" "$runs" "rm -rf $D; sync" "${cmds[@]}")
     umount "$mnt"; rm -f "$img"
     python3 - "$fs" "$name" "$line" <<'PY'
 import sys

@@ -17,12 +17,13 @@
 # (/usr/bin/time, verification on) per format.
 #
 # usage: scripts/bench/flash-url.sh RAW [RUNS]      (as root; default RUNS 3)
-# KOPIRU=path picks the binary (default target/release/kopiru).
+# KOPIRU=path picks the binary (default: target/release/kopiru, built).
 set -euo pipefail
-cd "$(dirname "$0")/../.."
+. "$(dirname "$0")/../lib.sh"
 raw=$(realpath "$1") runs=${2:-3}
+cd "$ROOT"
 dir=$(dirname "$raw") name=$(basename "$raw")
-k=${KOPIRU:-$PWD/target/release/kopiru}
+k=$(release_kopiru)
 for t in curl xz zstd dd /usr/bin/time losetup; do
   command -v "$t" >/dev/null || { echo "needs $t" >&2; exit 2; }
 done

@@ -6,12 +6,12 @@
 #
 # usage: scripts/bench/flash.sh [SIZE_MIB] [RUNS]      (default 2048 3)
 set -euo pipefail
-cd "$(dirname "$0")/../.."
+. "$(dirname "$0")/../lib.sh"
 mib=${1:-2048} runs=${2:-3}
-command -v bmaptool >/dev/null || apt-get install -y -qq bmap-tools >/dev/null
-[[ -x /usr/bin/time ]] || apt-get install -y -qq time >/dev/null
-cargo build --release -q --bin kopiru
-k=$PWD/target/release/kopiru
+need bmaptool bmap-tools
+need /usr/bin/time time
+install_missing
+k=$(release_kopiru)
 img=/var/tmp/kopiru-flash-bench-$mib.img back=/var/tmp/kopiru-flash-bench-dev.img
 [[ -f $img ]] || head -c "$((mib << 20))" /dev/urandom > "$img"
 [[ -f $img.xz ]] || head -c $((256 << 20)) "$img" | xz -T0 -1 > "$img.xz"

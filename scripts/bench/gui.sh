@@ -19,7 +19,8 @@
 # Needs root, xz, mkfs.ext4, /usr/bin/time (package time), strip. Keeps the
 # image in /var/tmp/kopiru-gui-bench for the next run.
 set -euo pipefail
-cd "$(dirname "$0")/../.."
+. "$(dirname "$0")/../lib.sh"
+cd "$ROOT"
 runs=${1:-3}
 work=/var/tmp/kopiru-gui-bench
 mkdir -p "$work"
@@ -36,15 +37,7 @@ with=$(stat -c %s "$work/kopiru-gui") without=$(stat -c %s "$work/kopiru-nogui")
 # -- the image --
 img=$work/fs.img
 if [[ ! -f $img.xz ]]; then
-  if [[ ! -f $img ]]; then
-    stage=$work/stage
-    rm -rf "$stage" && mkdir -p "$stage"
-    python3 scripts/bench/stage-system-files.py "$stage" $(((1024 * 70 / 100) << 20))
-    truncate -s 1G "$img.tmp"
-    mkfs.ext4 -q -F -d "$stage" "$img.tmp"
-    mv "$img.tmp" "$img"
-    rm -rf "$stage"
-  fi
+  system_files_image "$img" 1024 70
   xz -T2 -3 -c "$img" > "$img.xz.tmp"
   mv "$img.xz.tmp" "$img.xz"
   rm -f "$img"
@@ -52,10 +45,7 @@ fi
 
 # -- two devices on a fresh loop-mounted filesystem --
 mnt=$work/mnt
-if mountpoint -q "$mnt"; then umount "$mnt"; fi
-rm -f "$work/devs.img" && truncate -s 3G "$work/devs.img"
-mkfs.ext4 -q -F "$work/devs.img"
-mkdir -p "$mnt" && mount -o loop "$work/devs.img" "$mnt"
+loop_fs ext4 "$work/devs.img" "$mnt" 3072
 truncate -s 1100M "$mnt/a.img" "$mnt/b.img"
 a=$(losetup -f --show "$mnt/a.img")
 b=$(losetup -f --show "$mnt/b.img")

@@ -18,31 +18,24 @@
 # usage: scripts/bench/image.sh [SIZE_MIB] [RUNS]        (default 1024 3)
 #        FORMATS="zst xz" scripts/bench/image.sh ...      (default: zst xz gz)
 # Needs root (losetup), zstd, xz, gzip, mkfs.ext4, /usr/bin/time (package
-# time). The filesystem image is kept in /var/tmp/kopiru-image-bench for
+# time, installed if missing). The filesystem image is kept in /var/tmp/kopiru-image-bench for
 # the next run.
 set -euo pipefail
-cd "$(dirname "$0")/../.."
+. "$(dirname "$0")/../lib.sh"
+cd "$ROOT"
 mib=${1:-1024} runs=${2:-3} formats=" ${FORMATS:-zst xz gz} "
-[[ -x /usr/bin/time ]] || { echo "needs /usr/bin/time (apt-get install time)" >&2; exit 2; }
+need /usr/bin/time time
+install_missing
 work=/var/tmp/kopiru-image-bench
 mkdir -p "$work"
-export CARGO_TARGET_DIR=${CARGO_TARGET_DIR:-$PWD/target}
-cargo build --release -q --bin kopiru
-k=$CARGO_TARGET_DIR/release/kopiru
+k=$(release_kopiru)
 
 # The filesystem: real files, as many as fit with room for ext4's own
 # blocks (and the tails of many small files: 70 % of the size).
 img=$work/ext4-$mib.img
-if [[ ! -f $img ]]; then
-  stage=$work/stage
-  rm -rf "$stage" && mkdir -p "$stage"
-  python3 scripts/bench/stage-system-files.py "$stage" $(((mib * 70 / 100) << 20))
-  truncate -s "${mib}M" "$img.tmp"
-  mkfs.ext4 -q -F -d "$stage" "$img.tmp"
-  mv "$img.tmp" "$img"
-  rm -rf "$stage"
-fi
+system_files_image "$img" "$mib" 70
 tmp=$(mktemp -d)
+RSS_DIR=$tmp
 out=$work/out
 dev=
 cleanup() { [[ -n $dev ]] && losetup -d "$dev"; rm -rf "$tmp" "$out"; }
@@ -51,19 +44,6 @@ mkdir -p "$out"
 dev=$(losetup -f --show --direct-io=on --read-only "$img")
 sum=$(sha256sum < "$img" | cut -d' ' -f1)
 
-timed() { echo "$1=/usr/bin/time -f %M -a -o $tmp/rss.$1 $2"; }
-report() {  # the medians of interleave.py's stderr, with RSS
-  python3 - "$tmp" "$@" <<'PY'
-import re, statistics, sys
-tmp, lines = sys.argv[1], open(sys.argv[2]).read().splitlines()
-for l in lines:
-    m = re.match(r"\s*(\S+): wall median\s+([\d.]+) ms .*CPU median\s+([\d.]+) ms", l)
-    if not m: continue
-    rss = [int(x) for x in open(f"{tmp}/rss.{m[1]}").read().split()]
-    print(f"  {m[1]:<22} wall {float(m[2])/1000:7.2f} s  CPU {float(m[3])/1000:7.2f} s"
-          f"  peak RSS {statistics.median(rss)/1024:7.1f} MiB")
-PY
-}
 pipe() {  # NAME COMPRESSOR [sync]: the dd pipeline as a script; with
   # "sync", the output is flushed to disk at the end, as kopiru's is
   local then=

