@@ -23,6 +23,7 @@
 # gui: `kopiru gui` in Debian's Chromium (Selenium, axe-core) and its
 # security as raw HTTP (tests/gui/run.sh).
 set -euo pipefail
+# shellcheck source=scripts/lib.sh
 . "$(dirname "$0")/lib.sh"
 cd "$ROOT"
 parts=${KOPIRU_TEST_PARTS:-rust,fuzz,node,windows,lab,release,gnu,rsync,oracle,gui}

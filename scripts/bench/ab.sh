@@ -18,6 +18,7 @@ fs=$1 corpus=$(readlink -f "$2") runs=$3; shift 3
 P=${PEERS_ROOT:-$HOME/.cache/kopiru-peers}/bin
 name=$(basename "$corpus")
 img=/var/tmp/kopiru-ab-$fs-$name.img mnt=/mnt/kopiru-ab-$fs-$name
+# shellcheck source=scripts/lib.sh
 . "$(dirname "$0")/../lib.sh"
 mountpoint -q "$mnt" || corpus_fs "$fs" "$corpus" "$img" "$mnt"
 args=()

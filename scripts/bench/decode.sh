@@ -22,6 +22,7 @@
 # time, installed if missing); bmaptool (bmap-tools) is optional. The images are kept in
 # /var/tmp/kopiru-decode-bench for the next run.
 set -euo pipefail
+# shellcheck source=scripts/lib.sh
 . "$(dirname "$0")/../lib.sh"
 cd "$ROOT"
 mib=${1:-256} runs=${2:-3}

@@ -8,6 +8,7 @@
 # usage: scripts/bench/dedupe.sh CORPUS [RUNS]
 # e.g.:  scripts/bench/dedupe.sh /var/tmp/kc/node_modules 5
 set -euo pipefail
+# shellcheck source=scripts/lib.sh
 . "$(dirname "$0")/../lib.sh"
 corpus=$(readlink -f "$1") runs=${2:-5}
 PEERS_ROOT=${PEERS_ROOT:-$HOME/.cache/kopiru-peers}

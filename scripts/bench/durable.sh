@@ -9,6 +9,7 @@
 # e.g.:  scripts/bench/durable.sh ext4 /var/tmp/kc/n16384 11
 # Corpus: ../shared/bench/mkcorpus.py ROOT 256 16384 (see docs/BENCHMARKS.md).
 set -euo pipefail
+# shellcheck source=scripts/lib.sh
 . "$(dirname "$0")/../lib.sh"
 fs=$1 corpus=$(readlink -f "$2") runs=${3:-11}
 P=${PEERS_ROOT:-$HOME/.cache/kopiru-peers}/bin

@@ -20,6 +20,7 @@
 # Prints one line per FS and corpus: medians in ms and the issue's ratios
 # (the peer's median ÷ kopiru's).
 set -euo pipefail
+# shellcheck source=scripts/lib.sh
 . "$(dirname "$0")/../lib.sh"
 runs=$1 fss=$2; shift 2
 corpora=()
@@ -31,6 +32,7 @@ cpz=${PEERS_ROOT:-$HOME/.cache/kopiru-peers}/bin/cpz
 # interleave.py splits commands on spaces, so the pipelines are scripts.
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
+# shellcheck disable=SC2016 # $1 and $2 are the written script's own arguments
 printf '#!/bin/sh\n"%s" "$1" "$2" && sync -f "$2"\n' "$cpz" > "$tmp/cpz_sync"
 chmod +x "$tmp/cpz_sync"
 for fs in ${fss//,/ }; do

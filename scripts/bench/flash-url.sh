@@ -19,6 +19,7 @@
 # usage: scripts/bench/flash-url.sh RAW [RUNS]      (as root; default RUNS 3)
 # KOPIRU=path picks the binary (default: target/release/kopiru, built).
 set -euo pipefail
+# shellcheck source=scripts/lib.sh
 . "$(dirname "$0")/../lib.sh"
 raw=$(realpath "$1") runs=${2:-3}
 cd "$ROOT"
@@ -62,8 +63,11 @@ for fmt in xz zst; do
   for t in "${tools[@]}"; do
     eval "$prep"
     ${t#*=} > /dev/null 2>&1 || { echo "!!! ${t%%=*} failed"; exit 1; }
-    cmp -n "$size" "$dev" "$raw" > /dev/null && echo "  ${t%%=*}: device == image" \
-      || { echo "!!! ${t%%=*}: the device differs from the image"; exit 1; }
+    if ! cmp -n "$size" "$dev" "$raw" > /dev/null; then
+      echo "!!! ${t%%=*}: the device differs from the image"
+      exit 1
+    fi
+    echo "  ${t%%=*}: device == image"
   done
   /usr/bin/time -f "  kopiru (verified): %e s wall, %U+%S s CPU, peak RSS %M KiB" \
     "$k" flash --yes --no-progress "$url" "$dev" > /dev/null

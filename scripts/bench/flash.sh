@@ -6,6 +6,7 @@
 #
 # usage: scripts/bench/flash.sh [SIZE_MIB] [RUNS]      (default 2048 3)
 set -euo pipefail
+# shellcheck source=scripts/lib.sh
 . "$(dirname "$0")/../lib.sh"
 mib=${1:-2048} runs=${2:-3}
 need bmaptool bmap-tools
@@ -29,6 +30,7 @@ for r in $(seq "$runs"); do
   for name in "${!cmds[@]}"; do
     sync; echo 3 > /proc/sys/vm/drop_caches 2>/dev/null || true
     cat "$img" > /dev/null   # the image in the page cache for every tool alike
+    # shellcheck disable=SC2086 # the command is a string of words, split on purpose
     /usr/bin/time -f "%e %U %S %M" -o "$out.t" ${cmds[$name]}
     echo "$name|$(cat "$out.t")" >> "$out"
     echo "run $r: $name: $(cat "$out.t")" >&2

@@ -19,6 +19,7 @@
 # Needs root, xz, mkfs.ext4, /usr/bin/time (package time), strip. Keeps the
 # image in /var/tmp/kopiru-gui-bench for the next run.
 set -euo pipefail
+# shellcheck source=scripts/lib.sh
 . "$(dirname "$0")/../lib.sh"
 cd "$ROOT"
 runs=${1:-3}
@@ -52,7 +53,7 @@ b=$(losetup -f --show "$mnt/b.img")
 session=$work/session.json
 gui=
 cleanup() {
-  [[ -n $gui ]] && kill -INT "$gui" 2>/dev/null && wait "$gui" 2>/dev/null || true
+  if [[ -n $gui ]] && kill -INT "$gui" 2>/dev/null; then wait "$gui" 2>/dev/null || true; fi
   losetup -d "$a" "$b" 2>/dev/null || true
   umount "$mnt" 2>/dev/null || true
   rm -f "$work/devs.img" "$session"

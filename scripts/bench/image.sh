@@ -21,6 +21,7 @@
 # time, installed if missing). The filesystem image is kept in /var/tmp/kopiru-image-bench for
 # the next run.
 set -euo pipefail
+# shellcheck source=scripts/lib.sh
 . "$(dirname "$0")/../lib.sh"
 cd "$ROOT"
 mib=${1:-1024} runs=${2:-3} formats=" ${FORMATS:-zst xz gz} "
@@ -57,7 +58,7 @@ check() {  # EXT DECOMPRESSOR: one more kopiru run, whose output holds the
   "$k" image --no-progress --no-verify "$dev" "$out/check.img.$1" > /dev/null
   [[ $($2 < "$out/check.img.$1" | sha256sum | cut -d' ' -f1) == "$sum" ]] ||
     { echo "  the .$1 image does not decompress to the device's bytes!"; exit 1; }
-  ls -l "$out/check.img.$1" | sed 's/^/    /'
+  stat -c '    %s bytes  %n' "$out/check.img.$1"
 }
 
 echo "== $mib MiB ext4 image of real files on $dev (loop, direct I/O), $(nproc) CPUs," \

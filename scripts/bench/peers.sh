@@ -10,6 +10,7 @@
 # e.g.:  scripts/bench/peers.sh /tmp/bench ext4,xfs,btrfs /var/tmp/kc/n16384 /var/tmp/kc/n1
 # Corpora: ../shared/bench/mkcorpus.py ROOT 256 1 256 16384 262144 (see docs/BENCHMARKS.md).
 set -euo pipefail
+# shellcheck source=scripts/lib.sh
 . "$(dirname "$0")/../lib.sh"
 out=$1 fss=$2; shift 2
 corpora=() extra=()

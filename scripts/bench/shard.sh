@@ -21,6 +21,7 @@
 # e.g.:  scripts/bench/shard.sh xfs /var/tmp/kc/n262144 5
 set -euo pipefail
 fs=$1 corpus=$(readlink -f "$2") runs=$3
+# shellcheck source=scripts/lib.sh
 . "$(dirname "$0")/../lib.sh"
 cd "$ROOT"
 k=$(release_kopiru)

@@ -24,6 +24,7 @@
 set -euo pipefail
 delay=$1 runs=$2 corpus=$(cd "$3" && pwd) dir=$4
 shift 4
+# shellcheck source=scripts/lib.sh
 . "$(dirname "$0")/../lib.sh"
 k=$(release_kopiru)
 slowfs=$(dirname "$k")/kopiru-slowfs

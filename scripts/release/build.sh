@@ -34,6 +34,7 @@
 # On 2 cores: about 13 min from nothing (x86_64 5, aarch64 4, Windows 3,
 # cargo-deb's install 2), seconds when nothing changed.
 set -euo pipefail
+# shellcheck source=scripts/lib.sh
 . "$(dirname "$0")/../lib.sh"
 cd "$ROOT"
 parts=${KOPIRU_RELEASE_PARTS:-linux-x64,linux-arm64,deb,windows,npm}

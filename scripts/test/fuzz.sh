@@ -17,6 +17,7 @@
 # of targets (default: all). KOPIRU_FUZZ_JOBS: targets at once (default 2).
 # KOPIRU_FUZZ_BUILD_ARGS: more cargo-fuzz build options (below).
 set -uo pipefail
+# shellcheck source=scripts/lib.sh
 . "$(dirname "$0")/../lib.sh"
 cd "$ROOT" || exit 1
 seconds=${KOPIRU_FUZZ_SECONDS:-15}

@@ -12,6 +12,7 @@
 # scenario, default 8), LAB_NO_INSTALL=1, LAB_VENV (default
 # ~/.cache/kopiru-lab/venv).
 set -u
+# shellcheck source=scripts/lib.sh
 . "$(dirname "$0")/../lib.sh"
 cd "$ROOT" || exit 1
 VENV=${LAB_VENV:-$HOME/.cache/kopiru-lab/venv}
@@ -43,7 +44,7 @@ fi
 export PATH=$VENV/bin:$PATH
 command -v vng >/dev/null || skip_lab "no vng (virtme-ng)"
 command -v qemu-system-x86_64 >/dev/null || skip_lab "no qemu-system-x86_64"
-KERNEL=$(ls /boot/vmlinuz-6.1.* 2>/dev/null | sort -V | tail -n 1)
+KERNEL=$(compgen -G '/boot/vmlinuz-6.1.*' | sort -V | tail -n 1)
 [ -n "$KERNEL" ] || skip_lab "no Debian 6.1 kernel in /boot"
 
 echo "lab: building release kopiru and kopiru-lab" >&2

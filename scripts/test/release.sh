@@ -37,6 +37,7 @@
 # Wine session copies, wine_session_start in scripts/lib.sh). About 10 s; 3 min more
 # the first time (debootstrap).
 set -u
+# shellcheck source=scripts/lib.sh
 . "$(dirname "$0")/../lib.sh"
 cd "$ROOT" || exit 1
 DIST=$ROOT/dist
@@ -46,6 +47,7 @@ VERSION=$(sed -n 's/^version = "\(.*\)"/\1/p' Cargo.toml | head -1)
 WORK=$(mktemp -d /tmp/kopiru-release-test.XXXXXX)
 MOUNTS=()
 HOST_DEB=
+# shellcheck disable=SC2317 # run by the EXIT trap
 cleanup() {
     local m
     for m in "${MOUNTS[@]}"; do umount -l "$m" 2>/dev/null; done
@@ -224,6 +226,7 @@ deb_checks() {
         "${in[@]}" env MANPAGER=cat man kopiru 2>&1 | head -5
     fi
     local comp
+    # shellcheck disable=SC2016 # expanded by the chroot's bash
     comp=$("${in[@]}" bash -c '. /usr/share/bash-completion/bash_completion
         _completion_loader kopiru
         COMP_WORDS=(kopiru co); COMP_CWORD=1; COMP_LINE="kopiru co"; COMP_POINT=9
@@ -250,7 +253,7 @@ deb_checks() {
 if [ -z "$DEB" ]; then
     skip "deb: no dist/kopiru_*_amd64.deb"
 else
-    codename=$(. /etc/os-release 2>/dev/null && echo "${VERSION_CODENAME:-}")
+    codename=$(sed -n 's/^VERSION_CODENAME="\{0,1\}\([^"]*\)"\{0,1\}$/\1/p' /etc/os-release 2>/dev/null)
     D=$WORK/debian
     if [ -n "$codename" ] && command -v debootstrap >/dev/null && debian_root "$codename" "$D"; then
         mount -t proc proc "$D/proc" && MOUNTS+=("$D/proc")
@@ -396,7 +399,7 @@ else
     MN=$M/package/kopiru.linux-x64-musl.node
     needed=$(readelf -d "$MN" 2>/dev/null | sed -n 's/.*Shared library: \[\(.*\)\]/\1/p' | tr '\n' ' ')
     if readelf -h "$MN" | grep -q 'X86-64' &&
-        [ -z "$(echo "$needed" | tr ' ' '\n' | grep -vxE 'libc\.so|libgcc_s\.so\.1|')" ] &&
+        ! echo "$needed" | tr ' ' '\n' | grep -qvxE 'libc\.so|libgcc_s\.so\.1|' &&
         readelf -W --dyn-syms "$MN" | grep -q ' napi_register_module_v1$'; then
         pass "npm linux-x64-musl: an x86-64 Node addon needing only musl's libc and libgcc_s ($needed)"
     else

@@ -18,6 +18,7 @@
 # copied, default /tmp/kopiru-wineprefix, kept between runs: making it
 # takes ~15 s).
 set -u
+# shellcheck source=scripts/lib.sh
 . "$(dirname "$0")/../lib.sh"
 cd "$ROOT" || exit 1
 
@@ -505,7 +506,7 @@ elif [ $rc1 -eq 0 ] && [ $rc2 -eq 0 ] && [ $same = yes ] && [ "$verify_mentions"
     skip "copyfile2: CopyFile2's own copy, its progress callback and its cancel (COPYFILE2_PROGRESS_CANCEL from the engine's Cancel): Wine 8's kernel32 does not export CopyFile2, so they are compile-checked only (the unit tests check the refusal)"
 else
     fail "copyfile2: exit $rc1 / $rc2 / $rc3, identical $same, --verify mentions CopyFile2 $verify_mentions times, temporaries $left"
-    cat "$WORK/cf2-explain" | head -5
+    head -5 "$WORK/cf2-explain"
     show
 fi
 

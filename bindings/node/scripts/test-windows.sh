@@ -44,7 +44,9 @@ skip_all() {
 need "$CC" gcc-mingw-w64-x86-64
 need "$WINE" wine64
 install_missing || true
-command -v "$CC" >/dev/null && [ -x "$WINE" ] || skip_all "mingw ($CC) or Wine ($WINE) is not installed and cannot be"
+if ! command -v "$CC" >/dev/null || [ ! -x "$WINE" ]; then
+  skip_all "mingw ($CC) or Wine ($WINE) is not installed and cannot be"
+fi
 command -v npm >/dev/null || skip_all "npm is not installed"
 if command -v rustup >/dev/null; then
   rustup target list --installed | grep -qx x86_64-pc-windows-gnu ||
