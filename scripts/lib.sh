@@ -96,7 +96,7 @@ release_kopiru() {
         readlink -f "$KOPIRU"
         return
     fi
-    (cd "$ROOT" && cargo build --release -q -p kopiru-cli --bin kopiru >&2) || return 1
+    (cd "$ROOT" && cargo build --release -q --bin kopiru >&2) || return 1
     echo "${CARGO_TARGET_DIR:-$ROOT/target}/release/kopiru"
 }
 
