@@ -15,18 +15,19 @@
 # the reason, never as passed. Ends with one line: N passed, N failed, N
 # skipped (all parts added up).
 #
-# KOPIRU_TEST_PARTS=rust,fuzz,node,windows,lab,release,gnu,rsync,oracle,gui
+# KOPIRU_TEST_PARTS=rust,api,fuzz,node,windows,lab,release,gnu,rsync,oracle,gui
 # chooses parts (default: all). oracle: GNU cp and rsync as oracles on random
 # cases (tests/peers/oracle/README.md). With any of gnu, rsync and oracle,
 # tests/peers/check-differences.py also runs (a second): every deliberate
 # difference those three file is named in docs/copy.md, and only those.
-# gui: `kopiru gui` in Debian's Chromium (Selenium, axe-core) and its
+# api: the engine's public surface against crates/kopiru/public-api.txt
+# (scripts/test/public-api.sh). gui: `kopiru gui` in Debian's Chromium (Selenium, axe-core) and its
 # security as raw HTTP (tests/gui/run.sh).
 set -euo pipefail
 # shellcheck source=scripts/lib.sh
 . "$(dirname "$0")/lib.sh"
 cd "$ROOT"
-parts=${KOPIRU_TEST_PARTS:-rust,fuzz,node,windows,lab,release,gnu,rsync,oracle,gui}
+parts=${KOPIRU_TEST_PARTS:-rust,api,fuzz,node,windows,lab,release,gnu,rsync,oracle,gui}
 has() { [[ ",$parts," == *",$1,"* ]]; }
 need mkfs.ext4 e2fsprogs
 need mkfs.xfs xfsprogs
@@ -76,6 +77,10 @@ if has rust; then
   # The simulated share (tests/fs/shares.rs) runs beside kopiru's binary.
   cargo build -p kopiru-slowfs 2>&1 | tee -a "$log" || status=$?
   cargo test --workspace --no-fail-fast "$@" 2>&1 | tee -a "$log" || status=$?
+fi
+if has api; then
+  echo "== the engine's public surface against its listing: scripts/test/public-api.sh"
+  bash scripts/test/public-api.sh 2>&1 | tee -a "$log" || status=$?
 fi
 if has fuzz; then
   echo "== fuzzing the parsers of outside bytes: scripts/test/fuzz.sh"
