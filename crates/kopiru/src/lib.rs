@@ -57,9 +57,7 @@
 mod cancel;
 mod codec;
 mod copy;
-mod data;
 pub mod dedupe;
-mod delete;
 mod error;
 mod events;
 mod filter;
@@ -70,26 +68,20 @@ pub mod flash;
 pub mod fuzzing;
 pub mod image;
 pub mod json;
-mod listed;
-mod meta;
 mod options;
 mod outcome;
 mod par;
 pub mod paths;
-mod place;
-mod plan;
-mod precheck;
-mod preview;
 pub mod probe;
 pub mod progress;
-mod record;
 mod sha256;
-mod shard;
 pub(crate) mod sys;
-mod tree;
 pub mod verify;
 
 pub use cancel::Cancel;
+pub use copy::plan::PlanError;
+pub use copy::record::default_path as default_copies_record;
+pub use copy::shard::Shard;
 pub use error::{reason, Cause, Error, LeastSize, Mismatch, Op, Refusal, Side};
 pub use events::{
     Change, ChangeKind, DeviceProgress, EntryKind, FileDone, Method, NoopReporter, Phase, Reporter,
@@ -101,10 +93,7 @@ pub use options::{
     SparseMode, SyncMode,
 };
 pub use outcome::Outcome;
-pub use plan::PlanError;
-pub use record::default_path as default_copies_record;
 pub use sha256::{NotSha256, Sha256};
-pub use shard::Shard;
 
 pub use copy::copy;
 
