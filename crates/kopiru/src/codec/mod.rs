@@ -226,6 +226,11 @@ impl Format {
         self.codec().name
     }
 
+    /// Other names `--format` takes for it (`gz`, `zst`, `bz2`).
+    pub fn aliases(self) -> &'static [&'static str] {
+        self.codec().aliases
+    }
+
     /// The compressed format whose magic number `head` starts with.
     pub(crate) fn of_magic(head: &[u8]) -> Option<Format> {
         CODECS.iter().find(|c| (c.magic)(head)).map(|c| c.format)
@@ -322,13 +327,6 @@ impl Choice for Format {
                 let names: Vec<&str> = CODECS.iter().map(|c| c.name).collect();
                 format!("unknown image format {name:?} ({})", names.join(", "))
             })
-    }
-}
-
-impl Format {
-    /// Other names `--format` takes for it (`gz`, `zst`, `bz2`).
-    pub fn aliases(self) -> &'static [&'static str] {
-        self.codec().aliases
     }
 }
 
