@@ -19,7 +19,8 @@ use crate::Choice;
 use std::fmt;
 use std::path::Path;
 
-/// An image's format (raw, or how it is compressed): [`CODECS`]'s rows.
+/// An image's format (raw, or how it is compressed): the rows of the
+/// codec table (`CODECS` in crates/kopiru/src/codec/mod.rs).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum Format {
     /// Written as it is.

@@ -1,6 +1,6 @@
 //! The image to flash, opened and recognised before any device is touched:
 //! its format from its bytes ([`super::sniff`]), and its decoded size where
-//! the format records it ([`super::size`]), so that an image that is not
+//! the format records it (crate::codec::size), so that an image that is not
 //! what it claims, or too big for a device, is refused before anything is
 //! written. Standard input's first bytes, read to recognise it, are kept
 //! and given back first when it is decoded.

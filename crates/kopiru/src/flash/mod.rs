@@ -14,7 +14,7 @@
 //! written), `drives` (the disks to choose from, for a program that
 //! offers them), `sniff` (its format from its bytes, never from its name
 //! alone, by the codec table: crate::codec, which also holds the decoders
-//! and the decoded-size readers), [`bmap`] (block maps and their
+//! and the decoded-size readers), `bmap` (block maps and their
 //! checksums), `targets` (the checks and refusals before anything is
 //! written), `source` (decoding into the buffers), `pieces` (which bytes
 //! are written), `device` (one device being written), `write` (the reader
