@@ -75,22 +75,32 @@ pub(crate) struct Encoder {
     pub new: encode::NewEncoder,
 }
 
-/// The table. Adding a format:
-/// - a variant of [`Format`], and its row here (the rows are in
-///   [`Format`]'s order, which `--help` lists; a test checks it);
-/// - its decoder and decoding reader in decode.rs (two small functions
-///   over a decoding crate or sys/);
+/// The table. Adding a format touches this folder only:
+/// - a variant of [`Format`] and its row here, with its name, `about`
+///   (its line in `kopiru flash --help`), `--format` aliases, the file
+///   extensions that claim it, and its magic test (the rows are in
+///   [`Format`]'s order, which `--help` lists; a compile-time assertion
+///   below checks it);
+/// - its decoder (into flash's buffers) and its decoding reader (image's
+///   read-back) in decode.rs: two small functions over a decoding crate
+///   (added to crates/kopiru/Cargo.toml) or sys/;
 /// - where it records its decoded size, a reader in size.rs (else
 ///   `size::unrecorded`);
 /// - if `kopiru image` should write it, an [`Encode`] in encode.rs (or a
-///   file beside it) and `encoder: Some(..)`.
+///   file beside it) and `encoder: Some(..)` with the output extensions
+///   that choose it, its levels and default level.
 ///
-/// Nothing else: flash's sniffing, image's choice of encoder, the
-/// command line's `--format` (names, help, parser) and the Node binding's
-/// `choices.format` all read this. (index.d.ts spells the names by hand;
-/// a test in bindings/node checks them against `choices.format`. A
-/// format whose size is only a least one also names its source in
-/// `LeastSize`, for the refusal's words.)
+/// Everything else reads the table: flash's sniffing and its refusal
+/// messages, image's choice of encoder and its `--level` check, the
+/// command line's `--format` (names, aliases, help, parser), the Node
+/// binding's `choices.format` (which `index.js` checks against), and
+/// `kopiru::fuzzing`'s decoder. Not generated, and worth a look: the
+/// literal union in bindings/node/index.d.ts (a test there fails until it
+/// lists the new name), prose that names formats (`--help` texts in
+/// kopiru-cli's args.rs, docs/, the gui page's hint), the fuzz target
+/// `decoded_size`'s per-format expectations, and, for a format whose size
+/// is only a lower bound, `LeastSize` (error.rs) and flash/targets.rs,
+/// which name where that bound comes from.
 ///
 /// Default levels, chosen by measurement (C tools on two threads, `-T2`,
 /// on the 2-core machine this was built on; docs/BENCHMARKS.md). Two
