@@ -33,8 +33,10 @@ pub(crate) type Reader =
 pub const DEFAULT_MEMORY: u64 = 256 << 20;
 
 /// Raw: the bytes as they are, read straight into the sink's buffers.
-pub(super) fn raw(r: &mut dyn BufRead, sink: &mut dyn DecodeSink, _: u64) -> io::Result<()> {
-    sink.fill_from(r)
+pub(super) fn raw(mut r: &mut dyn BufRead, sink: &mut dyn DecodeSink, _: u64) -> io::Result<()> {
+    // Through `&mut &mut dyn BufRead`, which is a `Read`: no trait
+    // upcasting, which needs Rust 1.86 (the crate's minimum is 1.85).
+    sink.fill_from(&mut r)
 }
 
 /// Raw read back: the bytes as they are.
