@@ -4,7 +4,7 @@
 //!
 //! xz and zstd go through the C libraries (liblzma, libzstd), built from
 //! their bundled sources: faster than the pure-Rust decoders by 2.5x (xz)
-//! and 3x (zstd) on a filesystem image (scripts/bench-decode.sh). liblzma
+//! and 3x (zstd) on a filesystem image (scripts/bench/decode.sh). liblzma
 //! decodes an xz file made of several blocks (`xz -T0`) on several threads
 //! when that fits in the memory given (`kopiru flash --memory`), and a
 //! file of one block (plain `xz`) on one thread in its dictionary's
