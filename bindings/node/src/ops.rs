@@ -300,17 +300,16 @@ pub fn verify<'e>(
     options: Option<NativeVerifyOptions>,
     cancel: &CancelToken,
 ) -> Result<Object<'e>> {
-    let opts = VerifyOptions {
-        jobs: options.as_ref().and_then(|o| o.jobs).unwrap_or(0) as usize,
-        extra_is_difference: !options
-            .as_ref()
-            .and_then(|o| o.ignore_extra)
-            .unwrap_or(false),
-        cancel: cancel.inner.clone(),
-    };
+    let mut opts = VerifyOptions::new();
+    opts.jobs = options.as_ref().and_then(|o| o.jobs).unwrap_or(0) as usize;
+    opts.extra_is_difference = !options
+        .as_ref()
+        .and_then(|o| o.ignore_extra)
+        .unwrap_or(false);
+    opts.cancel = cancel.inner.clone();
     let (source, dest) = (PathBuf::from(source), PathBuf::from(dest));
     off_thread(env, "verify", move || {
-        let r = kopiru::verify::verify(&source, &dest, opts);
+        let r = kopiru::verify(&source, &dest, &opts, &kopiru::Noop);
         json!({ "kind": "done", "summary": json::verify_report(&r, &dest) })
     })
 }
@@ -422,18 +421,16 @@ pub fn flash<'e>(
             Some(Ok(Some(m))) => Some(m),
             Some(Err(e)) => return refused(&e),
         };
-        let opts = FlashOptions {
-            verify: o.verify.unwrap_or(true),
-            allow_file: o.allow_file.unwrap_or(false),
-            force: o.force.unwrap_or(false),
-            bmap,
-            zeroed: o.zeroed.unwrap_or(false),
-            zero_first: o.zero_first.unwrap_or(false),
-            skip_identical: o.skip_identical.unwrap_or(false),
-            sha256,
-            cancel,
-            ..FlashOptions::default()
-        };
+        let mut opts = FlashOptions::new();
+        opts.verify = o.verify.unwrap_or(true);
+        opts.allow_file = o.allow_file.unwrap_or(false);
+        opts.force = o.force.unwrap_or(false);
+        opts.bmap = bmap;
+        opts.zeroed = o.zeroed.unwrap_or(false);
+        opts.zero_first = o.zero_first.unwrap_or(false);
+        opts.skip_identical = o.skip_identical.unwrap_or(false);
+        opts.sha256 = sha256;
+        opts.cancel = cancel;
         let format = match o.format.as_deref() {
             None | Some("auto") => None,
             Some(f) => match f.parse::<flash::Format>() {
@@ -468,7 +465,7 @@ pub fn flash<'e>(
                 "resumes": url.then(|| c.get(&c.resumes)),
             })
         });
-        let s = flash::flash(&image, &targets, &opts, &DeviceCounts(counts.clone()));
+        let s = kopiru::flash(&image, &targets, &opts, &DeviceCounts(counts.clone()));
         ticker.stop();
         json!({
             "kind": "done",
@@ -534,17 +531,15 @@ pub fn image<'e>(
             }
             _ => {}
         }
-        let mut opts = ImageOptions {
-            allow_file: o.allow_file.unwrap_or(false),
-            force: o.force.unwrap_or(false),
-            format,
-            level: o.level,
-            bmap: o.bmap.map(PathBuf::from),
-            partitions_only: o.partitions_only.unwrap_or(false),
-            verify: o.verify.unwrap_or(true),
-            cancel,
-            ..ImageOptions::default()
-        };
+        let mut opts = ImageOptions::new();
+        opts.allow_file = o.allow_file.unwrap_or(false);
+        opts.force = o.force.unwrap_or(false);
+        opts.format = format;
+        opts.level = o.level;
+        opts.bmap = o.bmap.map(PathBuf::from);
+        opts.partitions_only = o.partitions_only.unwrap_or(false);
+        opts.verify = o.verify.unwrap_or(true);
+        opts.cancel = cancel;
         if let Some(j) = o.jobs.filter(|&j| j > 0) {
             opts.threads = j;
         }
@@ -567,7 +562,7 @@ pub fn image<'e>(
                 "verifyTotal": (verify_total > 0).then_some(verify_total),
             })
         });
-        let s = kopiru::image::image(&src, &output, &opts, &DeviceCounts(counts.clone()));
+        let s = kopiru::image(&src, &output, &opts, &DeviceCounts(counts.clone()));
         ticker.stop();
         json!({
             "kind": "done",
@@ -621,18 +616,17 @@ pub fn dedupe<'e>(
         m => m.map(|m| m as u64),
     };
     let dry_run = options.as_ref().and_then(|o| o.dry_run).unwrap_or(false);
-    let opts = DedupeOptions {
-        dry_run,
-        min_size,
-        jobs: options.as_ref().and_then(|o| o.jobs).unwrap_or(0) as usize,
-        cancel: cancel.inner.clone(),
-    };
+    let mut opts = DedupeOptions::new();
+    opts.dry_run = dry_run;
+    opts.min_size = min_size;
+    opts.jobs = options.as_ref().and_then(|o| o.jobs).unwrap_or(0) as usize;
+    opts.cancel = cancel.inner.clone();
     let paths: Vec<PathBuf> = paths.into_iter().map(PathBuf::from).collect();
     off_thread(env, "dedupe", move || {
         let counts = Arc::new(Counts::default());
         let c = counts.clone();
         let ticker = Ticker::start(on_progress, move || json!({ "bytes": c.get(&c.bytes) }));
-        let s = kopiru::dedupe::dedupe(&paths, &opts, &HashCounts(counts.clone()));
+        let s = kopiru::dedupe(&paths, &opts, &HashCounts(counts.clone()));
         ticker.stop();
         json!({
             "kind": "done",
@@ -648,7 +642,12 @@ pub fn dedupe<'e>(
 pub fn probe<'e>(env: &'e Env, path: String, other: Option<String>) -> Result<Object<'e>> {
     off_thread(env, "probe", move || {
         let other = other.map(PathBuf::from);
-        match kopiru::probe::probe(Path::new(&path), other.as_deref()) {
+        match kopiru::probe(
+            Path::new(&path),
+            other.as_deref(),
+            &kopiru::probe::ProbeOptions::new(),
+            &kopiru::Noop,
+        ) {
             Err(e) => {
                 json!({ "kind": "error", "message": e.to_string(), "error": json::error(&e) })
             }

@@ -6,7 +6,7 @@
 use crate::args::FsyncArgs;
 use crate::bench::{human, parse_size};
 use crate::exit;
-use kopiru::{CopyOptions, NoopReporter, SyncMode};
+use kopiru::{CopyOptions, Noop, SyncMode};
 use std::fs::File;
 use std::io::{BufWriter, Write};
 use std::os::fd::AsFd;
@@ -121,7 +121,7 @@ fn bench(root: &Path, args: &FsyncArgs) -> Result<(), String> {
                 ..CopyOptions::default()
             };
             let start = Instant::now();
-            let s = kopiru::copy(std::slice::from_ref(&src), &dst, &opts, &NoopReporter)
+            let s = kopiru::copy(std::slice::from_ref(&src), &dst, &opts, &Noop)
                 .map_err(std::io::Error::other)?;
             if let Some(e) = s.errors.first() {
                 return Err(std::io::Error::other(e.to_string()));

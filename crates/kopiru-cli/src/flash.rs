@@ -35,18 +35,16 @@ pub fn run(args: FlashArgs) -> u8 {
     // Until the writing starts, a signal ends the run at once: nothing has
     // been written (a Ctrl-C at the prompt must not wait for an answer).
     crate::signals::install(crate::signals::OnSignal::Exit, "stopped; nothing written");
-    let mut opts = FlashOptions {
-        verify: !args.no_verify,
-        allow_file: args.file,
-        force: args.force,
-        bmap,
-        zeroed: args.zeroed,
-        zero_first: args.zero_first,
-        skip_identical: args.skip_identical,
-        memory: args.memory,
-        sha256: args.sha256.map(|h| h.0),
-        cancel: kopiru::Cancel::new(),
-    };
+    let mut opts = FlashOptions::new();
+    opts.verify = !args.no_verify;
+    opts.allow_file = args.file;
+    opts.force = args.force;
+    opts.bmap = bmap;
+    opts.zeroed = args.zeroed;
+    opts.zero_first = args.zero_first;
+    opts.skip_identical = args.skip_identical;
+    opts.memory = args.memory;
+    opts.sha256 = args.sha256.map(|h| h.0);
     // The image is known by its bytes before any device is looked at.
     let image = match Image::open_with(&args.image, args.format.0, &http) {
         Ok(i) => i,

@@ -24,8 +24,10 @@ const SAMPLE: usize = 4096;
 /// Read size for full hashes.
 const CHUNK: usize = 1 << 20;
 
-/// What the caller asks of a dedupe run.
+/// What the caller asks of a dedupe run. Start from
+/// [`DedupeOptions::new`] (what `kopiru dedupe` does) and set fields.
 #[derive(Clone, Debug, Default)]
+#[non_exhaustive]
 pub struct DedupeOptions {
     /// Find and report, change nothing.
     pub dry_run: bool,
@@ -36,6 +38,14 @@ pub struct DedupeOptions {
     /// Stops the run when cancelled: checked between files and between
     /// chunks of a file being hashed; nothing is shared after that.
     pub cancel: crate::Cancel,
+}
+
+impl DedupeOptions {
+    /// The command's defaults: share blocks, files of at least a block, a
+    /// thread per CPU.
+    pub fn new() -> Self {
+        DedupeOptions::default()
+    }
 }
 
 /// A filesystem whose files were left alone because it cannot share blocks.

@@ -166,9 +166,14 @@ pub trait Reporter: Sync {
     }
 }
 
-/// A reporter that ignores everything.
-pub struct NoopReporter;
-impl Reporter for NoopReporter {}
+/// The observer that ignores everything: every operation's observer
+/// ([`Reporter`] for the tree operations, [`DeviceProgress`] and
+/// [`crate::flash::FlashEvents`] for the device ones) is implemented by it,
+/// so a caller that wants no events passes `&Noop` to any verb.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct Noop;
+impl Reporter for Noop {}
+impl DeviceProgress for Noop {}
 
 /// What a copy did, returned at the end.
 #[derive(Debug, Default)]

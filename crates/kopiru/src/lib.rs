@@ -15,7 +15,7 @@
 //! anything is written is the `Err` ([`PlanError`]).
 //!
 //! ```
-//! use kopiru::{CopyOptions, NoopReporter};
+//! use kopiru::{CopyOptions, Noop};
 //! # let dir = std::env::temp_dir().join(format!("kopiru-doc-{}", std::process::id()));
 //! # std::fs::create_dir_all(dir.join("project/target"))?;
 //! # std::fs::write(dir.join("project/main.rs"), "fn main() {}")?;
@@ -27,7 +27,7 @@
 //!     .jobs(4);
 //! # // Not the user's record of copies, in a doctest.
 //! # let options = CopyOptions { copies_record: None, ..options };
-//! let summary = kopiru::copy(&[project], &backup, &options, &NoopReporter)
+//! let summary = kopiru::copy(&[project], &backup, &options, &Noop)
 //!     .expect("not refused");
 //! assert!(summary.errors.is_empty());
 //! assert_eq!(summary.files, 1);
@@ -90,7 +90,7 @@ pub mod verify;
 pub use cancel::Cancel;
 pub use error::{reason, Cause, Error, LeastSize, Mismatch, Op, Refusal, Side};
 pub use events::{
-    Change, ChangeKind, DeviceProgress, EntryKind, FileDone, Method, NoopReporter, Phase, Reporter,
+    Change, ChangeKind, DeviceProgress, EntryKind, FileDone, Method, Noop, Phase, Reporter,
     Summary, WorkerStep,
 };
 pub use filter::{Filter, PatternError, Rule, RuleKind};
@@ -104,6 +104,11 @@ pub use record::default_path as default_copies_record;
 pub use shard::Shard;
 
 pub use copy::copy;
+pub use dedupe::dedupe;
+pub use flash::flash;
+pub use image::image;
+pub use probe::probe;
+pub use verify::verify;
 
 /// Flushes the whole filesystem that holds `fd` to its device (`syncfs` on
 /// Linux), reporting write-back errors of any file on it. Nothing on

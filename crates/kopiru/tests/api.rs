@@ -2,7 +2,7 @@
 //! real files in a scratch directory, each result checked on disk.
 
 use kopiru::progress::{count_totals, CopyProgress, Totals};
-use kopiru::{Cancel, CopyOptions, NoopReporter, Preserve, SyncMode};
+use kopiru::{Cancel, CopyOptions, Noop, Preserve, SyncMode};
 use std::fs;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
@@ -103,7 +103,7 @@ fn a_filtered_copy_and_its_totals() {
     count_totals(&sources, &options, &totals, &Cancel::new());
     assert!(totals.known());
 
-    let summary = kopiru::copy(&sources, &s.path("dst"), &options, &NoopReporter).unwrap();
+    let summary = kopiru::copy(&sources, &s.path("dst"), &options, &Noop).unwrap();
     assert!(summary.errors.is_empty(), "{:?}", summary.errors);
     assert_eq!(listing(&s.path("dst")), ["lib/", "lib/a.rs", "main.rs"]);
     assert_eq!(fs::read(s.path("dst/lib/a.rs")).unwrap(), b"pub mod a;");
@@ -122,7 +122,7 @@ fn a_filtered_copy_and_its_totals() {
         .unwrap()
         .exclude("*")
         .unwrap();
-    let summary = kopiru::copy(&sources, &s.path("rs"), &only_rs, &NoopReporter).unwrap();
+    let summary = kopiru::copy(&sources, &s.path("rs"), &only_rs, &Noop).unwrap();
     assert_eq!(summary.files, 3);
     assert_eq!(
         listing(&s.path("rs")),
@@ -168,7 +168,7 @@ fn a_cancelled_copy_leaves_no_final_name() {
     let cancel = Cancel::new();
     cancel.cancel();
     let options = s.options().cancel(cancel);
-    let summary = kopiru::copy(&[s.path("src")], &s.path("dst"), &options, &NoopReporter).unwrap();
+    let summary = kopiru::copy(&[s.path("src")], &s.path("dst"), &options, &Noop).unwrap();
     assert!(summary.cancelled);
     assert!(!s.path("dst").exists());
 }
@@ -184,7 +184,7 @@ fn delete_update_and_dry_run() {
     let (src, dst) = (vec![s.path("src")], s.path("dst"));
     let mirror = s.options().no_target_directory(true).delete(true);
 
-    let dry = kopiru::copy(&src, &dst, &mirror.clone().dry_run(true), &NoopReporter).unwrap();
+    let dry = kopiru::copy(&src, &dst, &mirror.clone().dry_run(true), &Noop).unwrap();
     assert_eq!(dry.deleted, 2);
     assert_eq!(
         listing(&dst),
@@ -192,7 +192,7 @@ fn delete_update_and_dry_run() {
         "a dry run writes nothing"
     );
 
-    let done = kopiru::copy(&src, &dst, &mirror, &NoopReporter).unwrap();
+    let done = kopiru::copy(&src, &dst, &mirror, &Noop).unwrap();
     assert_eq!(done.deleted, 2);
     assert_eq!(listing(&dst), ["keep", "sub/", "sub/f"]);
     assert_eq!(fs::read(dst.join("keep")).unwrap(), b"new");
@@ -204,7 +204,7 @@ fn delete_update_and_dry_run() {
         &src,
         &dst,
         &s.options().no_target_directory(true).update(true),
-        &NoopReporter,
+        &Noop,
     )
     .unwrap();
     assert_eq!(fs::read(dst.join("keep")).unwrap(), b"edited in the copy");
@@ -220,15 +220,9 @@ fn link_dest_links_what_did_not_change() {
     s.write("src/changes", b"v1");
     let src = vec![s.path("src")];
     let o = s.options().no_target_directory(true);
-    kopiru::copy(&src, &s.path("day1"), &o, &NoopReporter).unwrap();
+    kopiru::copy(&src, &s.path("day1"), &o, &Noop).unwrap();
     s.write("src/changes", b"version 2");
-    let summary = kopiru::copy(
-        &src,
-        &s.path("day2"),
-        &o.link_dest("../day1"),
-        &NoopReporter,
-    )
-    .unwrap();
+    let summary = kopiru::copy(&src, &s.path("day2"), &o.link_dest("../day1"), &Noop).unwrap();
     let ino = |p: &str| fs::metadata(s.path(p)).unwrap().ino();
     assert_eq!(ino("day2/same"), ino("day1/same"));
     assert_ne!(ino("day2/changes"), ino("day1/changes"));

@@ -59,8 +59,10 @@ const VERIFY_BLOCK: usize = 64 << 10;
 /// the page cache never holds more than that of the device's data.
 const DIRTY_WINDOW: u64 = 32 << 20;
 
-/// What the caller asks of a flash.
+/// What the caller asks of a flash. Start from [`FlashOptions::new`] (what
+/// `kopiru flash` does) and set fields.
 #[derive(Clone, Debug)]
+#[non_exhaustive]
 pub struct FlashOptions {
     /// Read every device back and compare (default).
     pub verify: bool,
@@ -96,6 +98,14 @@ pub struct FlashOptions {
 
 impl Default for FlashOptions {
     fn default() -> Self {
+        FlashOptions::new()
+    }
+}
+
+impl FlashOptions {
+    /// The command's defaults: verify, devices only, refuse mounted ones,
+    /// no block map, every block written.
+    pub fn new() -> Self {
         FlashOptions {
             verify: true,
             allow_file: false,
@@ -125,10 +135,7 @@ pub trait FlashEvents: DeviceProgress {
     }
 }
 
-/// No progress wanted.
-pub struct NoEvents;
-impl DeviceProgress for NoEvents {}
-impl FlashEvents for NoEvents {}
+impl FlashEvents for crate::Noop {}
 
 /// How one device fared.
 #[derive(Debug)]

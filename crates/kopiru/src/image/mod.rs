@@ -33,13 +33,15 @@ pub use encode::Format;
 pub use map::hex;
 pub use run::image;
 
-use crate::{Cancel, DeviceProgress};
+use crate::Cancel;
 use std::fmt;
 use std::path::PathBuf;
 use std::time::Duration;
 
-/// What the caller asks of an image.
+/// What the caller asks of an image. Start from [`ImageOptions::new`]
+/// (what `kopiru image` does) and set fields.
 #[derive(Clone, Debug)]
+#[non_exhaustive]
 pub struct ImageOptions {
     /// Read a regular file as the device (`--file`).
     pub allow_file: bool,
@@ -65,6 +67,14 @@ pub struct ImageOptions {
 
 impl Default for ImageOptions {
     fn default() -> Self {
+        ImageOptions::new()
+    }
+}
+
+impl ImageOptions {
+    /// The command's defaults: a raw image at the format's default level,
+    /// a thread per CPU, verified, block devices only.
+    pub fn new() -> Self {
         ImageOptions {
             allow_file: false,
             force: false,
@@ -166,10 +176,6 @@ impl fmt::Display for ImageRefusal {
 }
 
 impl std::error::Error for ImageRefusal {}
-
-/// No progress wanted.
-pub struct NoEvents;
-impl DeviceProgress for NoEvents {}
 
 /// What an image did.
 #[derive(Debug)]
