@@ -114,27 +114,26 @@ impl NativeCopyOptions {
             }),
             (None, None) => None,
         };
-        Ok(CopyOptions {
-            filter,
-            basis,
-            delete: self.delete.unwrap_or(false),
-            update: self.update.unwrap_or(false),
-            dry_run: self.dry_run.unwrap_or(false),
-            method,
-            sparse,
-            preserve,
-            follow,
-            jobs: self.jobs.unwrap_or(0) as usize,
-            sync,
-            resume: self.resume.unwrap_or(false),
-            no_clobber: self.no_clobber.unwrap_or(false),
-            no_target_directory: self.no_target_directory.unwrap_or(false),
-            verify: self.verify.unwrap_or(false),
-            // The command's record: a rerun of the same copy merges into
-            // the tree it made instead of nesting a second one inside.
-            copies_record: kopiru::default_copies_record(),
-            ..CopyOptions::default()
-        })
+        // The command's options, its copies record included: a rerun of
+        // the same copy merges into the tree it made instead of nesting a
+        // second one inside.
+        let mut o = CopyOptions::new()
+            .filter(filter)
+            .delete(self.delete.unwrap_or(false))
+            .update(self.update.unwrap_or(false))
+            .dry_run(self.dry_run.unwrap_or(false))
+            .method(method)
+            .preserve(preserve)
+            .follow(follow)
+            .jobs(self.jobs.unwrap_or(0) as usize)
+            .sync(sync)
+            .resume(self.resume.unwrap_or(false))
+            .no_target_directory(self.no_target_directory.unwrap_or(false));
+        o.basis = basis;
+        o.sparse = sparse;
+        o.no_clobber = self.no_clobber.unwrap_or(false);
+        o.verify = self.verify.unwrap_or(false);
+        Ok(o)
     }
 }
 
@@ -252,23 +251,24 @@ pub fn copy<'e>(
         match result {
             // A request that cannot be carried out at all (several sources
             // and a destination that is not a directory).
-            Err(e) => json!({
-                "kind": "refused",
-                "message": e.to_string(),
-                "errors": [{
-                    "path": json::path(&dest),
-                    "side": "destination",
-                    "operation": "copy",
-                    "reason": e.to_string(),
-                    "errno": null,
-                }],
-            }),
+            Err(e) => {
+                let message = plan_error(&e);
+                json!({
+                    "kind": "refused",
+                    "message": message,
+                    "id": e.id(),
+                    "errors": [{
+                        "path": json::path(&dest),
+                        "side": "destination",
+                        "operation": "copy",
+                        "reason": message,
+                        "errno": null,
+                        "refusal": e.id(),
+                    }],
+                })
+            }
             Ok(s) => {
-                // The engine says which errors turned a source down whole.
-                let refused = !s.cancelled
-                    && s.refused > 0
-                    && s.refused as usize == s.errors.len()
-                    && !s.copied_anything();
+                let refused = s.refused_whole();
                 json!({
                     "kind": if refused { "refused" } else { "done" },
                     "summary": json::copy_summary(&s, opts.dry_run),
@@ -278,6 +278,74 @@ pub fn copy<'e>(
             }
         }
     })
+}
+
+/// An option as Node spells it.
+fn option_name(s: kopiru::Setting) -> &'static str {
+    use kopiru::Setting;
+    match s {
+        Setting::NoTargetDirectory => "noTargetDirectory",
+        Setting::Delete => "delete",
+        Setting::DryRun => "dryRun",
+        Setting::Verify => "verify",
+        Setting::NoClobber => "noClobber",
+        Setting::LinkDest => "linkDest",
+        Setting::CloneDest => "cloneDest",
+        Setting::CloneMethod => "method: 'clone'",
+        // Not options of the binding: the engine's neutral names.
+        _ => s.id(),
+    }
+}
+
+/// A refused request in the binding's words: its option names
+/// (`noTargetDirectory`, `delete`), where the engine's text names
+/// settings neutrally.
+fn plan_error(e: &kopiru::PlanError) -> String {
+    use kopiru::PlanError as P;
+    let esc = |p: &Path| kopiru::paths::escape(p.as_os_str());
+    match e {
+        P::OneSourceAsItself => "noTargetDirectory takes one source and one destination".into(),
+        P::DeleteNeedsItself => "delete removes from dest what the source does not have, so \
+                                 dest must be the copy itself: set noTargetDirectory, or write \
+                                 source/. to copy the contents of source into dest"
+            .into(),
+        P::DeleteNested {
+            source,
+            dest,
+            source_inside: true,
+        } => format!(
+            "delete: the source '{}' is '{}' or inside it, so deleting what the source \
+             lacks would delete the source itself; nothing was copied",
+            esc(source),
+            esc(dest)
+        ),
+        P::DeleteNested { source, dest, .. } => format!(
+            "delete: the destination '{}' is inside the source '{}'; nothing was copied",
+            esc(dest),
+            esc(source)
+        ),
+        P::BasisNotADirectory {
+            setting,
+            given,
+            looked,
+        } => format!(
+            "{} {}: {} is not a directory{}",
+            option_name(*setting),
+            esc(given),
+            esc(looked),
+            match given.is_relative() {
+                true => " (a relative directory is taken from dest, as rsync takes it)",
+                false => "",
+            }
+        ),
+        P::Excludes { first, second } => format!(
+            "{} and {} exclude each other: use one of them",
+            option_name(*first),
+            option_name(*second)
+        ),
+        // The engine's text names no option here.
+        _ => e.to_string(),
+    }
 }
 
 /// Options of `verify`.

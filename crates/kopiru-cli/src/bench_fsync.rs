@@ -116,10 +116,7 @@ fn bench(root: &Path, args: &FsyncArgs) -> Result<(), String> {
             let _ = std::fs::remove_dir_all(&dst);
             // SAFETY: sync takes no arguments, touches no memory and cannot fail.
             unsafe { libc::sync() };
-            let opts = CopyOptions {
-                sync,
-                ..CopyOptions::default()
-            };
+            let opts = CopyOptions::default().sync(sync);
             let start = Instant::now();
             let s = kopiru::copy(std::slice::from_ref(&src), &dst, &opts, &Noop)
                 .map_err(std::io::Error::other)?;

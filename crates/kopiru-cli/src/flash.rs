@@ -294,24 +294,18 @@ mod tests {
     /// (decompressed), not the file as published.
     #[test]
     fn summary_line_names_the_decompressed_image() {
-        let s = FlashSummary {
-            image_bytes: 5 << 20,
-            format: "xz",
-            devices: vec![DeviceResult {
-                path: "/dev/sdx".into(),
-                error: None,
-                error_at: None,
-                verified: Some(true),
-                mismatch_at: None,
-                direct: true,
-                identical_bytes: 0,
-                written_to: 5 << 20,
-                head_written: true,
-            }],
-            write_time: std::time::Duration::from_secs(2),
-            sha256: Some([0xab; 32]),
-            ..FlashSummary::default()
-        };
+        let mut device = DeviceResult::default();
+        device.path = "/dev/sdx".into();
+        device.verified = Some(true);
+        device.direct = true;
+        device.written_to = 5 << 20;
+        device.head_written = true;
+        let mut s = FlashSummary::default();
+        s.image_bytes = 5 << 20;
+        s.format = "xz";
+        s.devices = vec![device];
+        s.write_time = std::time::Duration::from_secs(2);
+        s.sha256 = Some([0xab; 32]);
         assert_eq!(
             summary_line(&s, true),
             format!(

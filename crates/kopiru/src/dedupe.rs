@@ -50,6 +50,7 @@ impl DedupeOptions {
 
 /// A filesystem whose files were left alone because it cannot share blocks.
 #[derive(Debug, Clone)]
+#[non_exhaustive]
 pub struct Unsupported {
     /// The PATH given (a command-line path) under which it was found first.
     pub path: PathBuf,
@@ -64,6 +65,7 @@ pub struct Unsupported {
 
 /// What a dedupe run found and did.
 #[derive(Debug, Default)]
+#[non_exhaustive]
 pub struct DedupeSummary {
     /// Regular files looked at, of at least the minimum size (hard links
     /// counted once), those on filesystems that cannot share blocks

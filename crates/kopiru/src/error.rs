@@ -337,6 +337,50 @@ pub enum Refusal {
     Image(crate::image::ImageRefusal),
 }
 
+impl Refusal {
+    /// A stable kebab-case name of the refusal, the same in every front
+    /// end and in `--json` (`refusal`); the text may change, this does not.
+    pub fn id(&self) -> &'static str {
+        match self {
+            Refusal::SameFile { .. } => "same-file",
+            Refusal::IntoItself { .. } => "into-itself",
+            Refusal::DirOverNonDir { .. } => "directory-over-non-directory",
+            Refusal::NonDirOverDir { .. } => "non-directory-over-directory",
+            Refusal::NotADirectory => "not-a-directory",
+            Refusal::ChangedType => "changed-type",
+            Refusal::AlreadyCopied { .. } => "already-copied",
+            Refusal::KeptExisting => "kept-existing",
+            Refusal::Incomplete { .. } => "incomplete",
+            Refusal::HoldsProtected => "holds-protected",
+            Refusal::DanglingDestination => "dangling-destination",
+            Refusal::DeviceInUse { .. } => "device-in-use",
+            Refusal::Differs(_) => "differs",
+            Refusal::Busy => "busy",
+            Refusal::ShardFailed { .. } => "shard-failed",
+            Refusal::ShardListDiffers => "shard-list-differs",
+            Refusal::ShardErrors { .. } => "shard-errors",
+            Refusal::OutsideSource => "outside-source",
+            Refusal::NamedTwice { .. } => "named-twice",
+            Refusal::SameDestination { .. } => "same-destination",
+            Refusal::CannotClone { .. } => "cannot-clone",
+            Refusal::NoSuchDevice { .. } => "no-such-device",
+            Refusal::NotABlockDevice { .. } => "not-a-block-device",
+            Refusal::IsTheImage => "is-the-image",
+            Refusal::Partition => "partition",
+            Refusal::HoldsRootFs => "holds-root-filesystem",
+            Refusal::HoldsImage => "holds-image",
+            Refusal::Mounted { .. } => "mounted",
+            Refusal::InUse { .. } => "in-use",
+            Refusal::DeviceBusy => "device-busy",
+            Refusal::DeviceNamedTwice { .. } => "device-named-twice",
+            Refusal::TooSmall { .. } => "too-small",
+            Refusal::Bmap(_) => "bmap",
+            Refusal::NotAnImage(_) => "not-an-image",
+            Refusal::Image(r) => r.id(),
+        }
+    }
+}
+
 /// Where a size that an image has at least came from (its format keeps
 /// no exact size where it can be read before writing).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

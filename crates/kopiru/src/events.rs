@@ -7,6 +7,7 @@ use std::time::Duration;
 
 /// How one file's data was moved.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[non_exhaustive]
 pub enum Method {
     /// Blocks shared with the source (reflink / clonefile).
     Clone,
@@ -177,6 +178,7 @@ impl DeviceProgress for Noop {}
 
 /// What a copy did, returned at the end.
 #[derive(Debug, Default)]
+#[non_exhaustive]
 pub struct Summary {
     /// Regular files copied.
     pub files: u64,
@@ -249,6 +251,7 @@ pub struct Summary {
 
 /// One worker count tried on a share, and what it gave.
 #[derive(Clone, Copy, Debug, PartialEq)]
+#[non_exhaustive]
 pub struct WorkerStep {
     /// The most workers allowed during the stretch measured.
     pub workers: u64,

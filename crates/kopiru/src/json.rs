@@ -52,6 +52,8 @@ impl Json {
             "operation": e.op.name(),
             "reason": e.reason(),
             "errno": e.errno(),
+            // The refusal's stable name (null: the OS said no).
+            "refusal": e.refusal().map(|r| r.id()),
         })
     }
 

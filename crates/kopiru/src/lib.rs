@@ -26,7 +26,8 @@
 //!     .exclude("*.tmp")?
 //!     .jobs(4);
 //! # // Not the user's record of copies, in a doctest.
-//! # let options = CopyOptions { copies_record: None, ..options };
+//! # let mut options = options;
+//! # options.copies_record = None;
 //! let summary = kopiru::copy(&[project], &backup, &options, &Noop)
 //!     .expect("not refused");
 //! assert!(summary.errors.is_empty());
@@ -99,7 +100,7 @@ pub use options::{
     SparseMode, SyncMode,
 };
 pub use outcome::Outcome;
-pub use plan::PlanError;
+pub use plan::{PlanError, Setting};
 pub use record::default_path as default_copies_record;
 pub use shard::Shard;
 

@@ -11,7 +11,7 @@ use crate::events::{Reporter, Summary};
 use crate::meta::{self, Target};
 use crate::options::{CopyOptions, Follow};
 use crate::place::{self, StagedTree};
-use crate::plan::{self, PlanError};
+use crate::plan::{self, PlanError, Setting};
 use crate::sys::{self, AsFd, Fd, FileKind, Name};
 use crate::tree::{self, Group, GroupDir, Item};
 use std::collections::{BTreeSet, HashMap};
@@ -67,7 +67,7 @@ pub(crate) fn copy(
     opts: &CopyOptions,
     reporter: &dyn Reporter,
 ) -> Result<Summary, PlanError> {
-    let (src, root, mut refused) = match plan_root(sources, dest, opts, "--files-from")? {
+    let (src, root, mut refused) = match plan_root(sources, dest, opts, Setting::FilesFrom)? {
         Ok(planned) => planned,
         Err(refused) => return Ok(refused_only(refused, reporter)),
     };
@@ -187,7 +187,7 @@ pub(crate) fn plan_root(
     sources: &[PathBuf],
     dest: &Path,
     opts: &CopyOptions,
-    what: &'static str,
+    what: Setting,
 ) -> Result<Result<(PathBuf, Root, Vec<Error>), Vec<Error>>, PlanError> {
     let (jobs, refused) = planned(sources, dest, opts, what, true)?;
     let Some(job) = jobs.into_iter().next() else {
@@ -226,7 +226,7 @@ pub(crate) fn planned(
     sources: &[PathBuf],
     dest: &Path,
     opts: &CopyOptions,
-    what: &'static str,
+    what: Setting,
     as_itself: bool,
 ) -> Result<(Vec<plan::Job>, Vec<Error>), PlanError> {
     let one_dir = match sources {

@@ -10,6 +10,7 @@ use std::path::{Path, PathBuf};
 
 /// Whether a method worked, and if not, why.
 #[derive(Debug, Clone)]
+#[non_exhaustive]
 pub struct Trial {
     /// It worked.
     pub works: bool,
@@ -19,6 +20,7 @@ pub struct Trial {
 
 /// What was found about one path, or a pair.
 #[derive(Debug, Clone)]
+#[non_exhaustive]
 pub struct Probe {
     /// The paths probed, with their filesystem type.
     pub paths: Vec<(PathBuf, String)>,

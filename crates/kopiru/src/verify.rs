@@ -24,6 +24,7 @@ const CHUNK: usize = 1 << 20;
 
 /// One way the destination differs from the source.
 #[derive(Debug, Clone)]
+#[non_exhaustive]
 pub struct Difference {
     /// The path, relative to the compared roots ("" for the roots).
     pub path: PathBuf,
@@ -33,6 +34,7 @@ pub struct Difference {
 
 /// What a comparison found.
 #[derive(Debug, Default)]
+#[non_exhaustive]
 pub struct VerifyReport {
     /// Regular files compared by content. A hard link (a second name of a
     /// source file whose copy is linked the same way) is not a second file:

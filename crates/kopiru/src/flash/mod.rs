@@ -138,7 +138,8 @@ pub trait FlashEvents: DeviceProgress {
 impl FlashEvents for crate::Noop {}
 
 /// How one device fared.
-#[derive(Debug)]
+#[derive(Debug, Default)]
+#[non_exhaustive]
 pub struct DeviceResult {
     /// As given.
     pub path: PathBuf,
@@ -204,6 +205,7 @@ pub const HELD_BACK: u64 = HEAD as u64;
 
 /// What a flash did.
 #[derive(Debug, Default)]
+#[non_exhaustive]
 pub struct FlashSummary {
     /// Bytes of (decompressed) image written to each device.
     pub image_bytes: u64,

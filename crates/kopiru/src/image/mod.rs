@@ -131,6 +131,24 @@ pub enum ImageRefusal {
     },
 }
 
+impl ImageRefusal {
+    /// A stable kebab-case name ([`crate::Refusal::id`]).
+    pub fn id(&self) -> &'static str {
+        match self {
+            ImageRefusal::NotADevice { .. } => "not-a-device",
+            ImageRefusal::MountedReadWrite { .. } => "mounted-read-write",
+            ImageRefusal::OutputOnDevice => "output-on-device",
+            ImageRefusal::OutputIsSource => "output-is-source",
+            ImageRefusal::OutputExists => "output-exists",
+            ImageRefusal::OutputNotAFile => "output-not-a-file",
+            ImageRefusal::OutputIsSymlink => "output-is-symlink",
+            ImageRefusal::MapIsOutput => "map-is-output",
+            ImageRefusal::NoPartitionTable => "no-partition-table",
+            ImageRefusal::PartitionPastEnd { .. } => "partition-past-end",
+        }
+    }
+}
+
 impl fmt::Display for ImageRefusal {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
@@ -179,6 +197,7 @@ impl std::error::Error for ImageRefusal {}
 
 /// What an image did.
 #[derive(Debug)]
+#[non_exhaustive]
 pub struct ImageSummary {
     /// The output's format.
     pub format: Format,

@@ -9,7 +9,7 @@ use crate::events::{Phase, Reporter, Summary};
 use crate::listed::{self, Listed, Root};
 use crate::options::{CopyOptions, Follow};
 use crate::place::{self, remove_tree, staged_name, StagedTree};
-use crate::plan::PlanError;
+use crate::plan::{PlanError, Setting};
 use crate::sys::{self, AsFd, Fd, FileKind, Name, NameBuf};
 use std::io;
 use std::path::{Path, PathBuf};
@@ -40,7 +40,7 @@ pub(crate) fn copy(
     opts: &CopyOptions,
     reporter: &dyn Reporter,
 ) -> Result<Summary, PlanError> {
-    let (jobs, refused) = listed::planned(sources, dest, opts, "--shard", false)?;
+    let (jobs, refused) = listed::planned(sources, dest, opts, Setting::Shard, false)?;
     let Some(job) = jobs.into_iter().next() else {
         return Ok(listed::refused_only(refused, reporter));
     };
