@@ -456,7 +456,7 @@ pub struct FlashArgs {
     /// writer's (so one on two CPUs). An image of one block, or whose
     /// blocks do not fit, is decoded on one thread in its dictionary's
     /// memory and 16 MiB.
-    #[arg(long, value_name = "SIZE", default_value = "256M", value_parser = crate::bench::parse_size)]
+    #[arg(long, value_name = "SIZE", default_value = "256M", value_parser = crate::size::parse_size)]
     pub memory: u64,
 
     /// Allow a regular file as a target (created if missing, never under /dev).

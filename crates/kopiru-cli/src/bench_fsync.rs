@@ -4,8 +4,8 @@
 //! time until a small-file tree is durable with each `--sync` mode.
 
 use crate::args::FsyncArgs;
-use crate::bench::{human, parse_size};
 use crate::exit;
+use crate::size::{human, parse_size};
 use kopiru::{CopyOptions, Noop, SyncMode};
 use std::fs::File;
 use std::io::{BufWriter, Write};

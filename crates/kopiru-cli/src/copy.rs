@@ -2,12 +2,12 @@
 //! bar) and the --json summary.
 
 use crate::args::CopyArgs;
-use crate::bench::human;
 use crate::changes;
 use crate::exit;
 use crate::progress::{self, Progress, Work};
 use crate::render;
 use crate::signals::{self, OnSignal};
+use crate::size::human;
 use kopiru::{Change, EntryKind, Error, FileDone, Phase, Reporter, Summary};
 use std::io::{BufRead, IsTerminal, Write};
 use std::path::Path;

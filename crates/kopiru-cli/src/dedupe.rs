@@ -2,10 +2,10 @@
 //! prints the summary (text or JSON).
 
 use crate::args::DedupeArgs;
-use crate::bench::{human, parse_size};
 use crate::exit;
 use crate::progress::{Progress, Work};
 use crate::signals::{self, OnSignal};
+use crate::size::{human, parse_size};
 use kopiru::dedupe::{dedupe, DedupeOptions, DedupeSummary};
 use kopiru::Reporter;
 

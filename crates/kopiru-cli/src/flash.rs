@@ -2,10 +2,10 @@
 //! and reports each device.
 
 use crate::args::FlashArgs;
-use crate::bench::human;
 use crate::exit;
 use crate::progress;
 use crate::render;
+use crate::size::human;
 use kopiru::flash::{
     check_targets, flash, Bmap, DeviceResult, FlashOptions, FlashSummary, HttpOptions, Image,
     Target, HELD_BACK,

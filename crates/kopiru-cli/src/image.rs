@@ -2,10 +2,10 @@
 //! reports the image with its SHA-256.
 
 use crate::args::ImageArgs;
-use crate::bench::human;
 use crate::exit;
 use crate::progress;
 use crate::render;
+use crate::size::human;
 use kopiru::image::{check_source, hex, image, Format, ImageOptions, ImageSummary};
 
 /// What a cancelled image says (after "kopiru: received SIGxxx: ").

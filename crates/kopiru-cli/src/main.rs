@@ -28,6 +28,7 @@ mod render;
 mod scale;
 mod select;
 mod signals;
+mod size;
 mod verify;
 
 use clap::{CommandFactory, FromArgMatches};

@@ -1,7 +1,7 @@
 //! A log-log line chart as SVG (files on x, seconds on y, one line per tool),
 //! written by hand: no plotting dependency for one chart.
 
-use crate::bench::{human, Series};
+use crate::size::human;
 use std::fmt::Write;
 
 const W: f64 = 760.0;
@@ -41,6 +41,12 @@ fn seconds_label(d: i32) -> String {
     } else {
         format!("{} s", 10f64.powi(d))
     }
+}
+
+/// One tool's median time for each count (`None`: failed).
+pub struct Series {
+    pub tool: String,
+    pub seconds: Vec<Option<f64>>,
 }
 
 /// The chart for a sweep over `counts` of `total` bytes.

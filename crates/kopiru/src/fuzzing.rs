@@ -97,19 +97,19 @@ pub fn url_file_name(url: &str) -> &str {
 
 /// The copies record's line for a copy `dst` at `dst_path` of `src`.
 pub fn record_line(src: &[u8], dst: &[u8], dst_path: &Path) -> String {
-    crate::record::line(src, dst, dst_path)
+    crate::copy::record::line(src, dst, dst_path)
 }
 
 /// Whether the copies record's `text` says that `dst` at `dst_path` is a
 /// copy of `src`.
 pub fn record_says_copy(text: &str, src: &[u8], dst: &[u8], dst_path: &Path) -> bool {
-    crate::record::says_copy(text, src, dst, dst_path)
+    crate::copy::record::says_copy(text, src, dst, dst_path)
 }
 
 /// A `--files-from` path as a path inside the source directory `src`
 /// (canonical), or `None` outside it.
 pub fn listed_inside(p: &Path, src: &Path) -> Option<PathBuf> {
-    crate::listed::inside(p, src)
+    crate::copy::listed::inside(p, src)
 }
 
 /// Whether a listed entry's name can be a file name here (no NUL).
@@ -131,7 +131,7 @@ pub fn last_partition(
 /// The process id in a temporary's name (`.kopiru-tmp.<pid>.<n>`), read
 /// from directory entries that another program may have made.
 pub fn leftover_pid(name: &crate::sys::Name) -> Option<u32> {
-    crate::place::names::leftover_pid(name)
+    crate::copy::place::names::leftover_pid(name)
 }
 
 /// The bytes that `image` decodes to in `format` with the flash's own

@@ -57,9 +57,7 @@
 
 mod cancel;
 mod copy;
-mod data;
 pub mod dedupe;
-mod delete;
 mod error;
 mod events;
 mod filter;
@@ -70,25 +68,19 @@ pub mod flash;
 pub mod fuzzing;
 pub mod image;
 pub mod json;
-mod listed;
-mod meta;
 mod options;
 mod outcome;
 mod par;
 pub mod paths;
-mod place;
-mod plan;
-mod precheck;
-mod preview;
 pub mod probe;
 pub mod progress;
-mod record;
-mod shard;
 pub(crate) mod sys;
-mod tree;
 pub mod verify;
 
 pub use cancel::Cancel;
+pub use copy::plan::{PlanError, Setting};
+pub use copy::record::default_path as default_copies_record;
+pub use copy::shard::Shard;
 pub use error::{reason, Cause, Error, LeastSize, Mismatch, Op, Refusal, Side};
 pub use events::{
     Change, ChangeKind, DeviceProgress, EntryKind, FileDone, Method, Noop, Phase, Reporter,
@@ -100,9 +92,6 @@ pub use options::{
     SparseMode, SyncMode,
 };
 pub use outcome::Outcome;
-pub use plan::{PlanError, Setting};
-pub use record::default_path as default_copies_record;
-pub use shard::Shard;
 
 pub use copy::copy;
 pub use dedupe::dedupe;

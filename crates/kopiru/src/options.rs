@@ -668,7 +668,7 @@ impl CopyOptions {
     /// [`PlanError::Excludes`], [`PlanError::NotWith`],
     /// [`PlanError::NotOnThisPlatform`].
     pub fn check(&self) -> Result<(), crate::PlanError> {
-        use crate::plan::{PlanError, Setting};
+        use crate::{PlanError, Setting};
         // Nothing is replaced, so there is nothing to back up.
         if self.no_clobber && self.backup.is_some() {
             return Err(PlanError::Excludes {

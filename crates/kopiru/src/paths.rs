@@ -39,6 +39,12 @@ pub fn join(dir: &Path, name: &OsStr) -> PathBuf {
     dir.join(name)
 }
 
+/// `dir/name` for a name read from a directory listing (or made to be
+/// one), as [`join`] spells it: the one way the walk makes a path to show.
+pub(crate) fn join_name(dir: &Path, name: &crate::sys::Name) -> PathBuf {
+    join(dir, crate::sys::os_str(name))
+}
+
 /// Displays an `OsStr` with the lossless escape above.
 pub struct Escaped<'a>(pub &'a OsStr);
 

@@ -149,7 +149,7 @@ pub(crate) fn clone_refused(src: FdRef, dst_dir: FdRef) -> Option<io::Error> {
     let pid = std::process::id();
     let name = CString::new(format!(
         "{}{pid}.{}",
-        crate::place::TMP_PREFIX,
+        crate::copy::place::TMP_PREFIX,
         u64::MAX - n
     ))
     .expect("no NUL");

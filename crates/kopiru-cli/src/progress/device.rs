@@ -2,7 +2,7 @@
 //! and verified, and for an image from a URL, its download.
 
 use super::{duration, rate, style, Window, WINDOW_SECS};
-use crate::bench::human;
+use crate::size::human;
 use indicatif::{ProgressBar, ProgressStyle};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;

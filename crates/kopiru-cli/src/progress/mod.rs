@@ -8,7 +8,7 @@
 //! byte rate" and "files left at the file rate": a tree whose big files are
 //! done still has its small files to go.
 
-use crate::bench::human;
+use crate::size::human;
 use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
 use kopiru::progress::Totals;
 use kopiru::{CopyOptions, Phase};

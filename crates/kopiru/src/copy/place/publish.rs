@@ -6,7 +6,7 @@ use super::leftovers::remove_tree;
 use super::{Placement, Sink, StagedTree};
 use crate::error::{Error, Op, Refusal, Side};
 use crate::options::{CopyOptions, SyncMode};
-use crate::paths::join;
+use crate::paths::join_name;
 use crate::sys::{self, AsFd, Fd, Name};
 use std::collections::HashMap;
 use std::io;
@@ -180,7 +180,7 @@ impl Placement<'_> {
             let _ = sys::fchmod(d.fd, st.perm() | 0o700);
         }
         for (tmp, name) in deferred {
-            let path = || join(d.path, sys::os_str(&name));
+            let path = || join_name(d.path, &name);
             if let Some(&errno) = failed.get(&d.dev) {
                 if sys::unlink_at(d.fd, &tmp, false).is_ok() {
                     withdrawn += 1;
@@ -224,7 +224,7 @@ impl Placement<'_> {
             let failures = sink.failures_under(&t.path(), src);
             if failures > 0 {
                 let why = Refusal::Incomplete {
-                    staged: join(&t.parent_path, sys::os_str(&t.tmp)),
+                    staged: join_name(&t.parent_path, &t.tmp),
                     failed: failures,
                 };
                 sink.error(Error::refused(Side::Destination, t.path(), Op::Copy, why));
@@ -253,7 +253,7 @@ impl Placement<'_> {
             Err((op, e)) => {
                 let mut removed = 0;
                 if let Err(re) = remove_tree(parent, &t.tmp, &mut removed) {
-                    let tmp_path = join(&t.parent_path, sys::os_str(&t.tmp));
+                    let tmp_path = join_name(&t.parent_path, &t.tmp);
                     sink.warn(Error::dst(tmp_path, Op::Remove, &re));
                 }
                 sink.error(Error::dst(t.path(), op, &e));

@@ -2,13 +2,14 @@
 //! top-level tree, then queued to be listed. Also the macOS whole-tree
 //! clone, used when nothing in a tree needs per-file treatment.
 
-use super::join;
 use super::node::{is_ancestor, DirNode, Item, Task};
 use super::worker::Worker;
+use crate::copy::place::StagedTree;
 use crate::error::{Error, Op, Refusal, Side};
 use crate::events::{EntryKind, Method};
 use crate::options::Follow;
-use crate::place::StagedTree;
+use crate::paths::join;
+use crate::paths::join_name;
 use crate::sys::{self, AsFd, Fd, FileKind, Name, NameBuf, Stat};
 use std::io;
 use std::sync::atomic::Ordering;
@@ -62,7 +63,7 @@ impl<'scope, 'env, 'a> Worker<'scope, 'env, 'a> {
         if made.fresh {
             self.changed(parent, (name, dst_name), EntryKind::Dir, None, &st, None);
         }
-        let dst_path = join(&parent.dst_path, sys::os_str(dst_name));
+        let dst_path = join_name(&parent.dst_path, dst_name);
         let lock = match &staged_tmp {
             Some(tmp) => {
                 let at = (parent.dst.as_fd(), tmp.as_c_str());
@@ -109,7 +110,7 @@ impl<'scope, 'env, 'a> Worker<'scope, 'env, 'a> {
             return false;
         }
         drop(roots);
-        let path = join(&parent.src_path, sys::os_str(name));
+        let path = join_name(&parent.src_path, name);
         let why = Refusal::IntoItself { dest: None };
         self.sh
             .error(Error::refused(Side::Source, path, Op::Copy, why));
@@ -134,7 +135,7 @@ impl<'scope, 'env, 'a> Worker<'scope, 'env, 'a> {
                 name: dst_name.to_owned(),
                 source,
                 _lock: lock,
-                src_path: Some(join(&parent.src_path, sys::os_str(src_name))),
+                src_path: Some(join_name(&parent.src_path, src_name)),
                 merge: false,
             }),
             Err(e) => self.dst_error(parent, dst_name, Op::Open, &e),

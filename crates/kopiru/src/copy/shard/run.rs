@@ -4,12 +4,13 @@
 
 use super::coord::{Coordination, Outcome};
 use super::{piece_of, pieces, Shard};
+use crate::copy::listed::{self, Listed, Root};
+use crate::copy::place::{self, remove_tree, staged_name, StagedTree};
+use crate::copy::plan::{PlanError, Setting};
 use crate::error::{Error, Op, Refusal, Side};
 use crate::events::{Phase, Reporter, Summary};
-use crate::listed::{self, Listed, Root};
 use crate::options::{CopyOptions, Follow};
-use crate::place::{self, remove_tree, staged_name, StagedTree};
-use crate::plan::{PlanError, Setting};
+use crate::paths::join_name;
 use crate::sys::{self, AsFd, Fd, FileKind, Name, NameBuf};
 use std::io;
 use std::path::{Path, PathBuf};
@@ -44,8 +45,8 @@ pub(crate) fn copy(
     let Some(job) = jobs.into_iter().next() else {
         return Ok(listed::refused_only(refused, reporter));
     };
-    let src = tree_path(&job.src_parent, &job.src_name);
-    let dst_path = tree_path(&job.dst_parent, &job.dst_name);
+    let src = join_name(&job.src_parent, &job.src_name);
+    let dst_path = join_name(&job.dst_parent, &job.dst_name);
     let basis = listed::basis_root(opts, dest)?;
     let exists = sys::stat_at(job.dst_dir.as_fd(), &job.dst_name, false).is_ok();
     let staged = staged_name(&job.dst_name);
@@ -57,7 +58,7 @@ pub(crate) fn copy(
         opts,
         |reset| match !exists && reset {
             true => prepare_staged(&job.dst_dir, &staged, opts)
-                .map_err(|e| Error::dst(tree_path(&job.dst_parent, &staged), Op::Mkdir, &e)),
+                .map_err(|e| Error::dst(join_name(&job.dst_parent, &staged), Op::Mkdir, &e)),
             false => Ok(()),
         },
     );
@@ -91,7 +92,7 @@ pub(crate) fn copy(
     let root = match root {
         Ok(r) => r,
         Err(e) => {
-            let e = Error::dst(tree_path(&job.dst_parent, root_name), Op::Open, &e);
+            let e = Error::dst(join_name(&job.dst_parent, root_name), Op::Open, &e);
             let _ = coord.mark(&format!("done.{}", shard.index), b"cancelled");
             return Ok(listed::refused_only(vec![e], reporter));
         }
@@ -290,10 +291,6 @@ fn meet(outcome: Outcome, dst_path: &Path, summary: &mut Summary, reporter: &dyn
 fn push_error(summary: &mut Summary, reporter: &dyn Reporter, e: Error) {
     reporter.error(&e);
     summary.errors.push(e);
-}
-
-pub(super) fn tree_path(dir: &Path, name: &Name) -> PathBuf {
-    crate::tree::join(dir, sys::os_str(name))
 }
 
 /// A new DEST's staged tree, for the run that resets the coordination: a
@@ -510,7 +507,7 @@ impl End<'_> {
             source: opts
                 .copies_record
                 .as_ref()
-                .and_then(|_| crate::record::identity_of(self.src)),
+                .and_then(|_| crate::copy::record::identity_of(self.src)),
             _lock: None,
             src_path: None,
             merge: false,

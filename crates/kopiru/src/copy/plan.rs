@@ -527,13 +527,13 @@ fn is_recorded_copy(dest: &Path, src: &Path, src_st: &sys::Stat, opts: &CopyOpti
         return false;
     }
     let (Some(s), Some(d), Ok(real)) = (
-        crate::record::identity_of(src),
-        crate::record::identity_of(dest),
+        crate::copy::record::identity_of(src),
+        crate::copy::record::identity_of(dest),
         dest.canonicalize(),
     ) else {
         return false;
     };
-    crate::record::is_copy_of(file, &s, &d, &real)
+    crate::copy::record::is_copy_of(file, &s, &d, &real)
 }
 
 fn plan_one(

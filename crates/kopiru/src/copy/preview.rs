@@ -3,12 +3,13 @@
 //! copy would create or replace ([`Reporter::change`]). It opens nothing
 //! for writing: the destination is only stat'ed, listed and read.
 
+use crate::copy::plan::Job;
+use crate::copy::tree::keeps;
 use crate::error::{Error, Op, Refusal, Side};
 use crate::events::{Change, ChangeKind, EntryKind, Reporter, Summary};
 use crate::options::{CopyOptions, Follow};
-use crate::plan::Job;
+use crate::paths::join_name;
 use crate::sys::{self, AsFd, Fd, FileKind, Name, Stat};
-use crate::tree::{join, keeps};
 use std::collections::HashMap;
 use std::io;
 use std::path::{Path, PathBuf};
@@ -88,12 +89,12 @@ impl Preview<'_> {
         if self.opts.cancel.is_cancelled() {
             return;
         }
-        let src_path = join(&at.src_path, sys::os_str(name));
+        let src_path = join_name(&at.src_path, name);
         let st = match sys::stat_at(at.src.as_fd(), name, follow) {
             Ok(st) => st,
             Err(e) => return self.error(Error::src(src_path, Op::Stat, &e)),
         };
-        let dst_path = join(&at.dst_path, sys::os_str(dst_name));
+        let dst_path = join_name(&at.dst_path, dst_name);
         let d = at
             .dst
             .as_ref()
@@ -173,7 +174,7 @@ impl Preview<'_> {
                 match sys::read_link_at(at.src.as_fd(), name) {
                     Ok(t) => (EntryKind::Symlink, Some(PathBuf::from(sys::os_str(&t)))),
                     Err(e) => {
-                        let path = join(&at.src_path, sys::os_str(name));
+                        let path = join_name(&at.src_path, name);
                         return self.error(Error::src(path, Op::Readlink, &e));
                     }
                 }
@@ -196,8 +197,8 @@ impl Preview<'_> {
         exists: bool,
         follow: bool,
     ) {
-        let src_path = join(&at.src_path, sys::os_str(name));
-        let dst_path = join(&at.dst_path, sys::os_str(dst_name));
+        let src_path = join_name(&at.src_path, name);
+        let dst_path = join_name(&at.dst_path, dst_name);
         if self.ancestors.contains(&(st.dev, st.ino)) {
             let e = sys::loop_error();
             return self.error(Error::src(src_path, Op::Follow, &e));

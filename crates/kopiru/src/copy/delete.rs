@@ -8,8 +8,8 @@
 use crate::error::{Error, Op, Refusal, Side};
 use crate::events::{Change, ChangeKind, EntryKind, Reporter, Summary};
 use crate::options::{CopyOptions, Follow, SyncMode};
+use crate::paths::join_name;
 use crate::sys::{self, AsFd, Fd, FileKind, Name, NameBuf};
-use crate::tree::join;
 use std::path::{Path, PathBuf};
 
 /// Deletes (or, with `dry_run`, reports) what each destination in `pairs`
@@ -105,7 +105,7 @@ impl Deleter<'_> {
             let dst_is_dir = dst_st.as_ref().is_ok_and(|s| s.kind() == FileKind::Dir);
             if names.binary_search(&e.name).is_err() {
                 if !self.protects(&rel, &e.name, dst_is_dir) {
-                    let path = join(at.dst_path, sys::os_str(&e.name));
+                    let path = join_name(at.dst_path, &e.name);
                     let (n, _) = self.remove(at.dst, &e.name, (&path, &rel), dst_is_dir);
                     deleted_here |= n > 0;
                 }
@@ -116,7 +116,7 @@ impl Deleter<'_> {
             // --delete-excluded deleted as if the source lacked it.
             if self.opts.filter.excludes(&rel, || dst_is_dir) {
                 if self.opts.delete_excluded {
-                    let path = join(at.dst_path, sys::os_str(&e.name));
+                    let path = join_name(at.dst_path, &e.name);
                     let (n, _) = self.remove(at.dst, &e.name, (&path, &rel), dst_is_dir);
                     deleted_here |= n > 0;
                 }
@@ -135,8 +135,8 @@ impl Deleter<'_> {
             let open_src = sys::open_source(at.src.as_fd(), &e.name, true, follow, false);
             let open_dst = open_dir(at.dst, &e.name);
             let (src_path, dst_path) = (
-                join(at.src_path, sys::os_str(&e.name)),
-                join(at.dst_path, sys::os_str(&e.name)),
+                join_name(at.src_path, &e.name),
+                join_name(at.dst_path, &e.name),
             );
             match (open_src, open_dst) {
                 (Ok(s), Ok(t)) => self.dir(&Pair {
@@ -204,7 +204,7 @@ impl Deleter<'_> {
             };
             let mut fate = Fate::Gone;
             for e in entries {
-                let sub = join(path, sys::os_str(&e.name));
+                let sub = join_name(path, &e.name);
                 let sub_rel = rel.join(sys::os_str(&e.name));
                 let sub_is_dir = sys::stat_at(inner.as_fd(), &e.name, false)
                     .is_ok_and(|s| s.kind() == FileKind::Dir);

@@ -1,19 +1,20 @@
 //! Copying listed entries rather than whole trees: `--files-from`, and each
-//! rank's share of a sharded copy ([`crate::shard`]). The entries are paths
+//! rank's share of a sharded copy ([`crate::copy::shard`]). The entries are paths
 //! inside one source directory; each goes to the same path under the
 //! destination root. They are grouped by parent directory, so the tree code
 //! gets one directory pair per group (made here, as `mkdir -p` would) and
 //! its entries, and runs them on its workers as usual. A directory's own
 //! metadata comes last, once everything is in it: [`apply_dir_meta`].
 
+use crate::copy::meta::{self, Target};
+use crate::copy::place::{self, StagedTree};
+use crate::copy::plan::{self, PlanError, Setting};
+use crate::copy::tree::{self, Group, GroupDir, Item};
 use crate::error::{Error, Op, Refusal, Side};
 use crate::events::{Reporter, Summary};
-use crate::meta::{self, Target};
 use crate::options::{CopyOptions, Follow};
-use crate::place::{self, StagedTree};
-use crate::plan::{self, PlanError, Setting};
+use crate::paths::join_name;
 use crate::sys::{self, AsFd, Fd, FileKind, Name};
-use crate::tree::{self, Group, GroupDir, Item};
 use std::collections::{BTreeSet, HashMap};
 use std::io;
 use std::path::{Component, Path, PathBuf};
@@ -167,7 +168,7 @@ fn by_parent(
 /// A summary of nothing done but refusals, each reported (a copy an
 /// earlier run completed as a warning, as [`crate::copy`] reports it).
 pub(crate) fn refused_only(refused: Vec<Error>, reporter: &dyn Reporter) -> Summary {
-    let (done, refused) = crate::copy::left_alone(refused);
+    let (done, refused) = super::kept::left_alone(refused);
     for e in &refused {
         reporter.error(e);
     }
@@ -175,7 +176,7 @@ pub(crate) fn refused_only(refused: Vec<Error>, reporter: &dyn Reporter) -> Summ
         errors: refused,
         ..Summary::default()
     };
-    crate::copy::already_copied(done, reporter, &mut summary);
+    super::kept::already_copied(done, reporter, &mut summary);
     summary
 }
 
@@ -193,7 +194,7 @@ pub(crate) fn plan_root(
     let Some(job) = jobs.into_iter().next() else {
         return Ok(Err(refused));
     };
-    let path = tree::join(&job.dst_parent, sys::os_str(&job.dst_name));
+    let path = join_name(&job.dst_parent, &job.dst_name);
     let made = match sys::mkdir_at(job.dst_dir.as_fd(), &job.dst_name, 0o777) {
         Err(e) if e.kind() != io::ErrorKind::AlreadyExists => Err((Op::Mkdir, e)),
         _ => sys::open_dir(job.dst_dir.as_fd(), &job.dst_name).map_err(|e| (Op::Open, e)),
@@ -335,8 +336,8 @@ pub(crate) fn copy_entries(
         let dir = GroupDir {
             src: s,
             dst: d,
-            src_path: tree::join(src, parent.as_os_str()),
-            dst_path: tree::join(&root.path, parent.as_os_str()),
+            src_path: crate::paths::join(src, parent.as_os_str()),
+            dst_path: crate::paths::join(&root.path, parent.as_os_str()),
             dst_dev: root.dev,
             root_dev: src_dev,
             staged,
@@ -531,7 +532,7 @@ impl Chain {
         };
         let fd = lock.try_clone().ok()?;
         let parent = up.dst.try_clone().ok()?;
-        let parent_path = tree::join(&root.path, up.rel.as_os_str());
+        let parent_path = crate::paths::join(&root.path, up.rel.as_os_str());
         self.staged.insert(rel.to_path_buf(), tmp.clone());
         self.trees.push(StagedTree {
             parent,
@@ -578,7 +579,7 @@ pub(crate) fn apply_dir_meta(
     };
     let mut warnings = Vec::new();
     for rel in order.into_iter().rev() {
-        let dst_path = tree::join(&root.path, rel.as_os_str());
+        let dst_path = crate::paths::join(&root.path, rel.as_os_str());
         let both = chain
             .open((src_root.as_fd(), root.dir.as_fd()), (src, root), rel)
             .map_err(|(side, op, e)| match side {

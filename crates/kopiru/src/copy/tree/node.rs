@@ -2,7 +2,7 @@
 //! entries they carry.
 
 use super::ahead::Ahead;
-use crate::place::{self, Deferred, Dest, DestDir};
+use crate::copy::place::{self, Deferred, Dest, DestDir};
 use crate::sys::{AsFd, Fd, FileKind, Name, NameBuf, Stat, Timespec};
 use std::path::PathBuf;
 use std::sync::atomic::AtomicUsize;
@@ -104,7 +104,7 @@ impl DirNode {
     pub(crate) fn inherits_acl(&self) -> bool {
         *self
             .default_acl
-            .get_or_init(|| crate::meta::has_default_acl(self.dst.as_fd()))
+            .get_or_init(|| crate::copy::meta::has_default_acl(self.dst.as_fd()))
     }
 
     /// Takes the partial copy of `dst_name` out of the list: its name, if

@@ -16,12 +16,13 @@ mod latency;
 mod node;
 mod worker;
 
-use crate::data::Caps;
+use crate::copy::data::Caps;
+use crate::copy::place::{self, Placement, StagedTree};
+use crate::copy::plan::Job;
 use crate::error::{Error, Op};
 use crate::events::{Phase, Reporter, Summary};
 use crate::options::CopyOptions;
-use crate::place::{self, Placement, StagedTree};
-use crate::plan::Job;
+use crate::paths::join_name;
 use crate::sys::{self, AsFd, Name};
 use crate::verify::{SourceHash, SourceHashes};
 use std::collections::{HashMap, VecDeque};
@@ -315,8 +316,6 @@ fn execute(sh: Shared) -> Ran {
     }
 }
 
-pub(crate) use crate::paths::join;
-
 impl<'a> Shared<'a> {
     fn new(
         opts: &'a CopyOptions,
@@ -375,7 +374,7 @@ impl<'a> Shared<'a> {
     /// An existing destination entry left as it was (counted as skipped).
     pub(crate) fn kept(&self, dir: &Path, name: &Name) {
         self.counters.skipped.fetch_add(1, Ordering::Relaxed);
-        self.reporter.kept(&join(dir, sys::os_str(name)));
+        self.reporter.kept(&join_name(dir, name));
     }
 
     pub(crate) fn warn(&self, e: Error) {

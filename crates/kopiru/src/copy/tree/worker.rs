@@ -4,11 +4,12 @@
 
 use super::ahead::Ahead;
 use super::node::{DirNode, Item, Shard, Task};
-use super::{join, Shared, SHARE_ABOVE};
-use crate::data::PairCaps;
+use super::{Shared, SHARE_ABOVE};
+use crate::copy::data::PairCaps;
+use crate::copy::meta::{self, Target};
 use crate::error::{Error, Op, Refusal, Side};
-use crate::meta::{self, Target};
 use crate::options::Follow;
+use crate::paths::join_name;
 use crate::sys::{self, AsFd, FileKind, Name, Stat};
 use std::io;
 use std::path::Path;
@@ -181,7 +182,7 @@ impl<'scope, 'env, 'a> Worker<'scope, 'env, 'a> {
                     let (items, ahead) = if dir.staged
                         && dir.fresh
                         && !sys::CLONE_CREATES_FILE
-                        && !crate::data::copy_creating_applies(self.sh.opts)
+                        && !crate::copy::data::copy_creating_applies(self.sh.opts)
                         && dir.basis.is_none()
                         && items.iter().filter(|i| is_file(i)).count() > SHARE_ABOVE
                         && Ahead::pays_on(dir.dst.as_fd())
@@ -399,16 +400,16 @@ impl<'scope, 'env, 'a> Worker<'scope, 'env, 'a> {
 
     pub(crate) fn src_error(&self, dir: &DirNode, name: &Name, op: Op, e: &io::Error) {
         self.sh
-            .error(Error::src(join(&dir.src_path, sys::os_str(name)), op, e));
+            .error(Error::src(join_name(&dir.src_path, name), op, e));
     }
 
     pub(crate) fn dst_error(&self, dir: &DirNode, name: &Name, op: Op, e: &io::Error) {
         self.sh
-            .error(Error::dst(join(&dir.dst_path, sys::os_str(name)), op, e));
+            .error(Error::dst(join_name(&dir.dst_path, name), op, e));
     }
 
     pub(crate) fn dst_refusal(&self, dir: &DirNode, name: &Name, why: Refusal) {
-        let path = join(&dir.dst_path, sys::os_str(name));
+        let path = join_name(&dir.dst_path, name);
         self.sh
             .error(Error::refused(Side::Destination, path, Op::Copy, why));
     }

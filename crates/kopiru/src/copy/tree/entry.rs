@@ -1,13 +1,13 @@
 //! One non-directory entry: looking at what is already at its destination
 //! name, opening its source, hard links, symlinks and special files.
 
-use super::join;
 use super::node::{DirNode, Existing, Item, LinkCell, LinkTarget, SourceFile};
 use super::worker::Worker;
+use crate::copy::meta::{self, Target};
 use crate::error::{Op, Refusal};
 use crate::events::{Change, ChangeKind, EntryKind};
-use crate::meta::{self, Target};
 use crate::options::CopyOptions;
+use crate::paths::join_name;
 use crate::sys::AsFd;
 use crate::sys::Name;
 use crate::sys::{self, Fd, FileKind, Stat};
@@ -58,7 +58,7 @@ impl<'scope, 'env, 'a> Worker<'scope, 'env, 'a> {
             // as cp refuses it (with -i after a yes).
             let opts = self.sh.opts;
             let declined = || {
-                let path = join(&dir.dst_path, sys::os_str(dst_name));
+                let path = join_name(&dir.dst_path, dst_name);
                 !self.sh.reporter.confirm_replace(&path)
             };
             if opts.skips(&d, src) || (opts.interactive && declined()) {
@@ -77,8 +77,8 @@ impl<'scope, 'env, 'a> Worker<'scope, 'env, 'a> {
                 return Existing::Keep;
             }
             let same = Refusal::SameFile {
-                source: join(&dir.src_path, sys::os_str(dst_name)),
-                dest: join(&dir.dst_path, sys::os_str(dst_name)),
+                source: join_name(&dir.src_path, dst_name),
+                dest: join_name(&dir.dst_path, dst_name),
             };
             self.dst_refusal(dir, dst_name, same);
             return Existing::Refused;
@@ -95,7 +95,7 @@ impl<'scope, 'env, 'a> Worker<'scope, 'env, 'a> {
             return Existing::Keep;
         }
         if self.sh.opts.interactive {
-            let path = join(&dir.dst_path, sys::os_str(dst_name));
+            let path = join_name(&dir.dst_path, dst_name);
             if !self.sh.reporter.confirm_replace(&path) {
                 // Declined: left as it is, and not a copy of this source
                 // (so its hard links are not made to it).
@@ -274,7 +274,7 @@ impl<'scope, 'env, 'a> Worker<'scope, 'env, 'a> {
             let first =
                 w.sh.opts
                     .report_changes
-                    .then(|| join(&target.dir.dst_path, sys::os_str(&target.dst_name)));
+                    .then(|| join_name(&target.dir.dst_path, &target.dst_name));
             w.changed(
                 dir,
                 (src_name, dst_name),
@@ -505,7 +505,7 @@ impl<'scope, 'env, 'a> Worker<'scope, 'env, 'a> {
             self.sh.umask,
         );
         if !w.is_empty() {
-            self.warnings(&join(&dir.dst_path, sys::os_str(dst_name)), w);
+            self.warnings(&join_name(&dir.dst_path, dst_name), w);
         }
         true
     }
@@ -534,8 +534,8 @@ impl Worker<'_, '_, '_> {
             }
         };
         self.sh.reporter.change(&Change {
-            path: &join(&dir.dst_path, sys::os_str(name)),
-            source: Some(&join(&dir.src_path, sys::os_str(src_name))),
+            path: &join_name(&dir.dst_path, name),
+            source: Some(&join_name(&dir.src_path, src_name)),
             kind,
             change,
             target,

@@ -2,11 +2,11 @@
 //! joining it, the marks the ranks leave there (`member.K` locks, pieces
 //! claimed, `done.K`, `published` or `failed`), waiting on them, leaving.
 
-use super::run::tree_path;
 use super::Shard;
+use crate::copy::place::{remove_tree, TMP_PREFIX};
 use crate::error::{Error, Op, Refusal, Side};
 use crate::options::CopyOptions;
-use crate::place::{remove_tree, TMP_PREFIX};
+use crate::paths::join_name;
 use crate::sys::{self, AsFd, Fd, Name, NameBuf};
 use std::io::{self, Write};
 use std::path::{Path, PathBuf};
@@ -79,10 +79,10 @@ impl Coordination {
         opts: &CopyOptions,
         prepare: impl FnOnce(bool) -> Result<(), Error>,
     ) -> Result<Coordination, Error> {
-        let h = crate::place::names::name_hash(dst_name);
+        let h = crate::copy::place::names::name_hash(dst_name);
         let name = sys::name(&format!("{TMP_PREFIX}shard.{h:016x}"));
         let lock_name = sys::name(&format!("{TMP_PREFIX}shardlock.{h:016x}"));
-        let path = tree_path(parent_path, &name);
+        let path = join_name(parent_path, &name);
         let io_err = |op, e: io::Error| Error::dst(&path, op, &e);
         let lock = open_lock_file(parent.as_fd(), &lock_name).map_err(|e| io_err(Op::Open, e))?;
         wait_lock(&lock, &opts.cancel).map_err(|e| io_err(Op::Lock, e))?;

@@ -5,7 +5,7 @@
 use super::names::{leftover_pid, partial_name, PARTIAL, TMP_PREFIX};
 use super::Sink;
 use crate::error::{Error, Op};
-use crate::paths::join;
+use crate::paths::join_name;
 use crate::sys::{self, AsFd, Fd, FileKind, Name, NameBuf};
 use std::io;
 use std::path::Path;
@@ -80,7 +80,7 @@ pub(super) fn clean_temps(
         }
         if let Err(err) = sys::unlink_at(dir.as_fd(), &e.name, false) {
             if err.kind() != io::ErrorKind::IsADirectory {
-                let at = join(path, sys::os_str(&e.name));
+                let at = join_name(path, &e.name);
                 sink.warn(Error::dst(at, Op::Remove, &err));
             }
         }
@@ -118,7 +118,7 @@ pub(super) fn drop_partials(dir: sys::FdRef, path: &Path, left: Vec<NameBuf>, si
     for name in left {
         match sys::unlink_at(dir, &name, false) {
             Err(e) if e.kind() != io::ErrorKind::NotFound => {
-                sink.warn(Error::dst(join(path, sys::os_str(&name)), Op::Remove, &e));
+                sink.warn(Error::dst(join_name(path, &name), Op::Remove, &e));
             }
             _ => {}
         }

@@ -2,9 +2,10 @@
 //! written: `--method clone` where no clone is possible is refused once,
 //! instead of failing every file and leaving an empty skeleton tree.
 
+use crate::copy::plan::Job;
 use crate::error::{Error, Op, Refusal, Side};
 use crate::options::{CopyOptions, MethodChoice, SparseMode};
-use crate::plan::Job;
+use crate::paths::join_name;
 use crate::sys::AsFd;
 use crate::sys::{self, Fd, FileKind};
 use std::collections::HashSet;
@@ -34,7 +35,7 @@ pub(crate) fn clone_possible(jobs: &[Job], opts: &CopyOptions) -> Option<Error> 
     }
     let mut tried = HashSet::new();
     for job in jobs {
-        let dst_path = crate::tree::join(&job.dst_parent, sys::os_str(&job.dst_name));
+        let dst_path = join_name(&job.dst_parent, &job.dst_name);
         if opts.sparse == SparseMode::Never {
             let why = "--sparse never writes every byte, a clone shares them".to_string();
             return Some(refusal(dst_path, why));
@@ -88,7 +89,7 @@ fn refusal(dst: PathBuf, why: String) -> Error {
 /// The first regular file of a job's source (the source itself, or the
 /// first found in its tree, depth first), open for reading, and its path.
 fn sample(job: &Job, opts: &CopyOptions) -> Option<(Fd, PathBuf)> {
-    let src_path = crate::tree::join(&job.src_parent, sys::os_str(&job.src_name));
+    let src_path = join_name(&job.src_parent, &job.src_name);
     let st = sys::stat_at(job.src_dir.as_fd(), &job.src_name, job.follow).ok()?;
     match st.kind() {
         FileKind::File => open(&job.src_dir, &job.src_name, job.follow).map(|fd| (fd, src_path)),

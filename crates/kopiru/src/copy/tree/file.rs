@@ -1,14 +1,14 @@
 //! One regular file: its data through the method ladder, its metadata, and
-//! its placement under its final name (through [`crate::place`]).
+//! its placement under its final name (through [`crate::copy::place`]).
 
-use super::join;
 use super::node::{DirNode, Existing, SourceFile};
 use super::worker::Worker;
-use crate::data;
+use crate::copy::data;
+use crate::copy::meta::{self, Target};
 use crate::error::Op;
 use crate::events::{EntryKind, FileDone, Method};
-use crate::meta::{self, Target};
 use crate::options::BasisKind;
+use crate::paths::join_name;
 use crate::sys::{self, AsFd, Fd, FileKind, Name, NameBuf, Stat};
 use crate::verify::SourceHash;
 use std::io;
@@ -152,7 +152,7 @@ impl<'scope, 'env, 'a> Worker<'scope, 'env, 'a> {
                         return None;
                     }
                 };
-                let path = || join(&dir.dst_path, sys::os_str(f.dst_name));
+                let path = || join_name(&dir.dst_path, f.dst_name);
                 if opts.no_clobber
                     || (opts.update && d.mtime >= f.st.mtime)
                     || (opts.interactive && !self.sh.reporter.confirm_replace(&path()))
@@ -214,7 +214,7 @@ impl<'scope, 'env, 'a> Worker<'scope, 'env, 'a> {
                 umask,
             );
             if !w.is_empty() {
-                self.warnings(&join(&dir.dst_path, sys::os_str(f.dst_name)), w);
+                self.warnings(&join_name(&dir.dst_path, f.dst_name), w);
             }
         }
         // A device's data is made durable by flushing it, not its
@@ -302,7 +302,7 @@ impl<'scope, 'env, 'a> Worker<'scope, 'env, 'a> {
         dir: &DirNode,
         name: &Name,
     ) -> io::Result<std::ffi::CString> {
-        let path = join(&dir.src_path, sys::os_str(name));
+        let path = join_name(&dir.src_path, name);
         if path.is_relative() && dir.dst_path != std::path::Path::new(".") {
             return Err(io::Error::other(
                 "can make relative symbolic links only in the current directory \
@@ -630,7 +630,7 @@ impl<'scope, 'env, 'a> Worker<'scope, 'env, 'a> {
             return None;
         }
         if !warnings.is_empty() {
-            self.warnings(&join(&dir.dst_path, sys::os_str(f.dst_name)), warnings);
+            self.warnings(&join_name(&dir.dst_path, f.dst_name), warnings);
         }
         Some(Written { moved, hash, named })
     }

@@ -3,12 +3,30 @@
 //! preview), delete what the source lacks (`delete`), then verify it if
 //! asked.
 
+// The copy's rooms: the request planned and refused (plan, precheck,
+// record), the walk (tree, listed, shard), one entry's bytes (data) and
+// metadata (meta), placement and durability (place), --delete and the
+// dry run (delete, preview).
+pub(crate) mod data;
+pub(crate) mod delete;
+mod kept;
+pub(crate) mod listed;
+pub(crate) mod meta;
+pub(crate) mod place;
+pub(crate) mod plan;
+pub(crate) mod precheck;
+pub(crate) mod preview;
+pub(crate) mod record;
+pub(crate) mod shard;
+pub(crate) mod tree;
+
 use crate::error::{Error, Op, Refusal, Side};
 use crate::events::{Phase, Reporter, Summary};
 use crate::options::CopyOptions;
-use crate::plan::{self, PlanError};
+use crate::paths::join_name;
 use crate::sys::AsFd;
-use crate::{delete, precheck, preview, sys, tree, verify};
+use crate::{sys, verify};
+use plan::PlanError;
 use std::path::{Path, PathBuf};
 use std::time::Instant;
 
@@ -36,13 +54,13 @@ pub fn copy(
     }
     let (mut jobs, refused) = plan::plan(sources, dest, opts)?;
     // Copies an earlier run completed: left alone, with a word.
-    let (done, mut refused) = left_alone(refused);
+    let (done, mut refused) = kept::left_alone(refused);
     let mut pairs: Vec<(PathBuf, PathBuf)> = jobs
         .iter()
         .map(|j| {
             (
-                tree::join(&j.src_parent, sys::os_str(&j.src_name)),
-                tree::join(&j.dst_parent, sys::os_str(&j.dst_name)),
+                join_name(&j.src_parent, &j.src_name),
+                join_name(&j.dst_parent, &j.dst_name),
             )
         })
         .collect();
@@ -74,7 +92,7 @@ pub fn copy(
         let refusals = refused.len() as u64;
         let mut summary = preview::run(jobs, opts, reporter, refused);
         summary.refused = refusals;
-        already_copied(done, reporter, &mut summary);
+        kept::already_copied(done, reporter, &mut summary);
         if opts.delete && !summary.cancelled {
             delete::run(&pairs, opts, reporter, &mut summary);
         }
@@ -95,7 +113,7 @@ pub fn copy(
     let (mut summary, hashes) = run_rounds(jobs, opts, reporter, refused);
     parents_meta(parents_made, opts, &mut summary);
     summary.refused = refusals;
-    already_copied(done, reporter, &mut summary);
+    kept::already_copied(done, reporter, &mut summary);
     if opts.delete && !summary.cancelled {
         delete::run(&pairs, opts, reporter, &mut summary);
     }
@@ -180,12 +198,12 @@ fn parents_meta(made: Vec<plan::ParentMade>, opts: &CopyOptions, summary: &mut S
             }
         };
         let (perm, before) = match p.existed {
-            true => (p.mode, crate::meta::Before::Same),
-            false => (p.mode & !umask, crate::meta::Before::Nothing),
+            true => (p.mode, meta::Before::Same),
+            false => (p.mode & !umask, meta::Before::Nothing),
         };
-        let now = crate::meta::Now { perm, owner: None };
-        let w = crate::meta::apply(
-            crate::meta::Target::Fd(dst.as_fd()),
+        let now = meta::Now { perm, owner: None };
+        let w = meta::apply(
+            meta::Target::Fd(dst.as_fd()),
             (Some(src.as_fd()), &st),
             before,
             now,
@@ -198,33 +216,6 @@ fn parents_meta(made: Vec<plan::ParentMade>, opts: &CopyOptions, summary: &mut S
     }
 }
 
-/// Splits off, from a plan's refusals, the sources left alone with a
-/// warning: a copy an earlier run completed, a source named twice.
-pub(crate) fn left_alone(refused: Vec<Error>) -> (Vec<Error>, Vec<Error>) {
-    refused.into_iter().partition(|e| {
-        matches!(
-            e.refusal(),
-            Some(
-                Refusal::AlreadyCopied { .. } | Refusal::NamedTwice { .. } | Refusal::KeptExisting
-            )
-        )
-    })
-}
-
-/// Copies an earlier run made and completed, left as they are: a warning
-/// each, counted as skipped.
-pub(crate) fn already_copied(done: Vec<Error>, reporter: &dyn Reporter, summary: &mut Summary) {
-    for w in done {
-        reporter.kept(&w.path);
-        summary.skipped += 1;
-        // -n and -u keep what is there silently, as cp does.
-        if !matches!(w.refusal(), Some(Refusal::KeptExisting)) {
-            reporter.warning(&w);
-            summary.warnings.push(w);
-        }
-    }
-}
-
 /// `--files-from` and `--shard`: copies of listed entries (`None`: neither).
 fn listed_copy(
     sources: &[PathBuf],
@@ -234,10 +225,10 @@ fn listed_copy(
 ) -> Result<Option<Summary>, PlanError> {
     // What does not go with these was refused by CopyOptions::check.
     if let Some(list) = &opts.files_from {
-        return crate::listed::copy(sources, dest, list, opts, reporter).map(Some);
+        return listed::copy(sources, dest, list, opts, reporter).map(Some);
     }
     match opts.shard {
-        Some(shard) => crate::shard::copy(sources, dest, shard, opts, reporter).map(Some),
+        Some(shard) => shard::copy(sources, dest, shard, opts, reporter).map(Some),
         None => Ok(None),
     }
 }

@@ -5,7 +5,7 @@
 //! `--sync` asks, staged trees and their publishing (a shard's too), and
 //! what an interrupted run left (`--resume`, `--partial`).
 //!
-//! The copy ([`crate::tree`]) walks and copies; it asks this room, through
+//! The copy ([`crate::copy::tree`]) walks and copies; it asks this room, through
 //! [`Placement`] and a directory's [`Dest`], where to write and when a
 //! name may appear, and hears of failures through a [`Sink`]. Nothing here
 //! knows the walk.
@@ -24,7 +24,7 @@ pub(crate) use staged::{still_named, try_lock_at, StagedTree};
 use crate::error::{Error, Op};
 use crate::events::Method;
 use crate::options::{CopyOptions, SyncMode};
-use crate::paths::join;
+use crate::paths::join_name;
 use crate::sys::{self, AsFd, Fd, Name, NameBuf, Timespec};
 use std::io;
 use std::path::{Path, PathBuf};
@@ -64,7 +64,7 @@ impl Dest<'_> {
     }
 
     fn error(&self, sink: &dyn Sink, name: &Name, op: Op, e: &io::Error) {
-        sink.error(Error::dst(join(self.path, sys::os_str(name)), op, e));
+        sink.error(Error::dst(join_name(self.path, name), op, e));
     }
 }
 

@@ -7,7 +7,7 @@ use super::leftovers::remove_tree;
 use super::names::staged_name;
 use super::{Placement, Sink};
 use crate::error::{Error, Op, Refusal, Side};
-use crate::paths::join;
+use crate::paths::join_name;
 use crate::sys::{self, AsFd, Fd, FileKind, Name, NameBuf};
 use std::io;
 use std::path::{Path, PathBuf};
@@ -22,7 +22,7 @@ pub(crate) struct StagedTree {
     pub(crate) tmp: NameBuf,
     pub(crate) name: NameBuf,
     /// The source directory's identity ([`sys::identity`]), for
-    /// [`crate::record`]; `None` when no record is kept or none can be had.
+    /// [`crate::copy::record`]; `None` when no record is kept or none can be had.
     pub(crate) source: Option<Vec<u8>>,
     /// The staged directory, locked ([`Placement::lock_staged`]) until it
     /// is published or the run ends; `None` for a macOS whole-tree clone.
@@ -35,14 +35,14 @@ pub(crate) struct StagedTree {
     /// A directory of a listed copy: when its name was made meanwhile (by
     /// another process copying other entries of the same tree), its
     /// entries are moved into that directory ([`merge_into`]) instead of
-    /// failing; and it is no copy of a source for [`crate::record`].
+    /// failing; and it is no copy of a source for [`crate::copy::record`].
     pub(crate) merge: bool,
 }
 
 impl StagedTree {
     /// The destination's path.
     pub(crate) fn path(&self) -> PathBuf {
-        join(&self.parent_path, sys::os_str(&self.name))
+        join_name(&self.parent_path, &self.name)
     }
 
     /// Renames the staged directory to its final name, which must not
@@ -64,7 +64,7 @@ impl StagedTree {
     /// instead of nesting.
     pub(crate) fn record(&self, file: &Path) {
         if let Ok(dir) = sys::open_dir(self.parent.as_fd(), &self.name) {
-            crate::record::note(file, self.source.as_deref(), dir.as_fd(), &self.path());
+            crate::copy::record::note(file, self.source.as_deref(), dir.as_fd(), &self.path());
         }
     }
 }
@@ -90,7 +90,7 @@ impl Placement<'_> {
         // Held while the leftover is removed, so that a run that has just
         // made it (and not yet locked it) finds it gone once it can.
         let _held = match leftover {
-            true => leftover_lock(parent, &tmp, join(parent_path, sys::os_str(dst_name)), sink)?,
+            true => leftover_lock(parent, &tmp, join_name(parent_path, dst_name), sink)?,
             false => None,
         };
         // A leftover beside a destination that exists now cannot be
@@ -98,7 +98,7 @@ impl Placement<'_> {
         if leftover && (exists || !self.opts.resume) {
             match remove_tree(parent, &tmp, &mut 0) {
                 Err(e) if e.kind() != io::ErrorKind::NotFound => {
-                    let path = join(parent_path, sys::os_str(&tmp));
+                    let path = join_name(parent_path, &tmp);
                     sink.error(Error::dst(path, Op::Remove, &e));
                     return Err(());
                 }
