@@ -67,8 +67,7 @@ impl Reporter for CliReporter {
         if self.report.is_none() && !self.verbose && !self.explain {
             return;
         }
-        let src = kopiru::paths::join(d.src_dir, d.name);
-        let dst = kopiru::paths::join(d.dst_dir, d.dst_name);
+        let (src, dst) = (d.source_path(), d.dest_path());
         if let Some(r) = &self.report {
             r.file_done(&src, &dst, d);
         }

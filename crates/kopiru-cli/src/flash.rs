@@ -8,7 +8,7 @@ use crate::render;
 use crate::size::human;
 use kopiru::flash::{
     check_targets, flash, Bmap, DeviceResult, FlashOptions, FlashSummary, HttpOptions, Image,
-    Target, HELD_BACK,
+    Target,
 };
 use std::io::{BufRead, BufReader, Write};
 use std::path::Path;
@@ -204,7 +204,8 @@ pub(crate) fn partly_written(d: &DeviceResult) -> Option<String> {
              MiB was not written and holds what it held before (so it does not boot half \
              an image): flash it again with a whole image",
             human(n),
-            HELD_BACK,
+            // What was written past the held-back first MiB.
+            d.written_to - n,
             d.written_to
         )
     })

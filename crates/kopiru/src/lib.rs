@@ -49,10 +49,24 @@
 //!
 //! # The other operations
 //!
-//! [`flash`] writes disk images to devices, [`image`] reads a device into
-//! an image, [`dedupe`] shares the blocks of identical files, [`verify`]
-//! compares trees, [`probe`] tells what a filesystem can do; [`json`]
-//! writes every summary as `--json` and the Node binding give it.
+//! One verb per operation, at the root, each taking its paths, its options
+//! by reference (`XOptions::new()` is what the command does) and an
+//! observer: [`copy()`] and [`dedupe()`] report to a [`Reporter`],
+//! [`verify()`] its bytes compared to one too, [`probe()`] takes one for
+//! the same shape; [`flash()`] reports to a [`flash::FlashEvents`] and
+//! [`image()`] to a [`DeviceProgress`]. Every observer method does nothing
+//! by default, and [`Noop`] implements them all. Their modules hold each
+//! one's options and summary: [`flash`](mod@flash) writes disk images to
+//! devices, [`image`](mod@image) reads a device into an image,
+//! [`dedupe`](mod@dedupe) shares the blocks of identical files,
+//! [`verify`](mod@verify) compares trees, [`probe`](mod@probe) tells what
+//! a filesystem can do; [`json`] writes every summary as `--json` and the
+//! Node binding give it.
+//!
+//! A request refused whole is a [`PlanError`]; an entry's refusal is a
+//! [`Refusal`] inside an [`Error`]. Both have a stable [`PlanError::id`] /
+//! [`Refusal::id`] for programs, and their text names settings by neutral
+//! names ([`Setting`]): each front end spells them its own way.
 #![deny(missing_docs)]
 
 mod cancel;
@@ -99,21 +113,3 @@ pub use flash::flash;
 pub use image::image;
 pub use probe::probe;
 pub use verify::verify;
-
-/// Flushes the whole filesystem that holds `fd` to its device (`syncfs` on
-/// Linux), reporting write-back errors of any file on it. Nothing on
-/// Windows (it needs administrator rights there).
-///
-/// # Errors
-/// The flush's error.
-pub fn sync_filesystem(fd: sys::FdRef) -> std::io::Result<()> {
-    sys::sync_fs(fd)
-}
-
-/// Free bytes on the filesystem that holds `fd`.
-///
-/// # Errors
-/// `fstatfs`'s error; on Windows, not available yet (`Unsupported`).
-pub fn free_space(fd: sys::FdRef) -> std::io::Result<u64> {
-    sys::fs_space(fd).map(|s| s.free)
-}

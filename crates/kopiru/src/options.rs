@@ -665,8 +665,8 @@ impl CopyOptions {
     /// many, what they are) is decided by the plan.
     ///
     /// # Errors
-    /// [`PlanError::Excludes`], [`PlanError::NotWith`],
-    /// [`PlanError::NotOnThisPlatform`].
+    /// [`crate::PlanError::Excludes`], [`crate::PlanError::NotWith`],
+    /// [`crate::PlanError::NotOnThisPlatform`].
     pub fn check(&self) -> Result<(), crate::PlanError> {
         use crate::{PlanError, Setting};
         // Nothing is replaced, so there is nothing to back up.

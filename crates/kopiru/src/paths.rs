@@ -19,7 +19,7 @@ use std::path::{Path, PathBuf};
 
 /// `dir/name` as a message shows it: `name` alone when `dir` is the
 /// current directory (`big`, not `./big`).
-pub fn join(dir: &Path, name: &OsStr) -> PathBuf {
+pub(crate) fn join(dir: &Path, name: &OsStr) -> PathBuf {
     // Comparing paths walks their components, about a thousand
     // instructions for a deep one (callgrind): only a path made of dots
     // and separators can be ".".

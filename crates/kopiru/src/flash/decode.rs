@@ -20,7 +20,7 @@ use std::io::{self, BufRead};
 /// about 58 MiB a thread: two measured 116 MiB); blocks too large for it
 /// (`xz -T0 -9` writes 192 MiB ones), or a smaller budget, mean fewer
 /// threads or one, in the dictionary's memory.
-pub const DEFAULT_MEMORY: u64 = 256 << 20;
+pub(crate) const DEFAULT_MEMORY: u64 = 256 << 20;
 
 /// Decodes an xz image (one stream, or several concatenated) into `sink`,
 /// within `memory` where the decoder can (sys: liblzma on Linux).

@@ -36,9 +36,10 @@ mod tests;
 mod write;
 
 pub use bmap::{Bmap, BmapError};
-pub use decode::DEFAULT_MEMORY;
+pub(crate) use decode::DEFAULT_MEMORY;
 pub use drives::{drives, Drive, DrivePartition};
-pub use http::{get_text, is_url, DownloadStats, HttpOptions};
+pub(crate) use http::is_url;
+pub use http::{get_text, HttpOptions};
 pub use input::Image;
 pub use sniff::{Format, Found, NotAnImage};
 pub use targets::{check_targets, Target};
@@ -83,7 +84,7 @@ pub struct FlashOptions {
     /// Memory that decoding an xz image on several threads may take (its
     /// blocks' buffers, per thread). An image of one block, or whose blocks
     /// do not fit, is decoded on one thread, in its dictionary's memory,
-    /// whatever this says. Default [`DEFAULT_MEMORY`].
+    /// whatever this says. Default 256 MiB.
     pub memory: u64,
     /// The SHA-256 of the image file as published (compressed, as a
     /// `SHA256SUMS` lists it), checked as it is read: a mismatch fails
@@ -198,10 +199,6 @@ impl DeviceResult {
         }
     }
 }
-
-/// Bytes held back and written last, when everything else is on the
-/// device.
-pub const HELD_BACK: u64 = HEAD as u64;
 
 /// What a flash did.
 #[derive(Debug, Default)]

@@ -1,5 +1,5 @@
 //! `kopiru image`: a block device (or, with `--file`, a regular file) read
-//! into an image, the reverse of [`flash`](crate::flash).
+//! into an image, the reverse of [`flash`](mod@crate::flash).
 //!
 //! A reader thread reads the device with O_DIRECT in chunks sized from its
 //! topology, into a few aligned buffers allocated once and passed back and
