@@ -3,10 +3,10 @@
 # tests on real ext4/XFS/Btrfs loop filesystems), the Node.js binding
 # (built, packed, installed into a scratch project, `node --test`), and the
 # Windows builds of the command and of the binding under Wine, and the crash
-# lab (scripts/lab.sh: dm-log-writes replay under Debian's kernel in QEMU,
+# lab (scripts/test/lab.sh: dm-log-writes replay under Debian's kernel in QEMU,
 # docs/LAB.md), the fuzz targets of the parsers of outside bytes
-# (scripts/test-fuzz.sh, docs/FUZZING.md), and the release artifacts (scripts/release.sh builds them
-# into dist/, scripts/test-release.sh installs and runs each without Rust),
+# (scripts/test/fuzz.sh, docs/FUZZING.md), and the release artifacts (scripts/release/build.sh builds them
+# into dist/, scripts/test/release.sh installs and runs each without Rust),
 # and the peers' own tests: GNU coreutils' cp tests against `kopiru cp`
 # (tests/peers/gnu-cp/run.sh) and rsync's testsuite against `kopiru copy`
 # where their options overlap (tests/peers/rsync/run.sh: rsync's source from
@@ -15,65 +15,60 @@
 # the reason, never as passed. Ends with one line: N passed, N failed, N
 # skipped (all parts added up).
 #
-# KOPIRU_TEST_PARTS=rust,fuzz,node,windows,lab,release,gnu,rsync,oracle,gui
+# KOPIRU_TEST_PARTS=rust,api,fuzz,node,windows,lab,release,gnu,rsync,oracle,gui
 # chooses parts (default: all). oracle: GNU cp and rsync as oracles on random
 # cases (tests/peers/oracle/README.md). With any of gnu, rsync and oracle,
 # tests/peers/check-differences.py also runs (a second): every deliberate
 # difference those three file is named in docs/copy.md, and only those.
-# gui: `kopiru gui` in Debian's Chromium (Selenium, axe-core) and its
+# api: the engine's public surface against crates/kopiru/public-api.txt
+# (scripts/test/public-api.sh). gui: `kopiru gui` in Debian's Chromium (Selenium, axe-core) and its
 # security as raw HTTP (tests/gui/run.sh).
 set -euo pipefail
-cd "$(dirname "$0")/.."
-parts=${KOPIRU_TEST_PARTS:-rust,fuzz,node,windows,lab,release,gnu,rsync,oracle,gui}
+# shellcheck source=scripts/lib.sh
+. "$(dirname "$0")/lib.sh"
+cd "$ROOT"
+parts=${KOPIRU_TEST_PARTS:-rust,api,fuzz,node,windows,lab,release,gnu,rsync,oracle,gui}
 has() { [[ ",$parts," == *",$1,"* ]]; }
-need=()
-command -v mkfs.ext4 >/dev/null || need+=(e2fsprogs)
-command -v mkfs.xfs >/dev/null || need+=(xfsprogs)
-command -v mkfs.btrfs >/dev/null || need+=(btrfs-progs)
-command -v strace >/dev/null || need+=(strace)
-command -v losetup >/dev/null || need+=(mount)
-command -v sfdisk >/dev/null || need+=(fdisk)
-command -v dmsetup >/dev/null || need+=(dmsetup)
-command -v xz >/dev/null || need+=(xz-utils)
-command -v zstd >/dev/null || need+=(zstd)
-command -v bzip2 >/dev/null || need+=(bzip2)
-command -v gzip >/dev/null || need+=(gzip)
-command -v bmaptool >/dev/null || need+=(bmap-tools)
-command -v script >/dev/null || need+=(bsdutils)
-command -v mpirun >/dev/null || need+=(openmpi-bin)
-command -v fpart >/dev/null || need+=(fpart)
-command -v setpriv >/dev/null || need+=(util-linux)
-command -v fusermount3 >/dev/null || need+=(fuse3)
-command -v setfacl >/dev/null || need+=(acl)
-command -v setfattr >/dev/null || need+=(attr)
+need mkfs.ext4 e2fsprogs
+need mkfs.xfs xfsprogs
+need mkfs.btrfs btrfs-progs
+need strace strace
+need losetup mount
+need sfdisk fdisk
+need dmsetup dmsetup
+need xz xz-utils
+need zstd zstd
+need bzip2 bzip2
+need gzip gzip
+need bmaptool bmap-tools
+need script bsdutils
+need mpirun openmpi-bin
+need fpart fpart
+need setpriv util-linux
+need fusermount3 fuse3
+need setfacl acl
+need setfattr attr
 if has oracle; then
-  command -v rsync >/dev/null || need+=(rsync)
+  need rsync rsync
 fi
 if has gnu || has rsync || has oracle; then
   # tests/peers/check-differences.py, the oracle, rsync's wrapper
-  command -v python3 >/dev/null || need+=(python3)
+  need python3 python3
 fi
 if has node; then
-  command -v node >/dev/null || need+=(nodejs)
-  command -v npm >/dev/null || need+=(npm)
+  need node nodejs
+  need npm npm
 fi
 if has gnu; then
   # What GNU's cp tests call (tests/peers/gnu-cp/run.sh would install them
   # too); dpkg-dev unpacks coreutils' source.
-  command -v dpkg-source >/dev/null || need+=(dpkg-dev)
-  [[ -x /usr/sbin/setcap || -x /sbin/setcap ]] || need+=(libcap2-bin)
-  [[ -x /usr/bin/python3 ]] || need+=(python3)
-  command -v gcc >/dev/null || need+=(gcc)
-  command -v valgrind >/dev/null || need+=(valgrind)
+  need dpkg-source dpkg-dev
+  need '/usr/sbin/setcap|/sbin/setcap' libcap2-bin
+  need /usr/bin/python3 python3
+  need gcc gcc
+  need valgrind valgrind
 fi
-if ((${#need[@]})); then
-  if [[ $(id -u) == 0 ]] && command -v apt-get >/dev/null; then
-    echo "installing ${need[*]}" >&2
-    apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${need[@]}" >/dev/null
-  else
-    echo "!!! missing ${need[*]} and cannot install them: the tests needing them will be ignored" >&2
-  fi
-fi
+install_missing || echo "!!! the tests needing them will be ignored" >&2
 log=$(mktemp)
 trap 'rm -f "$log"' EXIT
 status=0
@@ -83,9 +78,13 @@ if has rust; then
   cargo build -p kopiru-slowfs 2>&1 | tee -a "$log" || status=$?
   cargo test --workspace --no-fail-fast "$@" 2>&1 | tee -a "$log" || status=$?
 fi
+if has api; then
+  echo "== the engine's public surface against its listing: scripts/test/public-api.sh"
+  bash scripts/test/public-api.sh 2>&1 | tee -a "$log" || status=$?
+fi
 if has fuzz; then
-  echo "== fuzzing the parsers of outside bytes: scripts/test-fuzz.sh"
-  bash scripts/test-fuzz.sh 2>&1 | tee -a "$log" || status=$?
+  echo "== fuzzing the parsers of outside bytes: scripts/test/fuzz.sh"
+  bash scripts/test/fuzz.sh 2>&1 | tee -a "$log" || status=$?
 fi
 if has node; then
   echo "== Node.js binding: bindings/node/scripts/ci.sh"
@@ -96,23 +95,23 @@ if has node; then
   fi
 fi
 if has windows; then
-  echo "== Windows build under Wine: scripts/test-windows.sh"
-  if [[ -f scripts/test-windows.sh ]]; then
-    bash scripts/test-windows.sh 2>&1 | tee -a "$log" || status=$?
+  echo "== Windows build under Wine: scripts/test/windows.sh"
+  if [[ -f scripts/test/windows.sh ]]; then
+    bash scripts/test/windows.sh 2>&1 | tee -a "$log" || status=$?
     echo "== Node.js binding on Windows under Wine: bindings/node/scripts/test-windows.sh"
     bash bindings/node/scripts/test-windows.sh 2>&1 | tee -a "$log" || status=$?
   else
-    echo "!!!!!!!! SKIPPED: Windows: scripts/test-windows.sh is not in this checkout" | tee -a "$log"
+    echo "!!!!!!!! SKIPPED: Windows: scripts/test/windows.sh is not in this checkout" | tee -a "$log"
   fi
 fi
 if has lab; then
-  echo "== crash lab (Debian's kernel under QEMU, dm-log-writes): scripts/lab.sh"
-  bash scripts/lab.sh 2>&1 | tee -a "$log" || status=$?
+  echo "== crash lab (Debian's kernel under QEMU, dm-log-writes): scripts/test/lab.sh"
+  bash scripts/test/lab.sh 2>&1 | tee -a "$log" || status=$?
 fi
 if has release; then
-  echo "== release artifacts: scripts/release.sh, then scripts/test-release.sh"
-  if bash scripts/release.sh 2>&1 | tee -a "$log"; then
-    bash scripts/test-release.sh 2>&1 | tee -a "$log" || status=$?
+  echo "== release artifacts: scripts/release/build.sh, then scripts/test/release.sh"
+  if bash scripts/release/build.sh 2>&1 | tee -a "$log"; then
+    bash scripts/test/release.sh 2>&1 | tee -a "$log" || status=$?
   else
     status=1
     echo "0 passed, 1 failed, 0 skipped" | tee -a "$log"

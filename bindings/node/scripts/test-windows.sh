@@ -22,14 +22,16 @@
 #
 # Skipped LOUDLY (and counted as skipped) when Wine, mingw or node.exe
 # cannot be had. Ends with node --test's "# pass/# fail/# skipped" lines.
-# Wine runs one session (scripts/wine-session.sh: the run's own prefix, one
+# Wine runs one session (wine_session_start in scripts/lib.sh: the run's own prefix, one
 # persistent wineserver, stopped at the end).
-# Environment: CARGO_TARGET_DIR, KOPIRU_WINEPREFIX (as scripts/test-windows.sh),
+# Environment: CARGO_TARGET_DIR, KOPIRU_WINEPREFIX (as scripts/test/windows.sh),
 # KOPIRU_CACHE (default ~/.cache/kopiru-test: node.exe is kept there).
 set -euo pipefail
 here="$(cd "$(dirname "$0")/.." && pwd)"
 root="$(cd "$here/../.." && pwd)"
-WINE=/usr/lib/wine/wine64
+# The repository's shared helpers: need, install_missing, the Wine session.
+# shellcheck source=scripts/lib.sh
+. "$root/scripts/lib.sh"
 CC=x86_64-w64-mingw32-gcc
 NODE_WIN_VERSION=20.20.2
 
@@ -39,13 +41,12 @@ skip_all() {
   exit 0
 }
 
-need=()
-command -v "$CC" >/dev/null || need+=(gcc-mingw-w64-x86-64)
-[ -x "$WINE" ] || need+=(wine64)
-if ((${#need[@]})) && [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null; then
-  { apt-get update -qq >/dev/null && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${need[@]}" >/dev/null; } || true
+need "$CC" gcc-mingw-w64-x86-64
+need "$WINE" wine64
+install_missing || true
+if ! command -v "$CC" >/dev/null || [ ! -x "$WINE" ]; then
+  skip_all "mingw ($CC) or Wine ($WINE) is not installed and cannot be"
 fi
-command -v "$CC" >/dev/null && [ -x "$WINE" ] || skip_all "mingw ($CC) or Wine ($WINE) is not installed and cannot be"
 command -v npm >/dev/null || skip_all "npm is not installed"
 if command -v rustup >/dev/null; then
   rustup target list --installed | grep -qx x86_64-pc-windows-gnu ||
@@ -107,11 +108,9 @@ cp "$here"/test/helpers.mjs test/
 cp "$here"/test/windows/*.test.mjs test/windows/
 
 echo "== node.exe $NODE_WIN_VERSION --test test/windows/*.test.mjs under $("$WINE" --version 2>/dev/null)"
-# shellcheck source=/dev/null
-. "$root/scripts/wine-session.sh"
 trap 'wine_session_end; rm -rf "$work"' EXIT
 if ! wine_session_start; then
-  echo "not ok 1 - Wine did not start (scripts/wine-session.sh)"
+  echo "not ok 1 - Wine did not start (wine_session_start, scripts/lib.sh)"
   echo "# fail 1"
   exit 1
 fi

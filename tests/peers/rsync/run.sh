@@ -77,7 +77,7 @@ skip_all() {
 # A build is reused when its stamp is there; otherwise fetched and built.
 find_build() {
     local stamp
-    stamp=$(ls -d "$cache"/rsync-*/build/.kopiru-built 2>/dev/null | sort -V | tail -n 1 || true)
+    stamp=$(compgen -G "$cache/rsync-*/build/.kopiru-built" | sort -V | tail -n 1 || true)
     [[ -n $stamp ]] && dirname "$stamp"
     return 0
 }
@@ -232,10 +232,12 @@ for f in "$build"/testsuite/*.test; do
 done
 # The check functions mark what they run as under test (each has one
 # `eval "$1"` followed by `status=$?`).
+# shellcheck disable=SC2016 # sed scripts: their $ are rsync.fns' own
 sed -e 's/^\(    \)eval "\$1"\(.*\)$/\1KOPIRU_UNDER_TEST=1; export KOPIRU_UNDER_TEST\n\1eval "$1"\2/' \
     -e 's/^\(    \)status=\$?$/\1status=$?\n\1KOPIRU_UNDER_TEST=0/' \
     "$build/testsuite/rsync.fns" >"$suite/rsync.fns"
 if ((reshape)); then
+    # shellcheck disable=SC2016 # the $ is rsync.fns' own
     sed -i 's/|| failed="$failed output differs"/|| echo "KOPIRU-HARNESS: output differs (not failed: --past-output)"/' "$suite/rsync.fns"
 fi
 marks=$(grep -c 'KOPIRU_UNDER_TEST=1; export' "$suite/rsync.fns" || true)
@@ -301,6 +303,7 @@ run_one() {
     set +e
     (
         cd "$build" || exit 2
+        # shellcheck source=/dev/null # written by rsync's configure at test time
         . ./shconfig
         export POSIXLY_CORRECT=1 TOOLDIR="$build" srcdir="$build" RSYNC="$here/rsync-dispatch"
         export TLS_ARGS="$tls_args" setfacl_nodef scratchdir="$scratch" suitedir="$suite"

@@ -1,5 +1,5 @@
 // The binding on Windows: run by the Windows build of Node under Wine
-// (scripts/test-windows.sh), with the binding cross-built by mingw. Only
+// (scripts/test/windows.sh), with the binding cross-built by mingw. Only
 // what a plain directory on Wine's drives can show: copies, progress,
 // refusals and their error codes, a failed file, AbortSignal and resume,
 // verify. Of ../helpers.mjs only the portable helpers are used.

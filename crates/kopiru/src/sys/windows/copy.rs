@@ -370,7 +370,7 @@ mod tests {
         let src = open_source(dir.as_fd(), c"src", false, false, false).unwrap();
         if !has_copy_file2() {
             // Wine 8: refused with the error that steps down to the stream
-            // loop, and nothing created (test-windows.sh skips loudly).
+            // loop, and nothing created (scripts/test/windows.sh skips loudly).
             let e = copy_file_new(src.as_fd(), dir.as_fd(), c"dst", 0o644, &mut |_| true);
             assert_eq!(
                 e.unwrap_err().raw_os_error(),

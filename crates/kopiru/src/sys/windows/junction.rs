@@ -174,7 +174,7 @@ mod tests {
     /// A junction made by `symlink_at` from a `\??\` target reads back as a
     /// link with that target, and its directory's entries show through it.
     /// Where the filesystem cannot make one (Wine 8 has no reparse points),
-    /// says so; test-windows.sh reads which it was.
+    /// says so; scripts/test/windows.sh reads which it was.
     #[test]
     fn junction_made_again_as_a_junction() {
         let d = scratch("junction");

@@ -351,7 +351,7 @@ mod tests {
 
     /// With -a, the source's DACL (here a protected one that only lets
     /// Everyone read) and owner end up on the copy. Prints whether this
-    /// Windows (or Wine) kept a DACL set on the source, for test-windows.sh.
+    /// Windows (or Wine) kept a DACL set on the source, for scripts/test/windows.sh.
     #[test]
     fn security_descriptor_copied() {
         use windows_sys::Win32::Security::Authorization::{

@@ -438,7 +438,7 @@ mod tests {
     /// file that is still open elsewhere; where it is refused (Wine 8, FAT,
     /// old Windows) the error is one of those that send rename_at to
     /// MoveFileExW, and rename_at replaces all the same. Prints which, for
-    /// test-windows.sh.
+    /// scripts/test/windows.sh.
     #[test]
     fn rename_by_handle_or_moved() {
         let d = scratch("rename");

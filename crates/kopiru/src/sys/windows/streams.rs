@@ -149,7 +149,7 @@ mod tests {
 
     /// Named streams listed, read and written where the filesystem has
     /// them; where it has none (Wine 8), a file lists none, so a copy
-    /// copies none. Prints which, for test-windows.sh.
+    /// copies none. Prints which, for scripts/test/windows.sh.
     #[test]
     fn alternate_data_streams_or_none() {
         let d = scratch("ads");

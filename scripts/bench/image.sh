@@ -3,7 +3,7 @@
 #
 # A SIZE MiB ext4 image filled with real files (copied from /usr/share and
 # /usr/lib) on a loop device (direct I/O, so no read comes from the page
-# cache). Then, interleaved (scripts/interleave.py: medians of RUNS rounds,
+# cache). Then, interleaved (scripts/bench/interleave.py: medians of RUNS rounds,
 # outputs removed before each run), at the same level each time:
 #   zstd -3:  kopiru image (--no-verify, and with its read-back) against
 #             `dd iflag=direct bs=4M | zstd -T0 -3 > out`, with and
@@ -15,34 +15,28 @@
 # /usr/bin/time: for a pipeline, its largest process). One more kopiru
 # output of each format is checked against the device at the end.
 #
-# usage: scripts/bench-image.sh [SIZE_MIB] [RUNS]        (default 1024 3)
-#        FORMATS="zst xz" scripts/bench-image.sh ...      (default: zst xz gz)
+# usage: scripts/bench/image.sh [SIZE_MIB] [RUNS]        (default 1024 3)
+#        FORMATS="zst xz" scripts/bench/image.sh ...      (default: zst xz gz)
 # Needs root (losetup), zstd, xz, gzip, mkfs.ext4, /usr/bin/time (package
-# time). The filesystem image is kept in /var/tmp/kopiru-image-bench for
+# time, installed if missing). The filesystem image is kept in /var/tmp/kopiru-image-bench for
 # the next run.
 set -euo pipefail
-cd "$(dirname "$0")/.."
+# shellcheck source=scripts/lib.sh
+. "$(dirname "$0")/../lib.sh"
+cd "$ROOT"
 mib=${1:-1024} runs=${2:-3} formats=" ${FORMATS:-zst xz gz} "
-[[ -x /usr/bin/time ]] || { echo "needs /usr/bin/time (apt-get install time)" >&2; exit 2; }
+need /usr/bin/time time
+install_missing
 work=/var/tmp/kopiru-image-bench
 mkdir -p "$work"
-export CARGO_TARGET_DIR=${CARGO_TARGET_DIR:-$PWD/target}
-cargo build --release -q --bin kopiru
-k=$CARGO_TARGET_DIR/release/kopiru
+k=$(release_kopiru)
 
 # The filesystem: real files, as many as fit with room for ext4's own
 # blocks (and the tails of many small files: 70 % of the size).
 img=$work/ext4-$mib.img
-if [[ ! -f $img ]]; then
-  stage=$work/stage
-  rm -rf "$stage" && mkdir -p "$stage"
-  python3 scripts/stage-system-files.py "$stage" $(((mib * 70 / 100) << 20))
-  truncate -s "${mib}M" "$img.tmp"
-  mkfs.ext4 -q -F -d "$stage" "$img.tmp"
-  mv "$img.tmp" "$img"
-  rm -rf "$stage"
-fi
+system_files_image "$img" "$mib" 70
 tmp=$(mktemp -d)
+RSS_DIR=$tmp
 out=$work/out
 dev=
 cleanup() { [[ -n $dev ]] && losetup -d "$dev"; rm -rf "$tmp" "$out"; }
@@ -51,19 +45,6 @@ mkdir -p "$out"
 dev=$(losetup -f --show --direct-io=on --read-only "$img")
 sum=$(sha256sum < "$img" | cut -d' ' -f1)
 
-timed() { echo "$1=/usr/bin/time -f %M -a -o $tmp/rss.$1 $2"; }
-report() {  # the medians of interleave.py's stderr, with RSS
-  python3 - "$tmp" "$@" <<'PY'
-import re, statistics, sys
-tmp, lines = sys.argv[1], open(sys.argv[2]).read().splitlines()
-for l in lines:
-    m = re.match(r"\s*(\S+): wall median\s+([\d.]+) ms .*CPU median\s+([\d.]+) ms", l)
-    if not m: continue
-    rss = [int(x) for x in open(f"{tmp}/rss.{m[1]}").read().split()]
-    print(f"  {m[1]:<22} wall {float(m[2])/1000:7.2f} s  CPU {float(m[3])/1000:7.2f} s"
-          f"  peak RSS {statistics.median(rss)/1024:7.1f} MiB")
-PY
-}
 pipe() {  # NAME COMPRESSOR [sync]: the dd pipeline as a script; with
   # "sync", the output is flushed to disk at the end, as kopiru's is
   local then=
@@ -77,14 +58,14 @@ check() {  # EXT DECOMPRESSOR: one more kopiru run, whose output holds the
   "$k" image --no-progress --no-verify "$dev" "$out/check.img.$1" > /dev/null
   [[ $($2 < "$out/check.img.$1" | sha256sum | cut -d' ' -f1) == "$sum" ]] ||
     { echo "  the .$1 image does not decompress to the device's bytes!"; exit 1; }
-  ls -l "$out/check.img.$1" | sed 's/^/    /'
+  stat -c '    %s bytes  %n' "$out/check.img.$1"
 }
 
 echo "== $mib MiB ext4 image of real files on $dev (loop, direct I/O), $(nproc) CPUs," \
   "medians of $runs interleaved runs"
 if [[ $formats == *" zst "* ]]; then
 echo "-- zstd -3"
-python3 scripts/interleave.py "$runs" "rm -f $out/*" \
+python3 scripts/bench/interleave.py "$runs" "rm -f $out/*" \
   "$(timed kopiru "$k image --no-progress --no-verify $dev $out/k.img.zst")" \
   "$(timed kopiru+verify "$k image --no-progress $dev $out/kv.img.zst")" \
   "$(pipe dd-zstd-T0 'zstd -q -T0 -3')" \
@@ -95,7 +76,7 @@ fi
 
 if [[ $formats == *" xz "* ]]; then
 echo "-- xz -2"
-python3 scripts/interleave.py "$runs" "rm -f $out/*" \
+python3 scripts/bench/interleave.py "$runs" "rm -f $out/*" \
   "$(timed kopiru "$k image --no-progress --no-verify $dev $out/k.img.xz")" \
   "$(pipe dd-xz-T0+sync 'xz -T0 -2' sync)" 2> "$tmp/out" >/dev/null
 report "$tmp/out"
@@ -107,7 +88,7 @@ echo "-- gzip -6"
 gz=("$(timed kopiru "$k image --no-progress --no-verify $dev $out/k.img.gz")"
   "$(pipe dd-gzip+sync 'gzip -6' sync)")
 command -v pigz > /dev/null && gz+=("$(pipe dd-pigz+sync 'pigz -6' sync)")
-python3 scripts/interleave.py "$runs" "rm -f $out/*" "${gz[@]}" 2> "$tmp/out" >/dev/null
+python3 scripts/bench/interleave.py "$runs" "rm -f $out/*" "${gz[@]}" 2> "$tmp/out" >/dev/null
 report "$tmp/out"
 check gz "gzip -dc"
 fi

@@ -5,7 +5,7 @@
 # --transfers 32 and cpz. One call is one cell (a delay, a corpus, a
 # direction); docs/BENCHMARKS.md ("Shares, simulated") lists the calls.
 #
-# usage: scripts/bench-shares.sh DELAY_MS RUNS CORPUS into|out|within [TOOL...]
+# usage: scripts/bench/shares.sh DELAY_MS RUNS CORPUS into|out|within [TOOL...]
 #   TOOL: cp rsync fpsync rclone cpz default j2 j8 j32 j64 j128 j256 prev
 #   (all but prev by default; prev is PREV's default, an earlier build),
 #   each optionally NAME/RUNS (fewer rounds than RUNS) and @SECONDS (killed
@@ -15,8 +15,8 @@
 #           share's backing directory (ROOT) and W/local the local side (the
 #           destination of `out`). Mount a loop ext4 image on each first
 #           (docs/BENCHMARKS.md); the script refuses to write to /'s filesystem.
-#   KOPIRU  the kopiru binary (default target/release/kopiru); kopiru-slowfs
-#           is taken from the same directory
+#   KOPIRU  the kopiru binary (default target/release/kopiru, built);
+#           kopiru-slowfs is taken from the same directory
 #   CPZ     the cpz binary (default: cpz on PATH)
 #   PREV    an earlier kopiru build, for the tool prev (A/B on the share)
 #   LOG     a file to append one JSON line per run to (default W/runs.jsonl)
@@ -24,8 +24,9 @@
 set -euo pipefail
 delay=$1 runs=$2 corpus=$(cd "$3" && pwd) dir=$4
 shift 4
-here=$(cd "$(dirname "$0")" && pwd)
-k=${KOPIRU:-$here/../target/release/kopiru}
+# shellcheck source=scripts/lib.sh
+. "$(dirname "$0")/../lib.sh"
+k=$(release_kopiru)
 slowfs=$(dirname "$k")/kopiru-slowfs
 cpz=${CPZ:-cpz}
 w=${W:-/var/tmp/kopiru-shares}
@@ -85,6 +86,6 @@ for t in "$@"; do
 done
 echo "# slowfs ${delay} ms, $name $dir, $runs rounds, $(date -u +%FT%TZ)" >&2
 echo "{\"cell\": \"${delay}ms $name $dir\", \"start\": \"$(date -u +%FT%TZ)\"}" >> "$log"
-"$here/interleave-capped.py" --warm "${WARM:-default}" --check "$check" --log "$log" \
+"$ROOT/scripts/bench/interleave-capped.py" --warm "${WARM:-default}" --check "$check" --log "$log" \
   "$runs" "$prep" "${specs[@]}"
 umount "$mnt"

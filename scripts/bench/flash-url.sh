@@ -7,7 +7,7 @@
 # real files). Beside it the script makes, if missing, RAW.xz (`xz -6 -T1`:
 # one block) and RAW.zst (`zstd -19`), and a loop device backed by a file
 # in the same directory. Each format is flashed by every tool, interleaved
-# (scripts/interleave.py: medians of RUNS rounds after a warm-up one); the
+# (scripts/bench/interleave.py: medians of RUNS rounds after a warm-up one); the
 # device is compared with RAW after the last run of each tool. Equal work:
 # kopiru with --no-verify (the others do not read back), dd with
 # conv=fsync (kopiru flushes the device before it exits) and
@@ -16,13 +16,15 @@
 # --nobmap (no block map, every byte written). Then kopiru's peak RSS
 # (/usr/bin/time, verification on) per format.
 #
-# usage: scripts/bench-flash-url.sh RAW [RUNS]      (as root; default RUNS 3)
-# KOPIRU=path picks the binary (default target/release/kopiru).
+# usage: scripts/bench/flash-url.sh RAW [RUNS]      (as root; default RUNS 3)
+# KOPIRU=path picks the binary (default: target/release/kopiru, built).
 set -euo pipefail
-cd "$(dirname "$0")/.."
+# shellcheck source=scripts/lib.sh
+. "$(dirname "$0")/../lib.sh"
 raw=$(realpath "$1") runs=${2:-3}
+cd "$ROOT"
 dir=$(dirname "$raw") name=$(basename "$raw")
-k=${KOPIRU:-$PWD/target/release/kopiru}
+k=$(release_kopiru)
 for t in curl xz zstd dd /usr/bin/time losetup; do
   command -v "$t" >/dev/null || { echo "needs $t" >&2; exit 2; }
 done
@@ -57,12 +59,15 @@ for fmt in xz zst; do
   fi
   # The device discarded (zeros) before each run, so that each tool is seen to write it.
   prep="blkdiscard -f $dev 2>/dev/null || true"
-  python3 scripts/interleave.py "$runs" "$prep" "${tools[@]}"
+  python3 scripts/bench/interleave.py "$runs" "$prep" "${tools[@]}"
   for t in "${tools[@]}"; do
     eval "$prep"
     ${t#*=} > /dev/null 2>&1 || { echo "!!! ${t%%=*} failed"; exit 1; }
-    cmp -n "$size" "$dev" "$raw" > /dev/null && echo "  ${t%%=*}: device == image" \
-      || { echo "!!! ${t%%=*}: the device differs from the image"; exit 1; }
+    if ! cmp -n "$size" "$dev" "$raw" > /dev/null; then
+      echo "!!! ${t%%=*}: the device differs from the image"
+      exit 1
+    fi
+    echo "  ${t%%=*}: device == image"
   done
   /usr/bin/time -f "  kopiru (verified): %e s wall, %U+%S s CPU, peak RSS %M KiB" \
     "$k" flash --yes --no-progress "$url" "$dev" > /dev/null

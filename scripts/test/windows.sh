@@ -11,49 +11,28 @@
 #
 # Needs gcc-mingw-w64-x86-64 and wine64 (installed with apt-get when run as
 # root and missing) and rustup's x86_64-pc-windows-gnu target (added).
-# Wine runs one session for the whole script (scripts/wine-session.sh):
+# Wine runs one session for the whole script (scripts/lib.sh, wine_session_start):
 # the run's own copy of a prefix made once, one persistent wineserver,
 # stopped at the end.
 # Environment: CARGO_TARGET_DIR (as cargo), KOPIRU_WINEPREFIX (the prefix
 # copied, default /tmp/kopiru-wineprefix, kept between runs: making it
 # takes ~15 s).
 set -u
-cd "$(dirname "$0")/.."
-ROOT=$PWD
-START=$SECONDS
-
-PASS=0
-FAIL=0
-SKIP=0
-pass() { PASS=$((PASS + 1)); echo "ok: $1"; }
-fail() { FAIL=$((FAIL + 1)); echo "FAILED: $1"; }
-skip() { SKIP=$((SKIP + 1)); echo "!!!!!!!! SKIPPED: $1"; }
-finish() {
-    echo "($((SECONDS - START)) s)"
-    echo "$PASS passed, $FAIL failed, $SKIP skipped"
-    [ "$FAIL" -eq 0 ]
-    exit $?
-}
+# shellcheck source=scripts/lib.sh
+. "$(dirname "$0")/../lib.sh"
+cd "$ROOT" || exit 1
 
 # The checks below, by name: all skipped when Wine cannot be had.
 ALL_CHECKS=(starts tree close-pool long-path attributes times same-file into-itself
     one-failure resume two-at-once verify hard-links rerun not-supported method-clone copyfile2
     bench-sweep unit-tests rename-by-handle archive security streams sparse junctions)
 
-WINE=/usr/lib/wine/wine64
 CC=x86_64-w64-mingw32-gcc
 
 # --- set-up -----------------------------------------------------------------
-need=()
-command -v "$CC" >/dev/null || need+=(gcc-mingw-w64-x86-64)
-[ -x "$WINE" ] || need+=(wine64)
-if [ ${#need[@]} -gt 0 ]; then
-    if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null; then
-        echo "installing ${need[*]}"
-        apt-get update -qq >/dev/null &&
-            DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${need[@]}" >/dev/null
-    fi
-fi
+need "$CC" gcc-mingw-w64-x86-64
+need "$WINE" wine64
+install_missing
 if ! command -v "$CC" >/dev/null || [ ! -x "$WINE" ]; then
     for c in "${ALL_CHECKS[@]}"; do
         skip "$c: mingw ($CC) or Wine ($WINE) is not installed and cannot be"
@@ -84,11 +63,9 @@ if ! "$CC" -shared -O2 -o "$BIN/bcryptprimitives.dll" \
     finish
 fi
 
-# shellcheck source=scripts/wine-session.sh
-. scripts/wine-session.sh
 trap 'wine_session_end; rm -rf "$WORK"' EXIT
 if ! wine_session_start; then
-    fail "starting Wine (scripts/wine-session.sh)"
+    fail "starting Wine (wine_session_start, scripts/lib.sh)"
     finish
 fi
 
@@ -529,7 +506,7 @@ elif [ $rc1 -eq 0 ] && [ $rc2 -eq 0 ] && [ $same = yes ] && [ "$verify_mentions"
     skip "copyfile2: CopyFile2's own copy, its progress callback and its cancel (COPYFILE2_PROGRESS_CANCEL from the engine's Cancel): Wine 8's kernel32 does not export CopyFile2, so they are compile-checked only (the unit tests check the refusal)"
 else
     fail "copyfile2: exit $rc1 / $rc2 / $rc3, identical $same, --verify mentions CopyFile2 $verify_mentions times, temporaries $left"
-    cat "$WORK/cf2-explain" | head -5
+    head -5 "$WORK/cf2-explain"
     show
 fi
 

@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Tables of bench-shares.sh's runs: reads the JSON lines it logged (LOG,
+"""Tables of shares.sh's runs: reads the JSON lines it logged (LOG,
 by default W/runs.jsonl) and prints one Markdown row per cell: each tool's
 median wall time (">=" where a run hit its cap, a lower bound; "n/r" after
 it when it ran fewer rounds than the most), then kopiru's default against

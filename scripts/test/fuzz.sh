@@ -17,8 +17,9 @@
 # of targets (default: all). KOPIRU_FUZZ_JOBS: targets at once (default 2).
 # KOPIRU_FUZZ_BUILD_ARGS: more cargo-fuzz build options (below).
 set -uo pipefail
-cd "$(dirname "$0")/.." || exit 1
-root=$PWD
+# shellcheck source=scripts/lib.sh
+. "$(dirname "$0")/../lib.sh"
+cd "$ROOT" || exit 1
 seconds=${KOPIRU_FUZZ_SECONDS:-15}
 jobs=${KOPIRU_FUZZ_JOBS:-2}
 cache=${KOPIRU_TEST_CACHE:-$HOME/.cache/kopiru-test}
@@ -42,10 +43,10 @@ IFS=, read -r -a targets <<<"${KOPIRU_FUZZ_TARGETS:-$(
   echo "${all[*]}"
 )}"
 
-passed=0 failed=0 skipped=0
 skip_all() {
-  echo "!!! SKIPPED: fuzzing: $1"
-  echo "0 passed, 0 failed, ${#targets[@]} skipped"
+  local t
+  for t in "${targets[@]}"; do skip "fuzzing $t: $1"; done
+  tally
   exit 0
 }
 
@@ -90,9 +91,8 @@ else
 fi
 if ((built != 0)); then
   tail -40 "$scratch/build.log"
-  echo "!!! the fuzz targets do not build"
-  echo "0 passed, ${#targets[@]} failed, 0 skipped"
-  exit 1
+  for t in "${targets[@]}"; do fail "$t: the fuzz targets do not build"; done
+  finish
 fi
 echo "built in $((SECONDS - t0)) s"
 
@@ -101,7 +101,7 @@ echo "built in $((SECONDS - t0)) s"
 run() {
   local t=$1 dir=$scratch/$1
   mkdir -p "$dir/corpus" "$dir/artifacts"
-  cp "$root/fuzz/corpus/$t/"* "$dir/corpus/" 2>/dev/null
+  cp "$ROOT/fuzz/corpus/$t/"* "$dir/corpus/" 2>/dev/null
   "$bin/$t" "$dir/corpus" -max_total_time="$seconds" -max_len="${max_len[$t]:-4096}" \
     -timeout=10 -rss_limit_mb=4096 -malloc_limit_mb=4096 -print_final_stats=1 \
     -artifact_prefix="$dir/artifacts/" >"$dir/log" 2>&1
@@ -122,18 +122,15 @@ wait
 for t in "${targets[@]}"; do
   dir=$scratch/$t
   if [[ ! -f $dir/rc ]]; then
-    echo "FAIL $t: no such target"
-    failed=$((failed + 1))
+    fail "$t: no such target"
     continue
   fi
   runs=$(sed -n 's/^Done \([0-9]*\) runs.*/\1/p' "$dir/log" | tail -1)
   found=$(find "$dir/artifacts" -type f | head -1)
   if [[ $(cat "$dir/rc") == 0 && -z $found ]]; then
-    echo "ok   $t: ${runs:-?} runs in $seconds s, corpus $(find "$dir/corpus" -type f | wc -l) inputs"
-    passed=$((passed + 1))
+    pass "$t: ${runs:-?} runs in $seconds s, corpus $(find "$dir/corpus" -type f | wc -l) inputs"
   else
-    failed=$((failed + 1))
-    echo "FAIL $t (exit $(cat "$dir/rc")):"
+    fail "$t (exit $(cat "$dir/rc")):"
     grep -m1 -B2 -A12 -E "panicked|ERROR: libFuzzer|ERROR: AddressSanitizer|==ERROR" "$dir/log" | head -30
     if [[ -n $found ]]; then
       mkdir -p "$cache/fuzz-crashes/$t"
@@ -146,5 +143,4 @@ for t in "${targets[@]}"; do
   fi
 done
 echo "fuzzed in $((SECONDS - t0)) s"
-echo "$passed passed, $failed failed, $skipped skipped"
-((failed == 0))
+finish

@@ -5,8 +5,8 @@
 # cargo-public-api lists it from rustdoc's JSON (blanket and auto-trait
 # impls left out; derived impls kept, since callers rely on Clone or Debug).
 #
-# usage: scripts/check-public-api.sh          check; a difference fails, shown as a diff
-#        scripts/check-public-api.sh --bless  write the listing after a deliberate change
+# usage: scripts/test/public-api.sh          check; a difference fails, shown as a diff
+#        scripts/test/public-api.sh --bless  write the listing after a deliberate change
 #
 # rustdoc's JSON is unstable: it is built by the stable toolchain with
 # RUSTC_BOOTSTRAP=1 (as the fuzz targets are), and read by a pinned
@@ -15,21 +15,19 @@
 # cannot read makes the check a loud skip, not a pass. Ends with one line:
 # N passed, N failed, N skipped.
 set -uo pipefail
-cd "$(dirname "$0")/.." || exit 1
+# shellcheck source=scripts/lib.sh
+. "$(dirname "$0")/../lib.sh"
+cd "$ROOT" || exit 1
+START=$SECONDS
 version=0.52.0
 cache=${KOPIRU_TEST_CACHE:-$HOME/.cache/kopiru-test}
 root=$cache/cargo-public-api-$version
 listing=crates/kopiru/public-api.txt
-skip() {
-  echo "!!!!!!!! SKIPPED: public API check: $1"
-  echo "0 passed, 0 failed, 1 skipped"
-  exit 0
-}
 if [[ ! -x $root/bin/cargo-public-api ]]; then
   echo "installing cargo-public-api $version into $root"
   cargo install --quiet --locked cargo-public-api --version "$version" --root "$root" \
     --target-dir "$cache/cargo-public-api-build" ||
-    skip "cargo-public-api $version could not be installed"
+    { skip "cargo-public-api $version could not be installed"; finish; }
 fi
 out=$(mktemp)
 err=$(mktemp)
@@ -38,10 +36,10 @@ if ! PATH=$root/bin:$PATH RUSTC_BOOTSTRAP=1 cargo public-api -p kopiru -ss --col
   cat "$err" >&2
   if grep -qi "format.version\|format_version\|unknown variant\|missing field" "$err"; then
     skip "cargo-public-api $version cannot read this toolchain's rustdoc JSON ($(rustc --version))"
+  else
+    fail "public API: cargo public-api failed"
   fi
-  echo "public API check: cargo public-api failed"
-  echo "0 passed, 1 failed, 0 skipped"
-  exit 1
+  finish
 fi
 if [[ ${1:-} == --bless ]]; then
   cp "$out" "$listing"
@@ -49,11 +47,8 @@ if [[ ${1:-} == --bless ]]; then
   exit 0
 fi
 if diff -u "$listing" "$out"; then
-  echo "public API: as listed in $listing ($(wc -l <"$out") lines)"
-  echo "1 passed, 0 failed, 0 skipped"
+  pass "public API: as listed in $listing ($(wc -l <"$out") lines)"
 else
-  echo "public API: differs from $listing (above: - listed, + now)."
-  echo "If the change is meant, run scripts/check-public-api.sh --bless and commit the listing."
-  echo "0 passed, 1 failed, 0 skipped"
-  exit 1
+  fail "public API: differs from $listing (above: - listed, + now); if the change is meant, run scripts/test/public-api.sh --bless and commit the listing"
 fi
+finish

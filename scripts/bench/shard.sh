@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # The cost of sharding, and kopiru as fpart's job command, on one fresh
 # loop-mounted filesystem (issue 17's benchmark). Interleaved runs
-# (scripts/interleave.py), medians:
+# (scripts/bench/interleave.py), medians:
 #   single  kopiru copy -j 2                           (one process, 2 workers)
 #   mpi2    mpirun -n 2 kopiru copy --shard auto       (2 ranks, 1 worker each)
 #   fpart   fpart -L -f 20000 -W 'kopiru copy --files-from "$FPART_PARTFILENAME" ...'
@@ -17,17 +17,17 @@
 # or ACLs, no hard links), so the jobs keep --preserve mode,times,owner
 # (JOBOPTS; JOBOPTS=-a adds xattrs and hard links).
 #
-# usage: scripts/bench-shard.sh FS CORPUS RUNS
-# e.g.:  scripts/bench-shard.sh xfs /var/tmp/kc/n262144 5
+# usage: scripts/bench/shard.sh FS CORPUS RUNS
+# e.g.:  scripts/bench/shard.sh xfs /var/tmp/kc/n262144 5
 set -euo pipefail
 fs=$1 corpus=$(readlink -f "$2") runs=$3
-cd "$(dirname "$0")/.."
-cargo build --release -q --bin kopiru
-k=$PWD/target/release/kopiru
+# shellcheck source=scripts/lib.sh
+. "$(dirname "$0")/../lib.sh"
+cd "$ROOT"
+k=$(release_kopiru)
 name=$(basename "$corpus")
 img=/var/tmp/kopiru-shard-$fs-$name.img mnt=/mnt/kopiru-shard-$fs-$name
 [[ $fs == ext4 || $fs == xfs ]] || { echo "FS must be ext4 or xfs" >&2; exit 2; }
-source scripts/loopfs.sh
 mountpoint -q "$mnt" || corpus_fs "$fs" "$corpus" "$img" "$mnt"
 mpi="mpirun --allow-run-as-root --oversubscribe -n 2"
 jobopts=${JOBOPTS:---preserve mode,times,owner}
@@ -50,7 +50,7 @@ cat >"$tmp/fpsync.sh" <<EOF
 exec fpsync -n 2 -f 20000 -t $tmp/fpsync $mnt/src/ $mnt/dst/
 EOF
 chmod +x "$tmp"/*.sh
-line=$(python3 scripts/interleave.py "$runs" "rm -rf $mnt/dst $tmp/parts $tmp/fpsync; sync" \
+line=$(python3 scripts/bench/interleave.py "$runs" "rm -rf $mnt/dst $tmp/parts $tmp/fpsync; sync" \
   "single=$k copy -j 2 --sync none $mnt/src $mnt/dst" \
   "mpi2=$mpi $k copy --shard auto --sync none $mnt/src $mnt/dst" \
   "fpart=$tmp/fpart.sh" \

@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """One flash through a running `kopiru gui`, as its page does it: a POST
 to /api/flash, then the event stream until the job's result (what the
-page shows as "verified"). For scripts/bench-gui.sh: the time from
+page shows as "verified"). For scripts/bench/gui.sh: the time from
 "Flash" to "verified" is this process's wall time.
 
 usage: gui-flash.py SESSION IMAGE DEVICE...

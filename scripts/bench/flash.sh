@@ -4,14 +4,15 @@
 # exits (each ends with a flush of the device), user and system CPU, and
 # peak RSS (/usr/bin/time). Also kopiru's peak RSS for an xz image.
 #
-# usage: scripts/bench-flash.sh [SIZE_MIB] [RUNS]      (default 2048 3)
+# usage: scripts/bench/flash.sh [SIZE_MIB] [RUNS]      (default 2048 3)
 set -euo pipefail
-cd "$(dirname "$0")/.."
+# shellcheck source=scripts/lib.sh
+. "$(dirname "$0")/../lib.sh"
 mib=${1:-2048} runs=${2:-3}
-command -v bmaptool >/dev/null || apt-get install -y -qq bmap-tools >/dev/null
-[[ -x /usr/bin/time ]] || apt-get install -y -qq time >/dev/null
-cargo build --release -q --bin kopiru
-k=$PWD/target/release/kopiru
+need bmaptool bmap-tools
+need /usr/bin/time time
+install_missing
+k=$(release_kopiru)
 img=/var/tmp/kopiru-flash-bench-$mib.img back=/var/tmp/kopiru-flash-bench-dev.img
 [[ -f $img ]] || head -c "$((mib << 20))" /dev/urandom > "$img"
 [[ -f $img.xz ]] || head -c $((256 << 20)) "$img" | xz -T0 -1 > "$img.xz"
@@ -29,6 +30,7 @@ for r in $(seq "$runs"); do
   for name in "${!cmds[@]}"; do
     sync; echo 3 > /proc/sys/vm/drop_caches 2>/dev/null || true
     cat "$img" > /dev/null   # the image in the page cache for every tool alike
+    # shellcheck disable=SC2086 # the command is a string of words, split on purpose
     /usr/bin/time -f "%e %U %S %M" -o "$out.t" ${cmds[$name]}
     echo "$name|$(cat "$out.t")" >> "$out"
     echo "run $r: $name: $(cat "$out.t")" >&2

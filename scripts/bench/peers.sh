@@ -4,21 +4,21 @@
 # peers that keep the same metadata (cp -a, rsync -a). Writes hyperfine JSON to
 # OUT and prints a table of medians and ratios (fastest peer ÷ kopiru).
 # kopiru runs with --sync none, since no peer flushes: this compares copying;
-# scripts/bench-durable.sh compares the time until the copy is on disk.
+# scripts/bench/durable.sh compares the time until the copy is on disk.
 #
-# usage: scripts/bench-peers.sh OUT FS[,FS...] CORPUS... [-- EXTRA KOPIRU ARGS]
-# e.g.:  scripts/bench-peers.sh /tmp/bench ext4,xfs,btrfs /var/tmp/kc/n16384 /var/tmp/kc/n1
+# usage: scripts/bench/peers.sh OUT FS[,FS...] CORPUS... [-- EXTRA KOPIRU ARGS]
+# e.g.:  scripts/bench/peers.sh /tmp/bench ext4,xfs,btrfs /var/tmp/kc/n16384 /var/tmp/kc/n1
 # Corpora: ../shared/bench/mkcorpus.py ROOT 256 1 256 16384 262144 (see docs/BENCHMARKS.md).
 set -euo pipefail
-cd "$(dirname "$0")/.."
+# shellcheck source=scripts/lib.sh
+. "$(dirname "$0")/../lib.sh"
 out=$1 fss=$2; shift 2
 corpora=() extra=()
 while [[ $# -gt 0 && $1 != -- ]]; do corpora+=("$(readlink -f "$1")"); shift; done
 [[ ${1:-} == -- ]] && { shift; extra=("$@"); }
 runs=${RUNS:-5}
-peers=$(readlink -f ../shared/bench/peers.sh)
-cargo build --release -q --bin kopiru
-k=$PWD/target/release/kopiru
+peers=$(readlink -f "$ROOT/../shared/bench/peers.sh")
+k=$(release_kopiru)
 mkdir -p "$out"
 for fs in ${fss//,/ }; do
   for c in "${corpora[@]}"; do

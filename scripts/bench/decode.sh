@@ -11,37 +11,30 @@
 #     I/O): kopiru flash (--no-verify, as the others do not verify; and with
 #     its read-back), the decompressor piped into `dd iflag=fullblock oflag=direct bs=4M`,
 #     and `bmaptool copy --nobmap` where installed. Runs are interleaved
-#     (scripts/interleave.py: medians, the compressed image in the page
+#     (scripts/bench/interleave.py: medians, the compressed image in the page
 #     cache before each); peak RSS from /usr/bin/time (for a pipeline: its largest
 #     process).
 #
-# usage: scripts/bench-decode.sh [SIZE_MIB] [RUNS]        (default 256 3)
+# usage: scripts/bench/decode.sh [SIZE_MIB] [RUNS]        (default 256 3)
 # FORMATS="xz6 zst19" limits the formats (of xz6 xz6mt xz9 zst19 zst19l gz);
 # DECODE=0 skips part 1.
 # Needs root (losetup), xz, zstd, gzip, mkfs.ext4, /usr/bin/time (package
-# time); bmaptool (bmap-tools) is optional. The images are kept in
+# time, installed if missing); bmaptool (bmap-tools) is optional. The images are kept in
 # /var/tmp/kopiru-decode-bench for the next run.
 set -euo pipefail
-cd "$(dirname "$0")/.."
+# shellcheck source=scripts/lib.sh
+. "$(dirname "$0")/../lib.sh"
+cd "$ROOT"
 mib=${1:-256} runs=${2:-3}
-[[ -x /usr/bin/time ]] || { echo "needs /usr/bin/time (apt-get install time)" >&2; exit 2; }
+need /usr/bin/time time
+install_missing
 work=/var/tmp/kopiru-decode-bench
 mkdir -p "$work"
-export CARGO_TARGET_DIR=${CARGO_TARGET_DIR:-$PWD/target}
-cargo build --release -q --bin kopiru
-k=$CARGO_TARGET_DIR/release/kopiru
+k=$(release_kopiru)
 
 # The image: real files, as many as fit with room for ext4's own blocks.
 img=$work/ext4-$mib.img
-if [[ ! -f $img ]]; then
-  stage=$work/stage
-  rm -rf "$stage" && mkdir -p "$stage"
-  python3 scripts/stage-system-files.py "$stage" $(((mib * 85 / 100) << 20))
-  truncate -s "${mib}M" "$img.tmp"
-  mkfs.ext4 -q -F -d "$stage" "$img.tmp"
-  mv "$img.tmp" "$img"
-  rm -rf "$stage"
-fi
+system_files_image "$img" "$mib" 85
 declare -A make=(
   [xz6]="xz -6 -T1 -c"
   [xz6mt]="xz -6 -T2 -c"
@@ -116,25 +109,11 @@ EOF
 (cd "$crate" && CARGO_TARGET_DIR=$crate/target cargo build --release -q)
 db=$crate/target/release/dbench
 tmp=$(mktemp -d)
+RSS_DIR=$tmp
 back=$work/target.img
 dev=
 cleanup() { [[ -n $dev ]] && losetup -d "$dev"; rm -rf "$tmp" "$back"; }
 trap cleanup EXIT
-
-# NAME=COMMAND runs under /usr/bin/time, its peak RSS appended to a file.
-timed() { echo "$1=/usr/bin/time -f %M -a -o $tmp/rss.$1 $2"; }
-report() {  # the medians of interleave.py's stderr, with RSS
-  python3 - "$tmp" "$@" <<'PY'
-import re, statistics, sys
-tmp, lines = sys.argv[1], open(sys.argv[2]).read().splitlines()
-for l in lines:
-    m = re.match(r"\s*(\S+): wall median\s+([\d.]+) ms .*CPU median\s+([\d.]+) ms", l)
-    if not m: continue
-    rss = [int(x) for x in open(f"{tmp}/rss.{m[1]}").read().split()]
-    print(f"  {m[1]:<28} wall {float(m[2])/1000:7.2f} s  CPU {float(m[3])/1000:7.2f} s"
-          f"  peak RSS {statistics.median(rss)/1024:7.1f} MiB")
-PY
-}
 
 has() { [[ " ${formats[*]} " == *" $1 "* ]]; }
 [[ ${DECODE:-1} == 0 ]] || echo "== decode only, ${mib} MiB image, medians of $runs interleaved runs"
@@ -142,12 +121,12 @@ for f in xz6 xz6mt xz9; do
   [[ ${DECODE:-1} == 0 ]] || ! has $f && continue
   args=("$(timed "$f:lzma-rs" "$db lzma-rs ${c[$f]}")" "$(timed "$f:liblzma" "$db liblzma ${c[$f]} 1")")
   [[ $f == xz6mt ]] && args+=("$(timed "$f:liblzma-mt2" "$db liblzma ${c[$f]} 2")")
-  python3 scripts/interleave.py "$runs" "cat ${c[$f]} > /dev/null" "${args[@]}" 2> "$tmp/out" >/dev/null
+  python3 scripts/bench/interleave.py "$runs" "cat ${c[$f]} > /dev/null" "${args[@]}" 2> "$tmp/out" >/dev/null
   report "$tmp/out"
 done
 for f in zst19 zst19l; do
   [[ ${DECODE:-1} == 0 ]] || ! has $f && continue
-  python3 scripts/interleave.py "$runs" "cat ${c[$f]} > /dev/null" \
+  python3 scripts/bench/interleave.py "$runs" "cat ${c[$f]} > /dev/null" \
     "$(timed "$f:ruzstd" "$db ruzstd ${c[$f]}")" "$(timed "$f:libzstd" "$db zstd ${c[$f]}")" \
     2> "$tmp/out" >/dev/null
   report "$tmp/out"
@@ -171,7 +150,7 @@ for f in "${formats[@]}"; do
     args+=("$(timed "$f:kopiru-1thread" "$k flash --yes --no-progress --no-verify --memory 0 ${c[$f]} $dev")")
   command -v bmaptool > /dev/null &&
     args+=("$(timed "$f:bmaptool" "bmaptool -q copy --nobmap ${c[$f]} $dev")")
-  python3 scripts/interleave.py "$runs" "cat ${c[$f]} > /dev/null" "${args[@]}" 2> "$tmp/out" >/dev/null
+  python3 scripts/bench/interleave.py "$runs" "cat ${c[$f]} > /dev/null" "${args[@]}" 2> "$tmp/out" >/dev/null
   report "$tmp/out"
   # Whichever ran last left the whole image on the device.
   cmp -s -n "$((mib << 20))" "$img" "$dev" || { echo "  $f: the device differs from the image!"; exit 1; }

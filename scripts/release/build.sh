@@ -34,9 +34,9 @@
 # On 2 cores: about 13 min from nothing (x86_64 5, aarch64 4, Windows 3,
 # cargo-deb's install 2), seconds when nothing changed.
 set -euo pipefail
-cd "$(dirname "$0")/.."
-ROOT=$PWD
-START=$SECONDS
+# shellcheck source=scripts/lib.sh
+. "$(dirname "$0")/../lib.sh"
+cd "$ROOT"
 parts=${KOPIRU_RELEASE_PARTS:-linux-x64,linux-arm64,deb,windows,npm}
 has() { [[ ",$parts," == *",$1,"* ]]; }
 VERSION=$(sed -n 's/^version = "\(.*\)"/\1/p' Cargo.toml | head -1)
@@ -51,34 +51,21 @@ export CARGO_TERM_COLOR=never
 say() { echo "== $*"; }
 
 # --- what the build needs ------------------------------------------------
-need=()
-if has linux-x64 || has deb || has linux-arm64; then command -v musl-gcc >/dev/null || need+=(musl-tools); fi
+if has linux-x64 || has deb || has linux-arm64; then need musl-gcc musl-tools; fi
 if has linux-arm64; then
-    command -v aarch64-linux-gnu-gcc >/dev/null || need+=(gcc-aarch64-linux-gnu)
-    [ -f /usr/lib/aarch64-linux-musl/musl-gcc.specs ] || need+=(musl-dev:arm64)
+    need aarch64-linux-gnu-gcc gcc-aarch64-linux-gnu
+    need /usr/lib/aarch64-linux-musl/musl-gcc.specs musl-dev:arm64
 fi
 if has windows || has npm; then
-    command -v x86_64-w64-mingw32-gcc >/dev/null || need+=(gcc-mingw-w64-x86-64)
-    command -v zip >/dev/null || need+=(zip)
+    need x86_64-w64-mingw32-gcc gcc-mingw-w64-x86-64
+    need zip zip
 fi
 if has npm; then
-    command -v musl-gcc >/dev/null || need+=(musl-tools)
-    command -v aarch64-linux-gnu-gcc >/dev/null || need+=(gcc-aarch64-linux-gnu)
-    command -v npm >/dev/null || need+=(npm)
+    need musl-gcc musl-tools
+    need aarch64-linux-gnu-gcc gcc-aarch64-linux-gnu
+    need npm npm
 fi
-if ((${#need[@]})); then
-    if [[ $(id -u) == 0 ]] && command -v apt-get >/dev/null; then
-        say "installing ${need[*]}"
-        if [[ " ${need[*]} " == *":arm64 "* ]] && ! dpkg --print-foreign-architectures | grep -qx arm64; then
-            dpkg --add-architecture arm64
-        fi
-        apt-get update -qq
-        DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${need[@]}" >/dev/null
-    else
-        echo "release.sh: missing ${need[*]}, and cannot install them (not root, or no apt-get)" >&2
-        exit 1
-    fi
-fi
+install_missing || exit 1
 targets=()
 has linux-x64 && targets+=("$X64")
 has deb && targets+=("$X64")

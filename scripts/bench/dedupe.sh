@@ -5,21 +5,19 @@
 # free space (statfs, after `sync -f`) compared before and after. Prints the
 # median time and median space freed per tool.
 #
-# usage: scripts/bench-dedupe.sh CORPUS [RUNS]
-# e.g.:  scripts/bench-dedupe.sh /var/tmp/kc/node_modules 5
+# usage: scripts/bench/dedupe.sh CORPUS [RUNS]
+# e.g.:  scripts/bench/dedupe.sh /var/tmp/kc/node_modules 5
 set -euo pipefail
-cd "$(dirname "$0")/.."
+# shellcheck source=scripts/lib.sh
+. "$(dirname "$0")/../lib.sh"
 corpus=$(readlink -f "$1") runs=${2:-5}
 PEERS_ROOT=${PEERS_ROOT:-$HOME/.cache/kopiru-peers}
-command -v duperemove >/dev/null || apt-get install -y -qq duperemove >/dev/null
+need duperemove duperemove
+install_missing
 [[ -x $PEERS_ROOT/bin/fclones ]] || cargo install -q --root "$PEERS_ROOT" fclones
-cargo build --release -q --bin kopiru
-k=$PWD/target/release/kopiru fc=$PEERS_ROOT/bin/fclones
+k=$(release_kopiru) fc=$PEERS_ROOT/bin/fclones
 img=/var/tmp/kopiru-dedupe-xfs.img mnt=/mnt/kopiru-dedupe-xfs
-need=$(( $(du -sk "$corpus" | cut -f1) * 4 / 1024 + 1024 ))
-mountpoint -q "$mnt" && umount "$mnt"
-rm -f "$img"; truncate -s "${need}M" "$img"; mkfs.xfs -q -f -m reflink=1 "$img"
-mkdir -p "$mnt"; mount -o loop "$img" "$mnt"
+loop_fs xfs "$img" "$mnt" $(($(du -sk "$corpus" | cut -f1) * 4 / 1024 + 1024))
 python3 - "$corpus" "$mnt" "$runs" "$k" "$fc" <<'PY'
 import os, shutil, statistics, subprocess, sys, time
 corpus, mnt, runs, k, fc = sys.argv[1], sys.argv[2], int(sys.argv[3]), sys.argv[4], sys.argv[5]

@@ -5,18 +5,17 @@
 # fresh loop-mounted filesystem; dst/ is removed and `sync` run before every
 # run, outside the timing. Prints medians and ratios.
 #
-# usage: scripts/bench-durable.sh FS CORPUS [RUNS]     (FS: ext4 or xfs)
-# e.g.:  scripts/bench-durable.sh ext4 /var/tmp/kc/n16384 11
+# usage: scripts/bench/durable.sh FS CORPUS [RUNS]     (FS: ext4 or xfs)
+# e.g.:  scripts/bench/durable.sh ext4 /var/tmp/kc/n16384 11
 # Corpus: ../shared/bench/mkcorpus.py ROOT 256 16384 (see docs/BENCHMARKS.md).
 set -euo pipefail
-cd "$(dirname "$0")/.."
+# shellcheck source=scripts/lib.sh
+. "$(dirname "$0")/../lib.sh"
 fs=$1 corpus=$(readlink -f "$2") runs=${3:-11}
 P=${PEERS_ROOT:-$HOME/.cache/kopiru-peers}/bin
-cargo build --release -q --bin kopiru
-k=$PWD/target/release/kopiru
+k=$(release_kopiru)
 img=/var/tmp/kopiru-durable-$fs.img mnt=/mnt/kopiru-durable-$fs
 [[ $fs == ext4 || $fs == xfs ]] || { echo "FS must be ext4 or xfs" >&2; exit 2; }
-source scripts/loopfs.sh
 corpus_fs "$fs" "$corpus" "$img" "$mnt"
 S=$mnt/src D=$mnt/dst
 cmds=(

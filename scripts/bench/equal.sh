@@ -1,9 +1,9 @@
 #!/usr/bin/env bash
 # Issue 18's table: kopiru against cpz at equal work, against `cp -a` with
 # -a, and the time until the copy is durable, in ONE interleaved run per
-# filesystem and corpus (scripts/interleave.py: every command once per
+# filesystem and corpus (scripts/bench/interleave.py: every command once per
 # round, rotated; `rm -rf dst; sync` before each run, outside the timing).
-# Each FS gets a fresh loop-mounted filesystem (scripts/loopfs.sh).
+# Each FS gets a fresh loop-mounted filesystem (corpus_fs, scripts/lib.sh).
 #
 # Commands per round:
 #   cpz                      cpz SRC DST                (mode only, no times)
@@ -14,24 +14,25 @@
 #                            (ext4 and XFS only: the issue's durable target)
 # The copy commands run kopiru with --sync none, as the peers do not flush.
 #
-# usage: scripts/bench-equal.sh RUNS FS[,FS...] CORPUS... [-- KOPIRU]
-# e.g.:  scripts/bench-equal.sh 7 ext4,xfs,btrfs /var/tmp/kc/n16384 /var/tmp/kc/node_modules
+# usage: scripts/bench/equal.sh RUNS FS[,FS...] CORPUS... [-- KOPIRU]
+# e.g.:  scripts/bench/equal.sh 7 ext4,xfs,btrfs /var/tmp/kc/n16384 /var/tmp/kc/node_modules
 # Needs cpz (../shared/bench/peers.sh installs it under ~/.cache/kopiru-peers).
 # Prints one line per FS and corpus: medians in ms and the issue's ratios
 # (the peer's median ÷ kopiru's).
 set -euo pipefail
-here=$(cd "$(dirname "$0")" && pwd)
+# shellcheck source=scripts/lib.sh
+. "$(dirname "$0")/../lib.sh"
 runs=$1 fss=$2; shift 2
 corpora=()
 while [[ $# -gt 0 && $1 != -- ]]; do corpora+=("$(readlink -f "$1")"); shift; done
 [[ ${1:-} == -- ]] && shift
-k=$(readlink -f "${1:-$here/../target/release/kopiru}")
+k=$(KOPIRU=${1:-${KOPIRU:-}} release_kopiru)
 cpz=${PEERS_ROOT:-$HOME/.cache/kopiru-peers}/bin/cpz
 [[ -x $cpz ]] || { echo "cpz not found at $cpz: run ../shared/bench/peers.sh" >&2; exit 2; }
-source "$here/loopfs.sh"
 # interleave.py splits commands on spaces, so the pipelines are scripts.
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
+# shellcheck disable=SC2016 # $1 and $2 are the written script's own arguments
 printf '#!/bin/sh\n"%s" "$1" "$2" && sync -f "$2"\n' "$cpz" > "$tmp/cpz_sync"
 chmod +x "$tmp/cpz_sync"
 for fs in ${fss//,/ }; do
@@ -50,7 +51,7 @@ for fs in ${fss//,/ }; do
     if [[ $fs != btrfs ]]; then
       cmds+=("cpz_sync=$tmp/cpz_sync $S $D" "k_end=$k copy $S $D")
     fi
-    line=$(python3 "$here/interleave.py" "$runs" "rm -rf $D; sync" "${cmds[@]}")
+    line=$(python3 "$ROOT/scripts/bench/interleave.py" "$runs" "rm -rf $D; sync" "${cmds[@]}")
     umount "$mnt"; rm -f "$img"
     python3 - "$fs" "$name" "$line" <<'PY'
 import sys
