@@ -48,6 +48,7 @@ impl Method {
 }
 
 /// One regular file finished.
+#[derive(Debug)]
 pub struct FileDone<'a> {
     /// The source directory the file is in (as named by the caller).
     pub src_dir: &'a Path,
@@ -122,6 +123,7 @@ pub enum ChangeKind {
 /// One destination entry created, replaced or deleted (reported once it is
 /// done, or as planned with `dry_run`). Directories merged into and entries
 /// left as they were are not reported.
+#[derive(Debug)]
 pub struct Change<'a> {
     /// The entry's destination path.
     pub path: &'a Path,

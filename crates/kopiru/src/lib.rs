@@ -68,6 +68,7 @@
 //! [`Refusal::id`] for programs, and their text names settings by neutral
 //! names ([`Setting`]): each front end spells them its own way.
 #![deny(missing_docs)]
+#![warn(missing_debug_implementations)]
 
 mod cancel;
 mod copy;

@@ -46,6 +46,7 @@ pub(crate) fn join_name(dir: &Path, name: &crate::sys::Name) -> PathBuf {
 }
 
 /// Displays an `OsStr` with the lossless escape above.
+#[derive(Debug, Clone, Copy)]
 pub struct Escaped<'a>(pub &'a OsStr);
 
 impl fmt::Display for Escaped<'_> {

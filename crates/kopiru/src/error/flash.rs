@@ -126,6 +126,8 @@ pub enum NotAnImage {
     Unrecognised(Found),
 }
 
+impl std::error::Error for NotAnImage {}
+
 impl fmt::Display for NotAnImage {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {

@@ -363,3 +363,5 @@ impl fmt::Display for Refusal {
         }
     }
 }
+
+impl std::error::Error for Refusal {}
