@@ -18,6 +18,10 @@ export interface EntryError {
   /** Its name as Node's fs gives it ('ENOENT', 'EACCES'; on Windows
    * ERROR_ACCESS_DENIED is 'EPERM', as in fs), or null. */
   code: string | null
+  /** When the engine refused by itself: the refusal's stable name
+   * ('same-file', 'into-itself', 'not-a-directory', ...), which does not
+   * change with the wording of `reason`; null when the OS said no. */
+  refusal: string | null
 }
 
 /** What a copy did: the fields of `kopiru copy --json`, in camelCase. */
@@ -441,10 +445,12 @@ export class KopiruError extends Error {
   errors: EntryError[]
   /** The operation's summary (not for a flash refused before writing, nor for probe). */
   summary?: Summary | FlashReport | ImageReport | DedupeReport
-  /** With one refused path: its path, errno and reason. */
+  /** With one refused path: its path, errno, reason and the refusal's
+   * stable name. */
   path?: string
   errno?: number | null
   reason?: string
+  refusal?: string | null
 }
 
 export class AbortError extends Error {

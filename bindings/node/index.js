@@ -176,7 +176,7 @@ function refused(r) {
   const msg = errors.length ? errors.map(describe).join('; ') : r.message
   const props = { errors }
   if (r.summary) props.summary = r.summary
-  if (errors.length === 1) Object.assign(props, { path: errors[0].path, errno: errors[0].errno, reason: errors[0].reason })
+  if (errors.length === 1) Object.assign(props, { path: errors[0].path, errno: errors[0].errno, reason: errors[0].reason, refusal: errors[0].refusal ?? null })
   return new KopiruError('KOPIRU_REFUSED', `kopiru: refused: ${msg}`, props)
 }
 

@@ -37,5 +37,5 @@ fuzz_target!(|data: &[u8]| {
     let name = k::url_file_name(s);
     assert!(within(name, s));
     assert!(!name.contains(['/', '?', '#']), "{name:?}");
-    let _ = kopiru::flash::is_url(Path::new(s));
+    let _ = k::is_url(Path::new(s));
 });

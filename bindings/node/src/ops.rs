@@ -114,27 +114,26 @@ impl NativeCopyOptions {
             }),
             (None, None) => None,
         };
-        Ok(CopyOptions {
-            filter,
-            basis,
-            delete: self.delete.unwrap_or(false),
-            update: self.update.unwrap_or(false),
-            dry_run: self.dry_run.unwrap_or(false),
-            method,
-            sparse,
-            preserve,
-            follow,
-            jobs: self.jobs.unwrap_or(0) as usize,
-            sync,
-            resume: self.resume.unwrap_or(false),
-            no_clobber: self.no_clobber.unwrap_or(false),
-            no_target_directory: self.no_target_directory.unwrap_or(false),
-            verify: self.verify.unwrap_or(false),
-            // The command's record: a rerun of the same copy merges into
-            // the tree it made instead of nesting a second one inside.
-            copies_record: kopiru::default_copies_record(),
-            ..CopyOptions::default()
-        })
+        // The command's options, its copies record included: a rerun of
+        // the same copy merges into the tree it made instead of nesting a
+        // second one inside.
+        let mut o = CopyOptions::new()
+            .filter(filter)
+            .delete(self.delete.unwrap_or(false))
+            .update(self.update.unwrap_or(false))
+            .dry_run(self.dry_run.unwrap_or(false))
+            .method(method)
+            .preserve(preserve)
+            .follow(follow)
+            .jobs(self.jobs.unwrap_or(0) as usize)
+            .sync(sync)
+            .resume(self.resume.unwrap_or(false))
+            .no_target_directory(self.no_target_directory.unwrap_or(false));
+        o.basis = basis;
+        o.sparse = sparse;
+        o.no_clobber = self.no_clobber.unwrap_or(false);
+        o.verify = self.verify.unwrap_or(false);
+        Ok(o)
     }
 }
 
@@ -252,23 +251,24 @@ pub fn copy<'e>(
         match result {
             // A request that cannot be carried out at all (several sources
             // and a destination that is not a directory).
-            Err(e) => json!({
-                "kind": "refused",
-                "message": e.to_string(),
-                "errors": [{
-                    "path": json::path(&dest),
-                    "side": "destination",
-                    "operation": "copy",
-                    "reason": e.to_string(),
-                    "errno": null,
-                }],
-            }),
+            Err(e) => {
+                let message = plan_error(&e);
+                json!({
+                    "kind": "refused",
+                    "message": message,
+                    "id": e.id(),
+                    "errors": [{
+                        "path": json::path(&dest),
+                        "side": "destination",
+                        "operation": "copy",
+                        "reason": message,
+                        "errno": null,
+                        "refusal": e.id(),
+                    }],
+                })
+            }
             Ok(s) => {
-                // The engine says which errors turned a source down whole.
-                let refused = !s.cancelled
-                    && s.refused > 0
-                    && s.refused as usize == s.errors.len()
-                    && !s.copied_anything();
+                let refused = s.refused_whole();
                 json!({
                     "kind": if refused { "refused" } else { "done" },
                     "summary": json::copy_summary(&s, opts.dry_run),
@@ -278,6 +278,74 @@ pub fn copy<'e>(
             }
         }
     })
+}
+
+/// An option as Node spells it.
+fn option_name(s: kopiru::Setting) -> &'static str {
+    use kopiru::Setting;
+    match s {
+        Setting::NoTargetDirectory => "noTargetDirectory",
+        Setting::Delete => "delete",
+        Setting::DryRun => "dryRun",
+        Setting::Verify => "verify",
+        Setting::NoClobber => "noClobber",
+        Setting::LinkDest => "linkDest",
+        Setting::CloneDest => "cloneDest",
+        Setting::CloneMethod => "method: 'clone'",
+        // Not options of the binding: the engine's neutral names.
+        _ => s.id(),
+    }
+}
+
+/// A refused request in the binding's words: its option names
+/// (`noTargetDirectory`, `delete`), where the engine's text names
+/// settings neutrally.
+fn plan_error(e: &kopiru::PlanError) -> String {
+    use kopiru::PlanError as P;
+    let esc = |p: &Path| kopiru::paths::escape(p.as_os_str());
+    match e {
+        P::OneSourceAsItself => "noTargetDirectory takes one source and one destination".into(),
+        P::DeleteNeedsItself => "delete removes from dest what the source does not have, so \
+                                 dest must be the copy itself: set noTargetDirectory, or write \
+                                 source/. to copy the contents of source into dest"
+            .into(),
+        P::DeleteNested {
+            source,
+            dest,
+            source_inside: true,
+        } => format!(
+            "delete: the source '{}' is '{}' or inside it, so deleting what the source \
+             lacks would delete the source itself; nothing was copied",
+            esc(source),
+            esc(dest)
+        ),
+        P::DeleteNested { source, dest, .. } => format!(
+            "delete: the destination '{}' is inside the source '{}'; nothing was copied",
+            esc(dest),
+            esc(source)
+        ),
+        P::BasisNotADirectory {
+            setting,
+            given,
+            looked,
+        } => format!(
+            "{} {}: {} is not a directory{}",
+            option_name(*setting),
+            esc(given),
+            esc(looked),
+            match given.is_relative() {
+                true => " (a relative directory is taken from dest, as rsync takes it)",
+                false => "",
+            }
+        ),
+        P::Excludes { first, second } => format!(
+            "{} and {} exclude each other: use one of them",
+            option_name(*first),
+            option_name(*second)
+        ),
+        // The engine's text names no option here.
+        _ => e.to_string(),
+    }
 }
 
 /// Options of `verify`.
@@ -300,17 +368,16 @@ pub fn verify<'e>(
     options: Option<NativeVerifyOptions>,
     cancel: &CancelToken,
 ) -> Result<Object<'e>> {
-    let opts = VerifyOptions {
-        jobs: options.as_ref().and_then(|o| o.jobs).unwrap_or(0) as usize,
-        extra_is_difference: !options
-            .as_ref()
-            .and_then(|o| o.ignore_extra)
-            .unwrap_or(false),
-        cancel: cancel.inner.clone(),
-    };
+    let mut opts = VerifyOptions::new();
+    opts.jobs = options.as_ref().and_then(|o| o.jobs).unwrap_or(0) as usize;
+    opts.extra_is_difference = !options
+        .as_ref()
+        .and_then(|o| o.ignore_extra)
+        .unwrap_or(false);
+    opts.cancel = cancel.inner.clone();
     let (source, dest) = (PathBuf::from(source), PathBuf::from(dest));
     off_thread(env, "verify", move || {
-        let r = kopiru::verify::verify(&source, &dest, opts);
+        let r = kopiru::verify(&source, &dest, &opts, &kopiru::Noop);
         json!({ "kind": "done", "summary": json::verify_report(&r, &dest) })
     })
 }
@@ -411,18 +478,16 @@ pub fn flash<'e>(
             Some(Ok(Some(m))) => Some(m),
             Some(Err(e)) => return refused(&e),
         };
-        let opts = FlashOptions {
-            verify: o.verify.unwrap_or(true),
-            allow_file: o.allow_file.unwrap_or(false),
-            force: o.force.unwrap_or(false),
-            bmap,
-            zeroed: o.zeroed.unwrap_or(false),
-            zero_first: o.zero_first.unwrap_or(false),
-            skip_identical: o.skip_identical.unwrap_or(false),
-            sha256,
-            cancel,
-            ..FlashOptions::default()
-        };
+        let mut opts = FlashOptions::new();
+        opts.verify = o.verify.unwrap_or(true);
+        opts.allow_file = o.allow_file.unwrap_or(false);
+        opts.force = o.force.unwrap_or(false);
+        opts.bmap = bmap;
+        opts.zeroed = o.zeroed.unwrap_or(false);
+        opts.zero_first = o.zero_first.unwrap_or(false);
+        opts.skip_identical = o.skip_identical.unwrap_or(false);
+        opts.sha256 = sha256;
+        opts.cancel = cancel;
         let format = match o.format.as_deref() {
             None | Some("auto") => None,
             Some(f) => match f.parse::<flash::Format>() {
@@ -457,7 +522,7 @@ pub fn flash<'e>(
                 "resumes": url.then(|| c.get(&c.resumes)),
             })
         });
-        let s = flash::flash(&image, &targets, &opts, &DeviceCounts(counts.clone()));
+        let s = kopiru::flash(&image, &targets, &opts, &DeviceCounts(counts.clone()));
         ticker.stop();
         json!({
             "kind": "done",
@@ -516,17 +581,15 @@ pub fn image<'e>(
                 return refused_text(format!("level {l}: {why}"));
             }
         }
-        let mut opts = ImageOptions {
-            allow_file: o.allow_file.unwrap_or(false),
-            force: o.force.unwrap_or(false),
-            format,
-            level: o.level,
-            bmap: o.bmap.map(PathBuf::from),
-            partitions_only: o.partitions_only.unwrap_or(false),
-            verify: o.verify.unwrap_or(true),
-            cancel,
-            ..ImageOptions::default()
-        };
+        let mut opts = ImageOptions::new();
+        opts.allow_file = o.allow_file.unwrap_or(false);
+        opts.force = o.force.unwrap_or(false);
+        opts.format = format;
+        opts.level = o.level;
+        opts.bmap = o.bmap.map(PathBuf::from);
+        opts.partitions_only = o.partitions_only.unwrap_or(false);
+        opts.verify = o.verify.unwrap_or(true);
+        opts.cancel = cancel;
         if let Some(j) = o.jobs.filter(|&j| j > 0) {
             opts.threads = j;
         }
@@ -549,7 +612,7 @@ pub fn image<'e>(
                 "verifyTotal": (verify_total > 0).then_some(verify_total),
             })
         });
-        let s = kopiru::image::image(&src, &output, &opts, &DeviceCounts(counts.clone()));
+        let s = kopiru::image(&src, &output, &opts, &DeviceCounts(counts.clone()));
         ticker.stop();
         json!({
             "kind": "done",
@@ -603,18 +666,17 @@ pub fn dedupe<'e>(
         m => m.map(|m| m as u64),
     };
     let dry_run = options.as_ref().and_then(|o| o.dry_run).unwrap_or(false);
-    let opts = DedupeOptions {
-        dry_run,
-        min_size,
-        jobs: options.as_ref().and_then(|o| o.jobs).unwrap_or(0) as usize,
-        cancel: cancel.inner.clone(),
-    };
+    let mut opts = DedupeOptions::new();
+    opts.dry_run = dry_run;
+    opts.min_size = min_size;
+    opts.jobs = options.as_ref().and_then(|o| o.jobs).unwrap_or(0) as usize;
+    opts.cancel = cancel.inner.clone();
     let paths: Vec<PathBuf> = paths.into_iter().map(PathBuf::from).collect();
     off_thread(env, "dedupe", move || {
         let counts = Arc::new(Counts::default());
         let c = counts.clone();
         let ticker = Ticker::start(on_progress, move || json!({ "bytes": c.get(&c.bytes) }));
-        let s = kopiru::dedupe::dedupe(&paths, &opts, &HashCounts(counts.clone()));
+        let s = kopiru::dedupe(&paths, &opts, &HashCounts(counts.clone()));
         ticker.stop();
         json!({
             "kind": "done",
@@ -630,7 +692,12 @@ pub fn dedupe<'e>(
 pub fn probe<'e>(env: &'e Env, path: String, other: Option<String>) -> Result<Object<'e>> {
     off_thread(env, "probe", move || {
         let other = other.map(PathBuf::from);
-        match kopiru::probe::probe(Path::new(&path), other.as_deref()) {
+        match kopiru::probe(
+            Path::new(&path),
+            other.as_deref(),
+            &kopiru::probe::ProbeOptions::new(),
+            &kopiru::Noop,
+        ) {
             Err(e) => {
                 json!({ "kind": "error", "message": e.to_string(), "error": json::error(&e) })
             }

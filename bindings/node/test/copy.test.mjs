@@ -114,11 +114,17 @@ test('refusals: into itself, onto itself, missing source', async () => {
     assert.ok(e.errors.length >= 1)
     return true
   }
-  await assert.rejects(copy(src, join(src, 'sub')), refused('into itself'))
+  await assert.rejects(copy(src, join(src, 'sub')), (e) => {
+    refused('into itself')(e)
+    // The refusal's stable name, whatever its words.
+    assert.equal(e.refusal, 'into-itself')
+    return true
+  })
   assert.equal(existsSync(join(src, 'sub')), false)
   await assert.rejects(copy(join(src, 'f'), join(src, 'f')), (e) => {
     refused('onto itself')(e)
     assert.match(e.message, /same file/)
+    assert.equal(e.errors[0].refusal, 'same-file')
     return true
   })
   assert.equal(readFileSync(join(src, 'f'), 'utf8'), 'x')
@@ -126,11 +132,25 @@ test('refusals: into itself, onto itself, missing source', async () => {
     refused('missing')(e)
     assert.equal(e.errors[0].code, 'ENOENT')
     assert.equal(e.errno, 2)
+    assert.equal(e.refusal, null)
     return true
   })
   assert.equal(existsSync(join(root, 'out')), false)
   // Several sources into something that is not a directory.
-  await assert.rejects(copy([src, src], join(src, 'f')), refused('not a directory'))
+  await assert.rejects(copy([src, src], join(src, 'f')), (e) => {
+    refused('not a directory')(e)
+    assert.equal(e.refusal, 'not-a-directory')
+    return true
+  })
+  // The engine's refusal in this API's words: its option's name, not the
+  // command line's -T.
+  await assert.rejects(copy([src, src], join(root, 'both'), { noTargetDirectory: true }), (e) => {
+    refused('one source')(e)
+    assert.equal(e.refusal, 'one-source-as-itself')
+    assert.match(e.message, /noTargetDirectory takes one source/)
+    assert.doesNotMatch(e.message, /-T/)
+    return true
+  })
 })
 
 test('the same copy run again onto the tree it made copies nothing, as the command does', async () => {

@@ -673,64 +673,61 @@ impl CopyArgs {
             preserve.times = true;
             preserve.owner = true;
         }
-        let mut opts = CopyOptions {
-            method: match (self.reflink, self.method) {
-                (Some(ReflinkArg::Auto), _) => MethodChoice::Auto,
-                (Some(ReflinkArg::Always), _) => MethodChoice::Clone,
-                (Some(ReflinkArg::Never), _) => MethodChoice::Stream,
-                (None, m) => m,
-            },
-            sparse: self.sparse,
-            preserve,
-            // cp's: -L, -H, -P as given; else -P with -a (cp's -dR), and
-            // with -R unless -l; -L with -rl (cp's manual: "cp follows
-            // symbolic links ... when --link (-l) is used"); -H without -R.
-            follow: if self.dereference {
-                Follow::Always
-            } else if self.follow_args {
-                Follow::CommandLine
-            } else if self.compat.never_follow() || self.archive {
-                Follow::Never
-            } else if self.recursive && self.compat.link {
-                Follow::Always
-            } else if self.recursive {
-                Follow::Never
-            } else {
-                Follow::CommandLine
-            },
-            jobs: self.jobs.unwrap_or(0),
-            sync: self.sync,
-            resume: self.resume,
-            no_clobber: self.no_clobber,
-            no_target_directory: self.no_target_directory,
-            verify: self.verify,
-            copies_record: kopiru::default_copies_record(),
-            ..CopyOptions::default()
+        let mut opts = CopyOptions::new();
+        opts.method = match (self.reflink, self.method) {
+            (Some(ReflinkArg::Auto), _) => MethodChoice::Auto,
+            (Some(ReflinkArg::Always), _) => MethodChoice::Clone,
+            (Some(ReflinkArg::Never), _) => MethodChoice::Stream,
+            (None, m) => m,
         };
+        opts.sparse = self.sparse;
+        opts.preserve = preserve;
+        // cp's: -L, -H, -P as given; else -P with -a (cp's -dR), and
+        // with -R unless -l; -L with -rl (cp's manual: "cp follows
+        // symbolic links ... when --link (-l) is used"); -H without -R.
+        opts.follow = if self.dereference {
+            Follow::Always
+        } else if self.follow_args {
+            Follow::CommandLine
+        } else if self.compat.never_follow() || self.archive {
+            Follow::Never
+        } else if self.recursive && self.compat.link {
+            Follow::Always
+        } else if self.recursive {
+            Follow::Never
+        } else {
+            Follow::CommandLine
+        };
+        opts.jobs = self.jobs.unwrap_or(0);
+        opts.sync = self.sync;
+        opts.resume = self.resume;
+        opts.no_clobber = self.no_clobber;
+        opts.no_target_directory = self.no_target_directory;
+        opts.verify = self.verify;
         self.select.apply(&mut opts)?;
         self.compat.apply(&mut opts, self.recursive())?;
         // cp's -S asks for backups too (existing's kind, as a bare -b).
         if self.compat.suffix.is_some() && self.select.backup.is_none() {
-            if self.no_clobber {
-                return Err(
-                    "-S makes backups, and -n (--no-clobber) replaces nothing to \
-                            back up: use one of them"
-                        .into(),
-                );
-            }
             opts.backup = Some(kopiru::Backup::Existing);
         }
         self.scale.apply(&mut opts, self.recursive)?;
-        if opts.partial && opts.method == MethodChoice::Clone {
-            let clone = match self.reflink {
-                Some(_) => "--reflink=always",
-                None => "--method clone",
-            };
-            return Err(format!(
-                "--partial cannot be used with {clone}: a clone is made whole or not at \
-                 all, so there is never a part to keep"
-            ));
+        // The engine decides what excludes what; the words are ours.
+        match opts.check() {
+            Ok(()) => Ok(opts),
+            Err(kopiru::PlanError::Excludes {
+                first: kopiru::Setting::Partial,
+                second: kopiru::Setting::CloneMethod,
+            }) => {
+                let clone = match self.reflink {
+                    Some(_) => "--reflink=always",
+                    None => "--method clone",
+                };
+                Err(format!(
+                    "--partial cannot be used with {clone}: a clone is made whole or not at \
+                     all, so there is never a part to keep"
+                ))
+            }
+            Err(e) => Err(crate::render::plan_error(&e)),
         }
-        Ok(opts)
     }
 }

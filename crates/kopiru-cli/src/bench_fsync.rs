@@ -6,10 +6,10 @@
 use crate::args::FsyncArgs;
 use crate::exit;
 use crate::size::{human, parse_size};
-use kopiru::{CopyOptions, NoopReporter, SyncMode};
+use kopiru::{CopyOptions, Noop, SyncMode};
 use std::fs::File;
 use std::io::{BufWriter, Write};
-use std::os::fd::AsFd;
+use std::os::fd::{AsFd, AsRawFd};
 use std::path::Path;
 use std::time::Instant;
 
@@ -50,7 +50,7 @@ fn bench(root: &Path, args: &FsyncArgs) -> Result<(), String> {
     // needed, and what is there.
     let need = space_needed(args, file_size);
     let free = File::open(root)
-        .and_then(|d| kopiru::free_space(d.as_fd()))
+        .and_then(|d| free_space(&d))
         .map_err(at(root))?;
     if free < need {
         return Err(format!(
@@ -116,18 +116,15 @@ fn bench(root: &Path, args: &FsyncArgs) -> Result<(), String> {
             let _ = std::fs::remove_dir_all(&dst);
             // SAFETY: sync takes no arguments, touches no memory and cannot fail.
             unsafe { libc::sync() };
-            let opts = CopyOptions {
-                sync,
-                ..CopyOptions::default()
-            };
+            let opts = CopyOptions::default().sync(sync);
             let start = Instant::now();
-            let s = kopiru::copy(std::slice::from_ref(&src), &dst, &opts, &NoopReporter)
+            let s = kopiru::copy(std::slice::from_ref(&src), &dst, &opts, &Noop)
                 .map_err(std::io::Error::other)?;
             if let Some(e) = s.errors.first() {
                 return Err(std::io::Error::other(e.to_string()));
             }
             if then_syncfs {
-                kopiru::sync_filesystem(File::open(&dst)?.as_fd())?;
+                sync_filesystem(&File::open(&dst)?)?;
             }
             Ok(start.elapsed().as_secs_f64())
         })
@@ -184,4 +181,33 @@ fn make_tree(dir: &Path, count: usize, size: usize) -> std::io::Result<()> {
         std::fs::write(sub.join(format!("f{i:06}")), &data)?;
     }
     Ok(())
+}
+
+/// Free bytes on the filesystem that holds `f` (`fstatfs`'s free blocks).
+fn free_space(f: &File) -> std::io::Result<u64> {
+    let mut st = std::mem::MaybeUninit::<libc::statfs>::uninit();
+    // SAFETY: `f` is an open descriptor; `st` points to room for one `statfs`.
+    if unsafe { libc::fstatfs(f.as_fd().as_raw_fd(), st.as_mut_ptr()) } != 0 {
+        return Err(std::io::Error::last_os_error());
+    }
+    // SAFETY: fstatfs succeeded, so it filled in `st`.
+    let st = unsafe { st.assume_init() };
+    // The field types differ between systems (u32 on macOS).
+    #[allow(clippy::unnecessary_cast)]
+    Ok(st.f_bfree as u64 * st.f_bsize as u64)
+}
+
+/// Flushes the whole filesystem that holds `f` (`syncfs`); where there is
+/// no `syncfs` (macOS), the file itself.
+fn sync_filesystem(f: &File) -> std::io::Result<()> {
+    #[cfg(target_os = "linux")]
+    {
+        // SAFETY: plain libc call on a borrowed open descriptor.
+        if unsafe { libc::syncfs(f.as_fd().as_raw_fd()) } != 0 {
+            return Err(std::io::Error::last_os_error());
+        }
+        Ok(())
+    }
+    #[cfg(not(target_os = "linux"))]
+    f.sync_all()
 }

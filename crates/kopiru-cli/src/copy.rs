@@ -67,8 +67,7 @@ impl Reporter for CliReporter {
         if self.report.is_none() && !self.verbose && !self.explain {
             return;
         }
-        let src = kopiru::paths::join(d.src_dir, d.name);
-        let dst = kopiru::paths::join(d.dst_dir, d.dst_name);
+        let (src, dst) = (d.source_path(), d.dest_path());
         if let Some(r) = &self.report {
             r.file_done(&src, &dst, d);
         }
@@ -221,7 +220,7 @@ pub fn run(args: CopyArgs) -> u8 {
     }
     match result {
         Err(e) => {
-            errln!("kopiru: {e}");
+            errln!("kopiru: {}", crate::render::plan_error(&e));
             exit::USAGE
         }
         Ok(summary) => finished(&summary, &reporter, &args, &opts, summary_wanted),
@@ -601,12 +600,8 @@ mod tests {
 
     #[test]
     fn summary_line_reads_like_rsync_stats() {
-        let mut s = Summary {
-            files: 812,
-            bytes: 3 << 30,
-            elapsed: Duration::from_secs(12),
-            ..Summary::default()
-        };
+        let mut s = Summary::default();
+        (s.files, s.bytes, s.elapsed) = (812, 3 << 30, Duration::from_secs(12));
         assert_eq!(
             summary_line(&s, false, none()),
             "kopiru: copied 812 files, 3.0 GiB in 12s (256.0 MiB/s)"
@@ -618,28 +613,21 @@ mod tests {
             summary_line(&s, false, none()),
             "kopiru: stopped after 812 files, 3.0 GiB in 1.50s (2.0 GiB/s), 4 left as they were"
         );
-        let one = Summary {
-            files: 1,
-            bytes: 10,
-            elapsed: Duration::from_secs(1),
-            warnings: vec![kopiru::Error::io(
-                kopiru::Side::Destination,
-                "x",
-                kopiru::Op::Write,
-                std::io::Error::other("w"),
-            )],
-            ..Summary::default()
-        };
+        let mut one = Summary::default();
+        (one.files, one.bytes, one.elapsed) = (1, 10, Duration::from_secs(1));
+        one.warnings = vec![kopiru::Error::io(
+            kopiru::Side::Destination,
+            "x",
+            kopiru::Op::Write,
+            std::io::Error::other("w"),
+        )];
         assert_eq!(
             summary_line(&one, false, none()),
             "kopiru: copied 1 file, 10 B in 1.00s (10 B/s), 1 warning"
         );
         // Stopped in the middle of the first file: what it wrote of it.
-        let s = Summary {
-            cancelled: true,
-            elapsed: Duration::from_secs(2),
-            ..Summary::default()
-        };
+        let mut s = Summary::default();
+        (s.cancelled, s.elapsed) = (true, Duration::from_secs(2));
         assert_eq!(
             summary_line(
                 &s,

@@ -31,12 +31,11 @@ pub fn run(args: DedupeArgs) -> u8 {
         OnSignal::Cancel,
         "stopped; every file keeps its contents (some may share blocks now)",
     );
-    let opts = DedupeOptions {
-        dry_run: args.dry_run,
-        min_size,
-        jobs: args.jobs.unwrap_or(0),
-        cancel,
-    };
+    let mut opts = DedupeOptions::new();
+    opts.dry_run = args.dry_run;
+    opts.min_size = min_size;
+    opts.jobs = args.jobs.unwrap_or(0);
+    opts.cancel = cancel;
     // The engine reports bytes hashed only: no phase, no files, no total.
     let mut bar = Bar(args.bar.wanted(true).then(|| {
         Progress::start(

@@ -8,7 +8,7 @@ use crate::render;
 use crate::size::human;
 use kopiru::flash::{
     check_targets, flash, Bmap, DeviceResult, FlashOptions, FlashSummary, HttpOptions, Image,
-    Target, HELD_BACK,
+    Target,
 };
 use std::io::{BufRead, BufReader, Write};
 use std::path::Path;
@@ -35,18 +35,16 @@ pub fn run(args: FlashArgs) -> u8 {
     // Until the writing starts, a signal ends the run at once: nothing has
     // been written (a Ctrl-C at the prompt must not wait for an answer).
     crate::signals::install(crate::signals::OnSignal::Exit, "stopped; nothing written");
-    let mut opts = FlashOptions {
-        verify: !args.no_verify,
-        allow_file: args.file,
-        force: args.force,
-        bmap,
-        zeroed: args.zeroed,
-        zero_first: args.zero_first,
-        skip_identical: args.skip_identical,
-        memory: args.memory,
-        sha256: args.sha256,
-        cancel: kopiru::Cancel::new(),
-    };
+    let mut opts = FlashOptions::new();
+    opts.verify = !args.no_verify;
+    opts.allow_file = args.file;
+    opts.force = args.force;
+    opts.bmap = bmap;
+    opts.zeroed = args.zeroed;
+    opts.zero_first = args.zero_first;
+    opts.skip_identical = args.skip_identical;
+    opts.memory = args.memory;
+    opts.sha256 = args.sha256;
     // The image is known by its bytes before any device is looked at.
     let image = match Image::open_with(&args.image, args.format.0, &http) {
         Ok(i) => i,
@@ -206,7 +204,8 @@ pub(crate) fn partly_written(d: &DeviceResult) -> Option<String> {
              MiB was not written and holds what it held before (so it does not boot half \
              an image): flash it again with a whole image",
             human(n),
-            HELD_BACK,
+            // What was written past the held-back first MiB.
+            d.written_to - n,
             d.written_to
         )
     })
@@ -296,24 +295,18 @@ mod tests {
     /// (decompressed), not the file as published.
     #[test]
     fn summary_line_names_the_decompressed_image() {
-        let s = FlashSummary {
-            image_bytes: 5 << 20,
-            format: "xz",
-            devices: vec![DeviceResult {
-                path: "/dev/sdx".into(),
-                error: None,
-                error_at: None,
-                verified: Some(true),
-                mismatch_at: None,
-                direct: true,
-                identical_bytes: 0,
-                written_to: 5 << 20,
-                head_written: true,
-            }],
-            write_time: std::time::Duration::from_secs(2),
-            sha256: Some(kopiru::Sha256([0xab; 32])),
-            ..FlashSummary::default()
-        };
+        let mut device = DeviceResult::default();
+        device.path = "/dev/sdx".into();
+        device.verified = Some(true);
+        device.direct = true;
+        device.written_to = 5 << 20;
+        device.head_written = true;
+        let mut s = FlashSummary::default();
+        s.image_bytes = 5 << 20;
+        s.format = "xz";
+        s.devices = vec![device];
+        s.write_time = std::time::Duration::from_secs(2);
+        s.sha256 = Some(kopiru::Sha256([0xab; 32]));
         assert_eq!(
             summary_line(&s, true),
             format!(

@@ -25,16 +25,14 @@ pub fn run(args: ImageArgs) -> u8 {
     if let Err(code) = check_numbers(&args, format) {
         return code;
     }
-    let mut opts = ImageOptions {
-        allow_file: args.file,
-        force: args.force,
-        format,
-        level: args.level,
-        bmap: args.bmap.clone(),
-        partitions_only: args.partitions_only,
-        verify: !args.no_verify,
-        ..ImageOptions::default()
-    };
+    let mut opts = ImageOptions::new();
+    opts.allow_file = args.file;
+    opts.force = args.force;
+    opts.format = format;
+    opts.level = args.level;
+    opts.bmap = args.bmap.clone();
+    opts.partitions_only = args.partitions_only;
+    opts.verify = !args.no_verify;
     if let Some(j) = args.jobs {
         opts.threads = j;
     }

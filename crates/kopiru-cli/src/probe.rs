@@ -7,7 +7,7 @@ use kopiru::probe::Trial;
 pub fn run(args: ProbeArgs) -> u8 {
     let from = &args.paths[0];
     let to = args.paths.get(1).map(|p| p.as_path());
-    let p = match kopiru::probe::probe(from, to) {
+    let p = match kopiru::probe(from, to, &kopiru::probe::ProbeOptions::new(), &kopiru::Noop) {
         Ok(p) => p,
         Err(e) => {
             errln!("kopiru: {e}");

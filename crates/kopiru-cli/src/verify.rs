@@ -2,19 +2,19 @@
 
 use crate::args::VerifyArgs;
 use crate::signals::{self, OnSignal};
-use kopiru::verify::{verify, VerifyOptions};
+use kopiru::verify;
+use kopiru::verify::VerifyOptions;
 use std::io::Write;
 
 /// What a cancelled comparison says (after "kopiru: received SIGxxx: ").
 const STOPPED: &str = "stopped; nothing was changed, and the comparison is incomplete";
 
 pub fn run(args: VerifyArgs) -> u8 {
-    let opts = VerifyOptions {
-        jobs: args.jobs.unwrap_or(0),
-        extra_is_difference: !args.ignore_extra,
-        cancel: signals::install(OnSignal::Cancel, STOPPED),
-    };
-    let report = verify(&args.source, &args.dest, opts);
+    let mut opts = VerifyOptions::new();
+    opts.jobs = args.jobs.unwrap_or(0);
+    opts.extra_is_difference = !args.ignore_extra;
+    opts.cancel = signals::install(OnSignal::Cancel, STOPPED);
+    let report = verify(&args.source, &args.dest, &opts, &kopiru::Noop);
     if report.cancelled {
         errln!("{}", signals::stopped_line(STOPPED));
     }

@@ -24,8 +24,10 @@ const SAMPLE: usize = 4096;
 /// Read size for full hashes.
 const CHUNK: usize = 1 << 20;
 
-/// What the caller asks of a dedupe run.
+/// What the caller asks of a dedupe run. Start from
+/// [`DedupeOptions::new`] (what `kopiru dedupe` does) and set fields.
 #[derive(Clone, Debug, Default)]
+#[non_exhaustive]
 pub struct DedupeOptions {
     /// Find and report, change nothing.
     pub dry_run: bool,
@@ -38,8 +40,17 @@ pub struct DedupeOptions {
     pub cancel: crate::Cancel,
 }
 
+impl DedupeOptions {
+    /// The command's defaults: share blocks, files of at least a block, a
+    /// thread per CPU.
+    pub fn new() -> Self {
+        DedupeOptions::default()
+    }
+}
+
 /// A filesystem whose files were left alone because it cannot share blocks.
 #[derive(Debug, Clone)]
+#[non_exhaustive]
 pub struct Unsupported {
     /// The PATH given (a command-line path) under which it was found first.
     pub path: PathBuf,
@@ -54,6 +65,7 @@ pub struct Unsupported {
 
 /// What a dedupe run found and did.
 #[derive(Debug, Default)]
+#[non_exhaustive]
 pub struct DedupeSummary {
     /// Regular files looked at, of at least the minimum size (hard links
     /// counted once), those on filesystems that cannot share blocks

@@ -9,6 +9,11 @@ use std::path::{Path, PathBuf};
 
 pub use crate::flash::{Bmap, BmapError, Format, NotAnImage};
 
+/// Whether `path` is an `http://` or `https://` URL (the flash's test).
+pub fn is_url(path: &Path) -> bool {
+    crate::flash::is_url(path)
+}
+
 /// Bytes read from an image's start to recognise it.
 pub const SNIFF: usize = crate::flash::sniff::SNIFF;
 

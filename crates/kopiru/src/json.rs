@@ -11,7 +11,7 @@ use std::path::Path;
 
 /// How paths are written.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Paths {
+pub(crate) enum Paths {
     /// Always with kopiru's lossless escape (`\xHH` for each byte that is
     /// not UTF-8, `\\` for a backslash): text that is read back.
     Escaped,
@@ -24,7 +24,7 @@ pub enum Paths {
 #[derive(Clone, Copy, Debug)]
 pub struct Json {
     /// How paths are written.
-    pub paths: Paths,
+    paths: Paths,
 }
 
 impl Json {
@@ -52,6 +52,8 @@ impl Json {
             "operation": e.op.name(),
             "reason": e.reason(),
             "errno": e.errno(),
+            // The refusal's stable name (null: the OS said no).
+            "refusal": e.refusal().map(|r| r.id()),
         })
     }
 

@@ -15,7 +15,7 @@
 //! anything is written is the `Err` ([`PlanError`]).
 //!
 //! ```
-//! use kopiru::{CopyOptions, NoopReporter};
+//! use kopiru::{CopyOptions, Noop};
 //! # let dir = std::env::temp_dir().join(format!("kopiru-doc-{}", std::process::id()));
 //! # std::fs::create_dir_all(dir.join("project/target"))?;
 //! # std::fs::write(dir.join("project/main.rs"), "fn main() {}")?;
@@ -26,8 +26,9 @@
 //!     .exclude("*.tmp")?
 //!     .jobs(4);
 //! # // Not the user's record of copies, in a doctest.
-//! # let options = CopyOptions { copies_record: None, ..options };
-//! let summary = kopiru::copy(&[project], &backup, &options, &NoopReporter)
+//! # let mut options = options;
+//! # options.copies_record = None;
+//! let summary = kopiru::copy(&[project], &backup, &options, &Noop)
 //!     .expect("not refused");
 //! assert!(summary.errors.is_empty());
 //! assert_eq!(summary.files, 1);
@@ -48,11 +49,26 @@
 //!
 //! # The other operations
 //!
-//! [`flash`] writes disk images to devices, [`image`] reads a device into
-//! an image, [`dedupe`] shares the blocks of identical files, [`verify`]
-//! compares trees, [`probe`] tells what a filesystem can do; [`json`]
-//! writes every summary as `--json` and the Node binding give it.
+//! One verb per operation, at the root, each taking its paths, its options
+//! by reference (`XOptions::new()` is what the command does) and an
+//! observer: [`copy()`] and [`dedupe()`] report to a [`Reporter`],
+//! [`verify()`] its bytes compared to one too, [`probe()`] takes one for
+//! the same shape; [`flash()`] reports to a [`flash::FlashEvents`] and
+//! [`image()`] to a [`DeviceProgress`]. Every observer method does nothing
+//! by default, and [`Noop`] implements them all. Their modules hold each
+//! one's options and summary: [`flash`](mod@flash) writes disk images to
+//! devices, [`image`](mod@image) reads a device into an image,
+//! [`dedupe`](mod@dedupe) shares the blocks of identical files,
+//! [`verify`](mod@verify) compares trees, [`probe`](mod@probe) tells what
+//! a filesystem can do; [`json`] writes every summary as `--json` and the
+//! Node binding give it.
+//!
+//! A request refused whole is a [`PlanError`]; an entry's refusal is a
+//! [`Refusal`] inside an [`Error`]. Both have a stable [`PlanError::id`] /
+//! [`Refusal::id`] for programs, and their text names settings by neutral
+//! names ([`Setting`]): each front end spells them its own way.
 #![deny(missing_docs)]
+#![warn(missing_debug_implementations)]
 
 mod cancel;
 mod codec;
@@ -79,12 +95,12 @@ pub(crate) mod sys;
 pub mod verify;
 
 pub use cancel::Cancel;
-pub use copy::plan::PlanError;
+pub use copy::plan::{PlanError, Setting};
 pub use copy::record::default_path as default_copies_record;
 pub use copy::shard::Shard;
 pub use error::{reason, Cause, Error, LeastSize, Mismatch, Op, Refusal, Side};
 pub use events::{
-    Change, ChangeKind, DeviceProgress, EntryKind, FileDone, Method, NoopReporter, Phase, Reporter,
+    Change, ChangeKind, DeviceProgress, EntryKind, FileDone, Method, Noop, Phase, Reporter,
     Summary, WorkerStep,
 };
 pub use filter::{Filter, PatternError, Rule, RuleKind};
@@ -96,21 +112,8 @@ pub use outcome::Outcome;
 pub use sha256::{NotSha256, Sha256};
 
 pub use copy::copy;
-
-/// Flushes the whole filesystem that holds `fd` to its device (`syncfs` on
-/// Linux), reporting write-back errors of any file on it. Nothing on
-/// Windows (it needs administrator rights there).
-///
-/// # Errors
-/// The flush's error.
-pub fn sync_filesystem(fd: sys::FdRef) -> std::io::Result<()> {
-    sys::sync_fs(fd)
-}
-
-/// Free bytes on the filesystem that holds `fd`.
-///
-/// # Errors
-/// `fstatfs`'s error; on Windows, not available yet (`Unsupported`).
-pub fn free_space(fd: sys::FdRef) -> std::io::Result<u64> {
-    sys::fs_space(fd).map(|s| s.free)
-}
+pub use dedupe::dedupe;
+pub use flash::flash;
+pub use image::image;
+pub use probe::probe;
+pub use verify::verify;

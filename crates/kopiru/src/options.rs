@@ -2,6 +2,7 @@
 
 /// Which data-moving method to use.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
+#[non_exhaustive]
 pub enum MethodChoice {
     /// The fastest that works: clone, then offload, then stream.
     #[default]
@@ -17,6 +18,7 @@ pub enum MethodChoice {
 
 /// How holes in sparse files are treated.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
+#[non_exhaustive]
 pub enum SparseMode {
     /// Keep holes of files whose allocated size shows they have some.
     #[default]
@@ -30,6 +32,7 @@ pub enum SparseMode {
 
 /// Whether symbolic links are followed.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
+#[non_exhaustive]
 pub enum Follow {
     /// Copy symlinks as symlinks.
     #[default]
@@ -136,6 +139,7 @@ impl Default for Preserve {
 
 /// When copied data is made durable (survives a crash or power cut).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
+#[non_exhaustive]
 pub enum SyncMode {
     /// Never flushed by kopiru: data may still be in the page cache at exit
     /// (like `cp`).
@@ -261,6 +265,7 @@ impl Choice for Follow {
 
 /// cp's `--backup`: the name a replaced destination entry keeps.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[non_exhaustive]
 pub enum Backup {
     /// `name~` (replacing an older one).
     Simple,
@@ -272,6 +277,7 @@ pub enum Backup {
 
 /// cp's `-l` and `-s`: links to the source made instead of copies.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[non_exhaustive]
 pub enum LinkFiles {
     /// A hard link to each source entry that is not a directory (`cp -l`).
     Hard,
@@ -281,6 +287,7 @@ pub enum LinkFiles {
 
 /// What `--link-dest` and `--clone-dest` do with an unchanged file.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[non_exhaustive]
 pub enum BasisKind {
     /// Hard-link it from the basis directory (rsync's `--link-dest`).
     Link,
@@ -302,6 +309,7 @@ pub struct Basis {
 
 /// Options of one copy.
 #[derive(Clone, Debug)]
+#[non_exhaustive]
 pub struct CopyOptions {
     /// Data method.
     pub method: MethodChoice,
@@ -646,5 +654,56 @@ impl CopyOptions {
             (false, Some(n)) if self.jobs == 0 => (crate::par::workers(0) / n).max(1),
             (false, _) => crate::par::workers(self.jobs),
         }
+    }
+}
+
+impl CopyOptions {
+    /// Refuses settings that exclude each other, or do not work together
+    /// yet: the one place that decides it. [`crate::copy`] calls it before
+    /// anything else; a front end may call it first to report a usage
+    /// error early. What depends on the sources and the destination (how
+    /// many, what they are) is decided by the plan.
+    ///
+    /// # Errors
+    /// [`crate::PlanError::Excludes`], [`crate::PlanError::NotWith`],
+    /// [`crate::PlanError::NotOnThisPlatform`].
+    pub fn check(&self) -> Result<(), crate::PlanError> {
+        use crate::{PlanError, Setting};
+        // Nothing is replaced, so there is nothing to back up.
+        if self.no_clobber && self.backup.is_some() {
+            return Err(PlanError::Excludes {
+                first: Setting::NoClobber,
+                second: Setting::Backup,
+            });
+        }
+        // A clone is made whole or not at all: never a part to keep.
+        if self.partial && self.method == MethodChoice::Clone {
+            return Err(PlanError::Excludes {
+                first: Setting::Partial,
+                second: Setting::CloneMethod,
+            });
+        }
+        let what = match (&self.shard, &self.files_from) {
+            (Some(_), _) => Setting::Shard,
+            (None, Some(_)) => Setting::FilesFrom,
+            (None, None) => return Ok(()),
+        };
+        for (on, other) in [
+            (self.dry_run, Setting::DryRun),
+            (self.delete, Setting::Delete),
+            (self.verify, Setting::Verify),
+            (
+                self.files_from.is_some() && self.shard.is_some(),
+                Setting::FilesFrom,
+            ),
+        ] {
+            if on {
+                return Err(PlanError::NotWith { what, other });
+            }
+        }
+        if self.shard.is_some() && crate::sys::available(crate::sys::Feature::Shard).is_err() {
+            return Err(PlanError::NotOnThisPlatform { what });
+        }
+        Ok(())
     }
 }

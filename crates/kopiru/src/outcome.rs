@@ -59,6 +59,18 @@ impl Summary {
             self.copied_anything(),
         )
     }
+
+    /// Whether the copy was refused whole: not cancelled, nothing copied,
+    /// and every error one that turned a source down before anything of it
+    /// was written ([`Summary::refused`]). Its [`Summary::outcome`] is
+    /// [`Outcome::Failed`]; a front end that tells a refusal from a failure
+    /// (Node's `KOPIRU_REFUSED`) asks this.
+    pub fn refused_whole(&self) -> bool {
+        !self.cancelled
+            && self.refused > 0
+            && self.refused as usize == self.errors.len()
+            && !self.copied_anything()
+    }
 }
 
 impl VerifyReport {

@@ -19,7 +19,7 @@ use std::path::{Path, PathBuf};
 
 /// `dir/name` as a message shows it: `name` alone when `dir` is the
 /// current directory (`big`, not `./big`).
-pub fn join(dir: &Path, name: &OsStr) -> PathBuf {
+pub(crate) fn join(dir: &Path, name: &OsStr) -> PathBuf {
     // Comparing paths walks their components, about a thousand
     // instructions for a deep one (callgrind): only a path made of dots
     // and separators can be ".".
@@ -46,6 +46,7 @@ pub(crate) fn join_name(dir: &Path, name: &crate::sys::Name) -> PathBuf {
 }
 
 /// Displays an `OsStr` with the lossless escape above.
+#[derive(Debug, Clone, Copy)]
 pub struct Escaped<'a>(pub &'a OsStr);
 
 impl fmt::Display for Escaped<'_> {

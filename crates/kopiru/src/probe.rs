@@ -1,6 +1,7 @@
 //! `probe`: what a filesystem can do, found by trying on scratch files.
 
 use crate::error::{Error, Op};
+use crate::events::Reporter;
 use crate::sys::AsFd;
 use crate::sys::{self, Fd, FdRef, FileKind};
 use std::ffi::{CStr, CString};
@@ -9,6 +10,7 @@ use std::path::{Path, PathBuf};
 
 /// Whether a method worked, and if not, why.
 #[derive(Debug, Clone)]
+#[non_exhaustive]
 pub struct Trial {
     /// It worked.
     pub works: bool,
@@ -18,6 +20,7 @@ pub struct Trial {
 
 /// What was found about one path, or a pair.
 #[derive(Debug, Clone)]
+#[non_exhaustive]
 pub struct Probe {
     /// The paths probed, with their filesystem type.
     pub paths: Vec<(PathBuf, String)>,
@@ -25,6 +28,19 @@ pub struct Probe {
     pub clone: Trial,
     /// In-kernel copy from the first to the last.
     pub offload: Trial,
+}
+
+/// How to probe. Nothing to choose yet: the verb takes options and an
+/// observer like every other, so a choice added later breaks no caller.
+#[derive(Clone, Debug, Default)]
+#[non_exhaustive]
+pub struct ProbeOptions {}
+
+impl ProbeOptions {
+    /// What `kopiru probe` does.
+    pub fn new() -> Self {
+        ProbeOptions {}
+    }
 }
 
 /// The directory a path names, or the one it is in. The path must exist:
@@ -46,12 +62,18 @@ fn dir_of(path: &Path) -> Result<(Fd, PathBuf), Error> {
 
 /// Probes `from` (and `to`, or `from` again): filesystem types, and whether
 /// clone and offload work, by trying them on 64 KiB scratch files that are
-/// removed afterwards.
+/// removed afterwards. `reporter` hears nothing yet (a probe takes well
+/// under a second); it is there so every verb has the same shape.
 ///
 /// # Errors
 /// When a path does not exist or cannot be opened, or a scratch file
 /// cannot be made there; the error names the path.
-pub fn probe(from: &Path, to: Option<&Path>) -> Result<Probe, Error> {
+pub fn probe(
+    from: &Path,
+    to: Option<&Path>,
+    _opts: &ProbeOptions,
+    _reporter: &dyn Reporter,
+) -> Result<Probe, Error> {
     let to_path = to.unwrap_or(from);
     let (src_dir, src_dir_path) = dir_of(from)?;
     let (dst_dir, _) = dir_of(to_path)?;

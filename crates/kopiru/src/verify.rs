@@ -7,6 +7,7 @@
 //! that were read for it.
 
 use crate::error::{Error, Mismatch, Op};
+use crate::events::Reporter;
 use crate::filter::Filter;
 use crate::options::CopyOptions;
 use crate::par::{self, par_map};
@@ -23,6 +24,7 @@ const CHUNK: usize = 1 << 20;
 
 /// One way the destination differs from the source.
 #[derive(Debug, Clone)]
+#[non_exhaustive]
 pub struct Difference {
     /// The path, relative to the compared roots ("" for the roots).
     pub path: PathBuf,
@@ -32,6 +34,7 @@ pub struct Difference {
 
 /// What a comparison found.
 #[derive(Debug, Default)]
+#[non_exhaustive]
 pub struct VerifyReport {
     /// Regular files compared by content. A hard link (a second name of a
     /// source file whose copy is linked the same way) is not a second file:
@@ -47,8 +50,10 @@ pub struct VerifyReport {
     pub cancelled: bool,
 }
 
-/// How to compare.
-#[derive(Clone, Debug, Default)]
+/// How to compare. Start from [`VerifyOptions::new`] (what `kopiru
+/// verify` does) and set fields.
+#[derive(Clone, Debug)]
+#[non_exhaustive]
 pub struct VerifyOptions {
     /// Hashing threads; 0 picks from the machine.
     pub jobs: usize,
@@ -58,6 +63,24 @@ pub struct VerifyOptions {
     /// Stops the comparison when cancelled: checked between entries and
     /// between chunks of a file.
     pub cancel: crate::Cancel,
+}
+
+impl Default for VerifyOptions {
+    fn default() -> Self {
+        VerifyOptions::new()
+    }
+}
+
+impl VerifyOptions {
+    /// The command's defaults: threads picked from the machine, and
+    /// entries only in the destination count as differences.
+    pub fn new() -> Self {
+        VerifyOptions {
+            jobs: 0,
+            extra_is_difference: true,
+            cancel: crate::Cancel::new(),
+        }
+    }
 }
 
 /// The hash of a source file as it was read for copying, keyed by the
@@ -127,14 +150,21 @@ struct Walk<'k> {
     report: VerifyReport,
 }
 
-/// Compares the tree (or file) `dst` with `src`.
-pub fn verify(src: &Path, dst: &Path, opts: VerifyOptions) -> VerifyReport {
+/// Compares the tree (or file) `dst` with `src`. `reporter` hears the
+/// bytes compared ([`Reporter::bytes`], per file, as each is done).
+pub fn verify(
+    src: &Path,
+    dst: &Path,
+    opts: &VerifyOptions,
+    reporter: &dyn Reporter,
+) -> VerifyReport {
     verify_copy(
         src,
         dst,
-        &opts,
+        opts,
         &SourceHashes::default(),
         &CopyOptions::default(),
+        reporter,
     )
 }
 
@@ -146,6 +176,7 @@ pub(crate) fn verify_copy(
     opts: &VerifyOptions,
     known: &SourceHashes,
     copy: &CopyOptions,
+    reporter: &dyn Reporter,
 ) -> VerifyReport {
     let mut walk = Walk {
         opts,
@@ -169,7 +200,7 @@ pub(crate) fn verify_copy(
     let Walk {
         files, mut report, ..
     } = walk;
-    let (differences, errors) = hash_all(&files, opts, (src, dst), &mut report);
+    let (differences, errors) = hash_all(&files, opts, (src, dst), &mut report, reporter);
     report.differences.extend(differences);
     report.errors.extend(errors);
     report
@@ -346,6 +377,7 @@ fn hash_all(
     opts: &VerifyOptions,
     (src_root, dst_root): (&Path, &Path),
     report: &mut VerifyReport,
+    reporter: &dyn Reporter,
 ) -> (Vec<Difference>, Vec<Error>) {
     let all: Vec<usize> = (0..files.len()).collect();
     // Uncached reads wait for the device: two per CPU keep it busier
@@ -369,6 +401,7 @@ fn hash_all(
                 sys::open_uncached(f.dst_dir.as_fd(), &f.dst_name)
                     .and_then(|fd| hash_fd(&fd, buf, cancel))
                     .map(|(b, n)| (a == b, n))
+                    .inspect(|&(_, n)| reporter.bytes(n))
                     .map_err(|e| Error::dst(under(dst_root, &f.rel), Op::Read, &e))
             })
     });

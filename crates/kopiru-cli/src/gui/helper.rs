@@ -202,11 +202,9 @@ fn run_flash(a: HelperFlashArgs, cancel: Cancel) -> u8 {
         Ok(i) => i,
         Err(e) => return refused(crate::flash::text(&e), exit::USAGE),
     };
-    let opts = FlashOptions {
-        sha256: a.sha256,
-        cancel: cancel.clone(),
-        ..FlashOptions::default()
-    };
+    let mut opts = FlashOptions::new();
+    opts.sha256 = a.sha256;
+    opts.cancel = cancel.clone();
     let targets = match check_targets(&image, &a.devices, &opts) {
         Ok(t) => t,
         Err(e) => return refused(crate::flash::text(&e), exit::USAGE),
@@ -332,12 +330,10 @@ fn run_image(a: HelperImageArgs, cancel: Cancel) -> u8 {
             return refused(why, exit::USAGE);
         }
     }
-    let opts = ImageOptions {
-        format: Format::of_output(&a.output),
-        bmap: Some(bmap.clone()),
-        cancel,
-        ..ImageOptions::default()
-    };
+    let mut opts = ImageOptions::new();
+    opts.format = Format::of_output(&a.output);
+    opts.bmap = Some(bmap.clone());
+    opts.cancel = cancel;
     let src = match check_source(&a.device, &a.output, &opts) {
         Ok(s) => s,
         Err(e) => return refused(crate::flash::text(&e), exit::USAGE),

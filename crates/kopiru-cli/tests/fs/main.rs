@@ -27,6 +27,7 @@ mod cprules;
 mod dedupe;
 mod durability;
 mod edges;
+mod examples;
 mod faults;
 mod fixture;
 mod flash;
@@ -278,6 +279,7 @@ fn main() {
     verify::trials(&mut add);
     dedupe::trials(&mut add);
     edges::trials(&mut add);
+    examples::trials(&mut add);
     flash::trials(&mut add);
     flash_input::trials(&mut add);
     flash_refusals::trials(&mut add);

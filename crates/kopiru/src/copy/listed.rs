@@ -8,7 +8,7 @@
 
 use crate::copy::meta::{self, Target};
 use crate::copy::place::{self, StagedTree};
-use crate::copy::plan::{self, PlanError};
+use crate::copy::plan::{self, PlanError, Setting};
 use crate::copy::tree::{self, Group, GroupDir, Item};
 use crate::error::{Error, Op, Refusal, Side};
 use crate::events::{Reporter, Summary};
@@ -68,7 +68,7 @@ pub(crate) fn copy(
     opts: &CopyOptions,
     reporter: &dyn Reporter,
 ) -> Result<Summary, PlanError> {
-    let (src, root, mut refused) = match plan_root(sources, dest, opts, "--files-from")? {
+    let (src, root, mut refused) = match plan_root(sources, dest, opts, Setting::FilesFrom)? {
         Ok(planned) => planned,
         Err(refused) => return Ok(refused_only(refused, reporter)),
     };
@@ -188,7 +188,7 @@ pub(crate) fn plan_root(
     sources: &[PathBuf],
     dest: &Path,
     opts: &CopyOptions,
-    what: &'static str,
+    what: Setting,
 ) -> Result<Result<(PathBuf, Root, Vec<Error>), Vec<Error>>, PlanError> {
     let (jobs, refused) = planned(sources, dest, opts, what, true)?;
     let Some(job) = jobs.into_iter().next() else {
@@ -227,7 +227,7 @@ pub(crate) fn planned(
     sources: &[PathBuf],
     dest: &Path,
     opts: &CopyOptions,
-    what: &'static str,
+    what: Setting,
     as_itself: bool,
 ) -> Result<(Vec<plan::Job>, Vec<Error>), PlanError> {
     let one_dir = match sources {

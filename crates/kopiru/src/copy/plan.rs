@@ -2,7 +2,7 @@
 //! decided before anything is written.
 
 use crate::error::{Error, Op, Refusal, Side};
-use crate::options::{CopyOptions, Follow};
+use crate::options::{BasisKind, CopyOptions, Follow};
 use crate::sys::{self, AsFd, Fd, FileKind, Stat};
 use std::ffi::{CString, OsStr};
 use std::fmt;
@@ -10,18 +10,23 @@ use std::path::{Component, Path, PathBuf};
 
 /// A request that cannot be carried out at all (a usage error): nothing
 /// is copied. The command line exits 2; the Node binding rejects with
-/// `KOPIRU_REFUSED`.
+/// `KOPIRU_REFUSED`. [`PlanError::id`] names it stably; the text
+/// ([`Display`](fmt::Display)) names settings by [`Setting`]'s neutral
+/// words, and each front end spells them its own way (`-T` on the command
+/// line, `noTargetDirectory` in Node).
 #[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
 pub enum PlanError {
     /// No source (only a destination).
     MissingDestination,
-    /// `-T` with several sources.
-    OneSourceWithT,
-    /// `--delete` where DEST would hold the copy inside it (no `-T`, a
-    /// source that ends in a name).
-    DeleteNeedsT,
-    /// `--delete` where SOURCE is DEST or lies inside it (it would delete
-    /// the source's own entries), or DEST lies inside SOURCE, by any name.
+    /// [`CopyOptions::no_target_directory`] with several sources.
+    OneSourceAsItself,
+    /// [`CopyOptions::delete`] where DEST would hold the copy inside it
+    /// (not the copy itself, and a source that ends in a name).
+    DeleteNeedsItself,
+    /// [`CopyOptions::delete`] where SOURCE is DEST or lies inside it (it
+    /// would delete the source's own entries), or DEST lies inside SOURCE,
+    /// by any name.
     DeleteNested {
         /// SOURCE as given.
         source: PathBuf,
@@ -30,7 +35,7 @@ pub enum PlanError {
         /// SOURCE is at or below DEST (else DEST is below SOURCE).
         source_inside: bool,
     },
-    /// `--parents` with a destination that is not a directory.
+    /// [`CopyOptions::parents`] with a destination that is not a directory.
     ParentsNeedDirectory {
         /// The destination as given.
         dest: PathBuf,
@@ -40,45 +45,135 @@ pub enum PlanError {
         /// The destination as given.
         dest: PathBuf,
     },
-    /// `--link-dest`/`--clone-dest` DIR is not a directory.
+    /// The basis directory ([`CopyOptions::basis`]) is not a directory.
     BasisNotADirectory {
-        /// `--link-dest` or `--clone-dest`.
-        option: &'static str,
+        /// [`Setting::LinkDest`] or [`Setting::CloneDest`].
+        setting: Setting,
         /// DIR as given.
         given: PathBuf,
         /// Where it was looked for.
         looked: PathBuf,
     },
-    /// `--files-from`/`--shard` with more than one SOURCE.
+    /// A list of files ([`Setting::FilesFrom`], [`Setting::Shard`]) with
+    /// more than one SOURCE.
     ListedNeedsOneSource {
-        /// `--files-from` or `--shard`.
-        what: &'static str,
+        /// The setting.
+        what: Setting,
     },
-    /// Two options that do not work together yet.
+    /// Two settings that exclude each other (say what to drop).
+    Excludes {
+        /// The one set first (in [`CopyOptions`]' order of checks).
+        first: Setting,
+        /// The other.
+        second: Setting,
+    },
+    /// Two settings that do not work together yet.
     NotWith {
-        /// `--files-from` or `--shard`.
-        what: &'static str,
-        /// The other option.
-        other: &'static str,
+        /// [`Setting::FilesFrom`] or [`Setting::Shard`].
+        what: Setting,
+        /// The other setting.
+        other: Setting,
     },
-    /// An option Windows does not have yet (`--shard`).
-    NotOnWindows {
-        /// The option.
-        what: &'static str,
+    /// A setting this platform does not have yet ([`Setting::Shard`] on
+    /// Windows).
+    NotOnThisPlatform {
+        /// The setting.
+        what: Setting,
     },
+}
+
+impl PlanError {
+    /// A stable kebab-case name of the refusal, the same in every front
+    /// end and in `--json`; the text may change, this does not.
+    pub fn id(&self) -> &'static str {
+        match self {
+            PlanError::MissingDestination => "missing-destination",
+            PlanError::OneSourceAsItself => "one-source-as-itself",
+            PlanError::DeleteNeedsItself => "delete-needs-itself",
+            PlanError::DeleteNested { .. } => "delete-nested",
+            PlanError::ParentsNeedDirectory { .. } => "parents-need-directory",
+            PlanError::NotADirectory { .. } => "not-a-directory",
+            PlanError::BasisNotADirectory { .. } => "basis-not-a-directory",
+            PlanError::ListedNeedsOneSource { .. } => "listed-needs-one-source",
+            PlanError::Excludes { .. } => "settings-exclude-each-other",
+            PlanError::NotWith { .. } => "settings-not-together-yet",
+            PlanError::NotOnThisPlatform { .. } => "not-on-this-platform",
+        }
+    }
+}
+
+/// The settings a [`PlanError`] names, by neutral names ([`Setting::id`]):
+/// the command line spells them as its flags, Node as its option names.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum Setting {
+    /// [`CopyOptions::no_target_directory`].
+    NoTargetDirectory,
+    /// [`CopyOptions::delete`].
+    Delete,
+    /// [`CopyOptions::dry_run`].
+    DryRun,
+    /// [`CopyOptions::verify`].
+    Verify,
+    /// [`CopyOptions::files_from`].
+    FilesFrom,
+    /// [`CopyOptions::shard`].
+    Shard,
+    /// [`CopyOptions::no_clobber`].
+    NoClobber,
+    /// [`CopyOptions::backup`].
+    Backup,
+    /// [`CopyOptions::partial`].
+    Partial,
+    /// [`CopyOptions::method`] [`MethodChoice::Clone`](crate::MethodChoice::Clone).
+    CloneMethod,
+    /// [`CopyOptions::basis`] of kind [`BasisKind::Link`].
+    LinkDest,
+    /// [`CopyOptions::basis`] of kind [`BasisKind::Clone`].
+    CloneDest,
+    /// [`CopyOptions::parents`].
+    Parents,
+}
+
+impl Setting {
+    /// Its stable kebab-case name.
+    pub fn id(self) -> &'static str {
+        match self {
+            Setting::NoTargetDirectory => "no-target-directory",
+            Setting::Delete => "delete",
+            Setting::DryRun => "dry-run",
+            Setting::Verify => "verify",
+            Setting::FilesFrom => "files-from",
+            Setting::Shard => "shard",
+            Setting::NoClobber => "no-clobber",
+            Setting::Backup => "backup",
+            Setting::Partial => "partial",
+            Setting::CloneMethod => "clone-method",
+            Setting::LinkDest => "link-dest",
+            Setting::CloneDest => "clone-dest",
+            Setting::Parents => "parents",
+        }
+    }
+}
+
+impl fmt::Display for Setting {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.id())
+    }
 }
 
 impl fmt::Display for PlanError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
             PlanError::MissingDestination => f.write_str("missing destination operand"),
-            PlanError::OneSourceWithT => {
-                f.write_str("-T (no target directory) takes one source and one destination")
-            }
-            PlanError::DeleteNeedsT => f.write_str(
-                "--delete removes from DEST what the source does not have, so DEST must be \
-                 the copy itself: give -T (SOURCE DEST), or write SOURCE/. to copy the \
-                 contents of SOURCE into DEST",
+            PlanError::OneSourceAsItself => f.write_str(
+                "no-target-directory (DEST is the copy itself) takes one source and one \
+                 destination",
+            ),
+            PlanError::DeleteNeedsItself => f.write_str(
+                "delete removes from DEST what the source does not have, so DEST must be \
+                 the copy itself: set no-target-directory (SOURCE DEST), or write SOURCE/. \
+                 to copy the contents of SOURCE into DEST",
             ),
             PlanError::DeleteNested {
                 source,
@@ -92,19 +187,19 @@ impl fmt::Display for PlanError {
                 match source_inside {
                     true => write!(
                         f,
-                        "--delete: the source '{s}' is '{d}' or inside it, so deleting what \
+                        "delete: the source '{s}' is '{d}' or inside it, so deleting what \
                          the source lacks would delete the source itself; nothing was copied"
                     ),
                     false => write!(
                         f,
-                        "--delete: the destination '{d}' is inside the source '{s}'; nothing \
+                        "delete: the destination '{d}' is inside the source '{s}'; nothing \
                          was copied"
                     ),
                 }
             }
             PlanError::ParentsNeedDirectory { dest } => write!(
                 f,
-                "with --parents, the destination must be a directory: '{}' is not one",
+                "with parents, the destination must be a directory: '{}' is not one",
                 crate::paths::escape(dest.as_os_str())
             ),
             PlanError::NotADirectory { dest } => write!(
@@ -113,12 +208,12 @@ impl fmt::Display for PlanError {
                 dest.display()
             ),
             PlanError::BasisNotADirectory {
-                option,
+                setting,
                 given,
                 looked,
             } => write!(
                 f,
-                "{option} {}: {} is not a directory{}",
+                "{setting} {}: {} is not a directory{}",
                 crate::paths::escape(given.as_os_str()),
                 crate::paths::escape(looked.as_os_str()),
                 match given.is_relative() {
@@ -130,11 +225,17 @@ impl fmt::Display for PlanError {
                 f,
                 "{what} copies from one SOURCE directory (the paths are inside it) to DEST"
             ),
+            PlanError::Excludes { first, second } => {
+                write!(
+                    f,
+                    "{first} and {second} exclude each other: use one of them"
+                )
+            }
             PlanError::NotWith { what, other } => {
                 write!(f, "{what} does not work with {other} yet")
             }
-            PlanError::NotOnWindows { what } => {
-                write!(f, "{what} is not supported on Windows yet")
+            PlanError::NotOnThisPlatform { what } => {
+                write!(f, "{what} is not supported on this platform yet")
             }
         }
     }
@@ -184,7 +285,7 @@ pub(crate) fn plan(
         return Err(PlanError::MissingDestination);
     }
     if opts.no_target_directory && sources.len() > 1 {
-        return Err(PlanError::OneSourceWithT);
+        return Err(PlanError::OneSourceAsItself);
     }
     if opts.parents && !sys::stat_path(dest, true).is_ok_and(|st| st.kind() == FileKind::Dir) {
         return Err(PlanError::ParentsNeedDirectory {
@@ -192,7 +293,7 @@ pub(crate) fn plan(
         });
     }
     if opts.delete && !opts.no_target_directory && sources.iter().any(|s| ends_in_name(s)) {
-        return Err(PlanError::DeleteNeedsT);
+        return Err(PlanError::DeleteNeedsItself);
     }
     if opts.delete {
         for src in sources {
@@ -362,12 +463,12 @@ pub(crate) fn basis_dir(basis: &crate::options::Basis, dest: &Path) -> Result<Pa
     if sys::stat_path(&dir, true).is_ok_and(|st| st.kind() == FileKind::Dir) {
         return Ok(dir);
     }
-    let option = match basis.kind {
-        crate::options::BasisKind::Link => "--link-dest",
-        crate::options::BasisKind::Clone => "--clone-dest",
+    let setting = match basis.kind {
+        BasisKind::Link => Setting::LinkDest,
+        BasisKind::Clone => Setting::CloneDest,
     };
     Err(PlanError::BasisNotADirectory {
-        option,
+        setting,
         given: basis.dir.clone(),
         looked: dir,
     })

@@ -2,8 +2,9 @@
 //! checksum, and each range's SHA-256 checked as the image streams past.
 
 use crate::{Error, Op, Refusal, Sha256, Side};
-use std::fmt;
 use std::path::Path;
+
+pub use crate::error::BmapError;
 
 /// A block map (bmaptool's XML format, version 2): the image's size and
 /// the byte ranges that hold data, each with its SHA-256.
@@ -15,73 +16,6 @@ pub struct Bmap {
     /// SHA-256 of their bytes when the file gives one.
     pub ranges: Vec<(u64, u64, Option<[u8; 32]>)>,
 }
-
-/// Why a block map cannot be used, or why the image does not match it.
-#[derive(Clone, Debug, PartialEq, Eq)]
-#[non_exhaustive]
-pub enum BmapError {
-    /// No `<bmap version="...">`.
-    NotBmap,
-    /// A version other than 2.x.
-    Version(String),
-    /// Checksums other than SHA-256.
-    ChecksumType,
-    /// A required element is missing or not a number (its name).
-    Missing(&'static str),
-    /// The file's own checksum does not match: damaged or edited.
-    OwnChecksum,
-    /// A checksum that is not 64 hex digits.
-    BadChecksum(String),
-    /// A `<Range` without `>` or without `</Range>`.
-    Malformed,
-    /// A range that is not `a-b` or `a` (block numbers).
-    BadRange(String),
-    /// A range before or overlapping the previous one, or past the image.
-    RangeOrder(String),
-    /// The image's bytes [start, end) do not match their range's checksum.
-    RangeChecksum {
-        /// First byte.
-        start: u64,
-        /// One past the last byte.
-        end: u64,
-    },
-    /// The image's size is not the one the map gives.
-    SizeDiffers {
-        /// Bytes in the image.
-        image: u64,
-        /// Bytes the map says.
-        bmap: u64,
-    },
-}
-
-impl fmt::Display for BmapError {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match self {
-            BmapError::NotBmap => f.write_str("not a bmap file"),
-            BmapError::Version(v) => write!(f, "bmap version {v} is not supported (2.x is)"),
-            BmapError::ChecksumType => f.write_str("only sha256 bmap checksums are supported"),
-            BmapError::Missing(name) => write!(f, "no <{name}>"),
-            BmapError::OwnChecksum => {
-                f.write_str("the bmap file's own checksum does not match: damaged or edited")
-            }
-            BmapError::BadChecksum(s) => write!(f, "bad checksum '{s}'"),
-            BmapError::Malformed => f.write_str("unterminated or bad <Range>"),
-            BmapError::BadRange(s) => write!(f, "bad range '{s}'"),
-            BmapError::RangeOrder(s) => {
-                write!(f, "range '{s}' is out of order or past the image")
-            }
-            BmapError::RangeChecksum { start, end } => write!(
-                f,
-                "bytes {start}-{end} do not match the checksum in the bmap file"
-            ),
-            BmapError::SizeDiffers { image, bmap } => {
-                write!(f, "the image has {image} bytes, its bmap says {bmap}")
-            }
-        }
-    }
-}
-
-impl std::error::Error for BmapError {}
 
 impl Bmap {
     /// Reads a bmap file and parses it ([`Bmap::parse`]). The error is on

@@ -78,7 +78,7 @@ pub(super) fn is_failure(e: &io::Error) -> bool {
 
 /// What a download has done, for progress and the summary.
 #[derive(Debug, Default)]
-pub struct DownloadStats {
+pub(crate) struct DownloadStats {
     /// Bytes received, counting those received twice (a server that
     /// ignores Range sends again what was had).
     pub received: AtomicU64,

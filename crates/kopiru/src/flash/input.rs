@@ -40,7 +40,7 @@ pub struct Image {
     /// by the reader when the image is decoded.
     pub(super) download: Mutex<Option<Download>>,
     /// What the download has done (`None`: not a URL).
-    pub download_stats: Option<Arc<DownloadStats>>,
+    pub(crate) download_stats: Option<Arc<DownloadStats>>,
 }
 
 impl Image {

@@ -34,10 +34,11 @@ pub(crate) mod targets;
 mod tests;
 mod write;
 
-pub use crate::codec::DEFAULT_MEMORY;
+pub(crate) use crate::codec::DEFAULT_MEMORY;
 pub use bmap::{Bmap, BmapError};
 pub use drives::{drives, Drive, DrivePartition};
-pub use http::{get_text, is_url, DownloadStats, HttpOptions};
+pub(crate) use http::is_url;
+pub use http::{get_text, HttpOptions};
 pub use input::Image;
 pub use sniff::{Format, Found, NotAnImage};
 pub use targets::{check_targets, Target};
@@ -58,8 +59,10 @@ const VERIFY_BLOCK: usize = 64 << 10;
 /// the page cache never holds more than that of the device's data.
 const DIRTY_WINDOW: u64 = 32 << 20;
 
-/// What the caller asks of a flash.
+/// What the caller asks of a flash. Start from [`FlashOptions::new`] (what
+/// `kopiru flash` does) and set fields.
 #[derive(Clone, Debug)]
+#[non_exhaustive]
 pub struct FlashOptions {
     /// Read every device back and compare (default).
     pub verify: bool,
@@ -80,7 +83,7 @@ pub struct FlashOptions {
     /// Memory that decoding an xz image on several threads may take (its
     /// blocks' buffers, per thread). An image of one block, or whose blocks
     /// do not fit, is decoded on one thread, in its dictionary's memory,
-    /// whatever this says. Default [`DEFAULT_MEMORY`].
+    /// whatever this says. Default 256 MiB.
     pub memory: u64,
     /// The SHA-256 of the image file as published (compressed, as a
     /// `SHA256SUMS` lists it), checked as it is read: a mismatch fails
@@ -95,6 +98,14 @@ pub struct FlashOptions {
 
 impl Default for FlashOptions {
     fn default() -> Self {
+        FlashOptions::new()
+    }
+}
+
+impl FlashOptions {
+    /// The command's defaults: verify, devices only, refuse mounted ones,
+    /// no block map, every block written.
+    pub fn new() -> Self {
         FlashOptions {
             verify: true,
             allow_file: false,
@@ -124,13 +135,11 @@ pub trait FlashEvents: DeviceProgress {
     }
 }
 
-/// No progress wanted.
-pub struct NoEvents;
-impl DeviceProgress for NoEvents {}
-impl FlashEvents for NoEvents {}
+impl FlashEvents for crate::Noop {}
 
 /// How one device fared.
-#[derive(Debug)]
+#[derive(Debug, Default)]
+#[non_exhaustive]
 pub struct DeviceResult {
     /// As given.
     pub path: PathBuf,
@@ -190,12 +199,9 @@ impl DeviceResult {
     }
 }
 
-/// Bytes held back and written last, when everything else is on the
-/// device.
-pub const HELD_BACK: u64 = HEAD as u64;
-
 /// What a flash did.
 #[derive(Debug, Default)]
+#[non_exhaustive]
 pub struct FlashSummary {
     /// Bytes of (decompressed) image written to each device.
     pub image_bytes: u64,

@@ -8,87 +8,12 @@
 //! image's name is the common case: an HTML page named `.img.xz`.)
 
 pub use crate::codec::Format;
-use std::fmt;
 use std::path::Path;
+
+pub use crate::error::{Found, NotAnImage};
 
 /// Bytes read from the start of an image to recognise it.
 pub(crate) const SNIFF: usize = 128 << 10;
-
-/// What the bytes of an image that is not what it claims look like.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Found {
-    /// A web page.
-    Html,
-    /// Text of another kind (an error message, JSON, a checksum list).
-    Text,
-    /// Another compressed format.
-    Format(Format),
-    /// Binary data of no known format.
-    Unknown,
-    /// Nothing at all.
-    Empty,
-}
-
-impl fmt::Display for Found {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match self {
-            Found::Html => f.write_str("it looks like HTML (a web page: a failed download?)"),
-            Found::Text => f.write_str("it looks like text"),
-            Found::Format(x) => write!(f, "it is {x}"),
-            Found::Unknown => f.write_str("it is binary data of no known format"),
-            Found::Empty => f.write_str("it is empty"),
-        }
-    }
-}
-
-/// Why an image is refused before anything is written.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub enum NotAnImage {
-    /// Its name (or `--format`) says `claimed`; its bytes are not that.
-    Mismatch {
-        /// The format claimed.
-        claimed: Format,
-        /// The claim is the name's extension (else `--format`).
-        by_name: bool,
-        /// What the bytes look like.
-        found: Found,
-    },
-    /// No known format, and not named or given as raw; or text or a web
-    /// page, which no disk image is.
-    Unrecognised(Found),
-}
-
-impl fmt::Display for NotAnImage {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match self {
-            NotAnImage::Mismatch {
-                claimed,
-                by_name: true,
-                found,
-            } => write!(
-                f,
-                "its name says {claimed}, but its bytes are not {claimed}: {found}; nothing written"
-            ),
-            NotAnImage::Mismatch { claimed, found, .. } => write!(
-                f,
-                "--format {claimed} was given, but its bytes are not {claimed}: {found}; nothing written"
-            ),
-            NotAnImage::Unrecognised(found @ (Found::Html | Found::Text | Found::Empty)) => {
-                write!(
-                    f,
-                    "not a disk image: {found}; nothing written (--format raw writes it as it is)"
-                )
-            }
-            NotAnImage::Unrecognised(_) => write!(
-                f,
-                "not a known image format: no {} header, no partition table or filesystem at \
-                 its start, and not named as a raw image (.img, .iso, .raw, ...); nothing \
-                 written (--format raw writes it as it is)",
-                Format::compressed_names()
-            ),
-        }
-    }
-}
 
 /// The image's format from its first bytes `head` (at most [`SNIFF`], all
 /// of it if shorter), checked against the claim of its name (`None` for
@@ -105,7 +30,7 @@ pub(crate) fn recognise(
             (Format::Raw, _) => Ok(Format::Raw),
             (w, Some(m)) if w == m => Ok(m),
             (claimed, _) => Err(NotAnImage::Mismatch {
-                claimed,
+                claimed: claimed.name(),
                 by_name: false,
                 found: found(head),
             }),
@@ -114,7 +39,7 @@ pub(crate) fn recognise(
     let claim = name.and_then(Format::claimed_by);
     match (claim, magic) {
         (Some(c), m) if c != Format::Raw && m != Some(c) => Err(NotAnImage::Mismatch {
-            claimed: c,
+            claimed: c.name(),
             by_name: true,
             found: found(head),
         }),
@@ -133,7 +58,7 @@ fn found(head: &[u8]) -> Found {
         return Found::Empty;
     }
     if let Some(f) = Format::of_magic(head) {
-        return Found::Format(f);
+        return Found::Format(f.name());
     }
     let sample = &head[..head.len().min(4096)];
     if !is_text(sample) {
@@ -218,7 +143,7 @@ mod tests {
             assert_eq!(
                 named(page, name),
                 Err(NotAnImage::Mismatch {
-                    claimed,
+                    claimed: claimed.name(),
                     by_name: true,
                     found: Found::Html
                 })
@@ -247,9 +172,9 @@ mod tests {
         assert_eq!(
             named(&xz, "a.img.gz"),
             Err(NotAnImage::Mismatch {
-                claimed: Format::Gzip,
+                claimed: "gzip",
                 by_name: true,
-                found: Found::Format(Format::Xz)
+                found: Found::Format("xz")
             })
         );
         assert!(recognise(&xz, None, Some(Format::Zstd)).is_err());
@@ -265,7 +190,7 @@ mod tests {
         assert_eq!(
             named(&random, "disk.img.xz"),
             Err(NotAnImage::Mismatch {
-                claimed: Format::Xz,
+                claimed: "xz",
                 by_name: true,
                 found: Found::Unknown
             })
@@ -282,7 +207,7 @@ mod tests {
         assert_eq!(
             named(b"", "empty.img.xz"),
             Err(NotAnImage::Mismatch {
-                claimed: Format::Xz,
+                claimed: "xz",
                 by_name: true,
                 found: Found::Empty
             })

@@ -52,7 +52,7 @@ fn whole_flash_to_a_file() {
     let opts = file_opts();
     let img = Image::open(&img, None).expect("image");
     let targets = check_targets(&img, std::slice::from_ref(&out), &opts).expect("targets");
-    let s = flash(&img, &targets, &opts, &NoEvents);
+    let s = flash(&img, &targets, &opts, &crate::Noop);
     assert!(s.ok() && !s.cancelled, "{s:?}");
     assert_eq!(s.devices[0].verified, Some(true));
     assert_eq!(std::fs::read(&out).expect("out"), data);
@@ -69,7 +69,7 @@ fn cancelled_before_start_writes_nothing() {
     let img = Image::open(&img, None).expect("image");
     let targets = check_targets(&img, std::slice::from_ref(&out), &opts).expect("targets");
     opts.cancel.cancel();
-    let s = flash(&img, &targets, &opts, &NoEvents);
+    let s = flash(&img, &targets, &opts, &crate::Noop);
     assert!(s.cancelled && !s.ok(), "{s:?}");
     assert!(s.source_error.is_none(), "{s:?}");
     assert_eq!(s.devices.len(), 1);
@@ -173,7 +173,7 @@ fn xz_concatenated_streams() {
     let opts = file_opts();
     let img = Image::open(&path, None).expect("image");
     let targets = check_targets(&img, std::slice::from_ref(&out), &opts).expect("targets");
-    let s = flash(&img, &targets, &opts, &NoEvents);
+    let s = flash(&img, &targets, &opts, &crate::Noop);
     assert!(s.ok(), "{s:?}");
     assert_eq!((s.format, s.image_bytes), ("xz", data.len() as u64));
     assert_eq!(std::fs::read(&out).expect("out"), data);
@@ -181,7 +181,7 @@ fn xz_concatenated_streams() {
     xz.extend_from_slice(b"junk");
     std::fs::write(&path, &xz).expect("image");
     let img = Image::open(&path, None).expect("image");
-    let s = flash(&img, &targets, &opts, &NoEvents);
+    let s = flash(&img, &targets, &opts, &crate::Noop);
     assert!(s.source_error.is_some() && !s.ok(), "{s:?}");
     let _ = std::fs::remove_dir_all(&dir);
 }

@@ -1,5 +1,5 @@
 //! `kopiru image`: a block device (or, with `--file`, a regular file) read
-//! into an image, the reverse of [`flash`](crate::flash).
+//! into an image, the reverse of [`flash`](mod@crate::flash).
 //!
 //! A reader thread reads the device with O_DIRECT in chunks sized from its
 //! topology, into a few aligned buffers allocated once and passed back and
@@ -30,13 +30,14 @@ pub use crate::codec::Format;
 pub use check::{check_source, Source};
 pub use run::image;
 
-use crate::{Cancel, DeviceProgress};
-use std::fmt;
+use crate::Cancel;
 use std::path::PathBuf;
 use std::time::Duration;
 
-/// What the caller asks of an image.
+/// What the caller asks of an image. Start from [`ImageOptions::new`]
+/// (what `kopiru image` does) and set fields.
 #[derive(Clone, Debug)]
+#[non_exhaustive]
 pub struct ImageOptions {
     /// Read a regular file as the device (`--file`).
     pub allow_file: bool,
@@ -62,6 +63,14 @@ pub struct ImageOptions {
 
 impl Default for ImageOptions {
     fn default() -> Self {
+        ImageOptions::new()
+    }
+}
+
+impl ImageOptions {
+    /// The command's defaults: a raw image at the format's default level,
+    /// a thread per CPU, verified, block devices only.
+    pub fn new() -> Self {
         ImageOptions {
             allow_file: false,
             force: false,
@@ -76,100 +85,11 @@ impl Default for ImageOptions {
     }
 }
 
-/// Why an image is refused before anything is written.
-#[derive(Clone, Debug, PartialEq, Eq)]
-#[non_exhaustive]
-pub enum ImageRefusal {
-    /// DEVICE is not a block device.
-    NotADevice {
-        /// It is a regular file (`--file` would allow it).
-        regular_file: bool,
-    },
-    /// DEVICE, or one of its partitions, is mounted read-write.
-    MountedReadWrite {
-        /// Where.
-        at: String,
-    },
-    /// OUTPUT (or the block map) would go on a filesystem of DEVICE.
-    OutputOnDevice,
-    /// OUTPUT is the file being read (`--file`).
-    OutputIsSource,
-    /// OUTPUT (or the block map) exists.
-    OutputExists,
-    /// OUTPUT (or the block map) exists and is not a regular file.
-    OutputNotAFile,
-    /// OUTPUT (or the block map) is a symlink: the image, renamed into
-    /// place, would replace the link, not the file it names.
-    OutputIsSymlink,
-    /// The block map's path is OUTPUT's.
-    MapIsOutput,
-    /// `--partitions-only` on a device with no partition table.
-    NoPartitionTable,
-    /// `--partitions-only`: a partition ends past the device's end.
-    PartitionPastEnd {
-        /// "GPT" or "MBR".
-        table: &'static str,
-        /// Its number.
-        number: u32,
-        /// One past its last byte.
-        end: u64,
-        /// The device's size in bytes.
-        device: u64,
-    },
-}
-
-impl fmt::Display for ImageRefusal {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match self {
-            ImageRefusal::NotADevice { regular_file: true } => {
-                f.write_str("not a block device (give --file to read a regular file)")
-            }
-            ImageRefusal::NotADevice {
-                regular_file: false,
-            } => f.write_str("not a block device"),
-            ImageRefusal::MountedReadWrite { at } => write!(
-                f,
-                "is mounted read-write (at {at}): its image would not be consistent; \
-                 unmount it or remount it read-only, or --force"
-            ),
-            ImageRefusal::OutputOnDevice => {
-                f.write_str("is on the device being read: write the image to another disk")
-            }
-            ImageRefusal::OutputIsSource => f.write_str("is the file being read"),
-            ImageRefusal::OutputExists => f.write_str(
-                "exists (--force replaces it, once the new image is complete and verified)",
-            ),
-            ImageRefusal::OutputNotAFile => f.write_str("exists and is not a regular file"),
-            ImageRefusal::OutputIsSymlink => f.write_str(
-                "is a symlink: the image is renamed into place, which would replace the \
-                 link, not the file it names; give that file's own name",
-            ),
-            ImageRefusal::MapIsOutput => f.write_str("the block map would overwrite the image"),
-            ImageRefusal::NoPartitionTable => {
-                f.write_str("--partitions-only: no partition table (MBR or GPT) found")
-            }
-            ImageRefusal::PartitionPastEnd {
-                table,
-                number,
-                end,
-                device,
-            } => write!(
-                f,
-                "--partitions-only: {table} partition {number} ends at byte {end}, past the \
-                 end of the device ({device} bytes): the table was made for a larger device"
-            ),
-        }
-    }
-}
-
-impl std::error::Error for ImageRefusal {}
-
-/// No progress wanted.
-pub struct NoEvents;
-impl DeviceProgress for NoEvents {}
+pub use crate::error::ImageRefusal;
 
 /// What an image did.
 #[derive(Debug)]
+#[non_exhaustive]
 pub struct ImageSummary {
     /// The output's format.
     pub format: Format,

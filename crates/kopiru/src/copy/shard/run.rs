@@ -6,7 +6,7 @@ use super::coord::{Coordination, Outcome};
 use super::{piece_of, pieces, Shard};
 use crate::copy::listed::{self, Listed, Root};
 use crate::copy::place::{self, remove_tree, staged_name, StagedTree};
-use crate::copy::plan::PlanError;
+use crate::copy::plan::{PlanError, Setting};
 use crate::error::{Error, Op, Refusal, Side};
 use crate::events::{Phase, Reporter, Summary};
 use crate::options::{CopyOptions, Follow};
@@ -41,7 +41,7 @@ pub(crate) fn copy(
     opts: &CopyOptions,
     reporter: &dyn Reporter,
 ) -> Result<Summary, PlanError> {
-    let (jobs, refused) = listed::planned(sources, dest, opts, "--shard", false)?;
+    let (jobs, refused) = listed::planned(sources, dest, opts, Setting::Shard, false)?;
     let Some(job) = jobs.into_iter().next() else {
         return Ok(listed::refused_only(refused, reporter));
     };

@@ -1,171 +1,11 @@
-//! The one error type of the engine: what was being done ([`Op`]), on which
-//! side ([`Side`]), to which path, and why ([`Cause`]: the `io::Error` kept
-//! whole, or a refusal the engine made itself). Copy, verify, dedupe and
-//! flash all report it; text is made only when it is displayed.
+//! [`Refusal`]: a request the engine turned down itself. Its variants'
+//! data of a command's own (a block map's error, an image's refusal) are in
+//! that command's file of this folder.
 
+use super::{copy, flash};
+use super::{BmapError, ImageRefusal, LeastSize, Mismatch, NotAnImage};
 use std::fmt;
-use std::io;
 use std::path::PathBuf;
-
-/// The operation that failed. [`Op::name`] is the word used in messages
-/// and in `--json` (`path: operation: reason`).
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
-#[non_exhaustive]
-pub enum Op {
-    /// Reading an entry's metadata.
-    Stat,
-    /// Opening a file or directory.
-    Open,
-    /// Reading data.
-    Read,
-    /// Listing a directory.
-    ReadDirectory,
-    /// Reading a symlink's target.
-    Readlink,
-    /// Resolving a path to its real location.
-    Resolve,
-    /// Turning a path into a name the OS accepts.
-    Name,
-    /// Following a symlink.
-    Follow,
-    /// Finding data and holes.
-    Seek,
-    /// Writing data.
-    Write,
-    /// Setting a file's length.
-    Truncate,
-    /// Creating a file.
-    Create,
-    /// Creating a directory.
-    Mkdir,
-    /// Creating a symlink.
-    Symlink,
-    /// Creating a FIFO, socket or device node.
-    Mknod,
-    /// Creating a hard link.
-    Link,
-    /// Cloning (sharing blocks).
-    Clone,
-    /// The in-kernel copy (`copy_file_range`).
-    CopyFileRange,
-    /// Windows' `CopyFile2`, which creates the copy itself.
-    CopyFile2,
-    /// Copying as a whole (a refusal before any data moved).
-    Copy,
-    /// Moving a name into place.
-    Rename,
-    /// Removing a name.
-    Remove,
-    /// Giving a replaced entry its backup name (`--backup`).
-    Backup,
-    /// Making data or names durable.
-    Sync,
-    /// Closing a written file (where delayed write errors appear).
-    Close,
-    /// Setting access and modification times.
-    SetTimes,
-    /// Setting permission bits.
-    Chmod,
-    /// Setting owner and group.
-    Chown,
-    /// Setting the owner failed; the group was kept.
-    ChownGroupOnly,
-    /// Copying extended attributes.
-    Xattr,
-    /// Copying a Windows security descriptor's DACL (with `-a`).
-    Security,
-    /// Comparing a copy with its source.
-    Verify,
-    /// Reading a file's extent map.
-    MapExtents,
-    /// Sharing blocks between identical files.
-    Dedupe,
-    /// Flushing a device.
-    Flush,
-    /// Flashing an image as a whole (a refusal before anything is written).
-    Flash,
-    /// Zeroing a device (`BLKZEROOUT`, `kopiru flash --zero-first`).
-    ZeroOut,
-    /// Reading a device into an image as a whole (a refusal before
-    /// anything is written).
-    Image,
-    /// Taking a lock (a sharded copy's coordination).
-    Lock,
-}
-
-impl Op {
-    /// The word used in messages and JSON.
-    pub fn name(self) -> &'static str {
-        match self {
-            Op::Stat => "stat",
-            Op::Open => "open",
-            Op::Read => "read",
-            Op::ReadDirectory => "read directory",
-            Op::Readlink => "readlink",
-            Op::Resolve => "resolve",
-            Op::Name => "name",
-            Op::Follow => "follow",
-            Op::Seek => "seek",
-            Op::Write => "write",
-            Op::Truncate => "truncate",
-            Op::Create => "create",
-            Op::Mkdir => "mkdir",
-            Op::Symlink => "symlink",
-            Op::Mknod => "mknod",
-            Op::Link => "link",
-            Op::Clone => "clone",
-            Op::CopyFileRange => "copy_file_range",
-            Op::CopyFile2 => "CopyFile2",
-            Op::Copy => "copy",
-            Op::Rename => "rename",
-            Op::Remove => "remove",
-            Op::Backup => "backup",
-            Op::Sync => "sync",
-            Op::Close => "close",
-            Op::SetTimes => "set times",
-            Op::Chmod => "chmod",
-            Op::Chown => "chown",
-            Op::ChownGroupOnly => "chown (owner kept as yours)",
-            Op::Xattr => "xattr",
-            Op::Security => "set security descriptor",
-            Op::Verify => "verify",
-            Op::MapExtents => "map extents",
-            Op::Dedupe => "dedupe",
-            Op::Flush => "flush",
-            Op::Flash => "flash",
-            Op::ZeroOut => "zero out",
-            Op::Image => "image",
-            Op::Lock => "lock",
-        }
-    }
-}
-
-impl fmt::Display for Op {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(self.name())
-    }
-}
-
-/// Which side of the operation the path is on.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Side {
-    /// What is read: a copy's source, a flash's image, a file being
-    /// hashed.
-    Source,
-    /// What is written: a copy's destination, a flashed device, a file
-    /// whose blocks are shared.
-    Destination,
-}
-
-impl Side {
-    /// "source" or "destination".
-    pub fn name(self) -> &'static str {
-        match self {
-            Side::Source => "source",
-            Side::Destination => "destination",
-        }
-    }
-}
 
 /// A request the engine turned down itself, with no OS error behind it.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -328,71 +168,55 @@ pub enum Refusal {
     },
     /// `kopiru flash`: a block map that cannot be used, or an image that
     /// does not match its block map.
-    Bmap(crate::flash::BmapError),
+    Bmap(BmapError),
     /// `kopiru flash`: the image is not what its name (or `--format`)
     /// says, or of no known format.
-    NotAnImage(crate::flash::NotAnImage),
+    NotAnImage(NotAnImage),
     /// `kopiru image`: the device (or its output) refused before anything
     /// is written.
-    Image(crate::image::ImageRefusal),
+    Image(ImageRefusal),
 }
 
-/// Where a size that an image has at least came from (its format keeps
-/// no exact size where it can be read before writing).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-#[non_exhaustive]
-pub enum LeastSize {
-    /// A gzip trailer: the last member's size modulo 4 GiB.
-    GzipTrailer,
-    /// A zstd file's first frame header (over HTTP the later frames are
-    /// not walked: a request each).
-    ZstdFrameHeader,
-}
-
-/// How a copy differs from its source (`--verify`, `kopiru verify`).
-#[derive(Debug, Clone, PartialEq, Eq)]
-#[non_exhaustive]
-pub enum Mismatch {
-    /// Present in the source only.
-    MissingInDestination,
-    /// Present in the destination only.
-    OnlyInDestination,
-    /// A different kind of entry on each side.
-    Kind {
-        /// The source's kind ("file", "directory", ...).
-        source: &'static str,
-        /// The destination's kind.
-        dest: &'static str,
-    },
-    /// Regular files of different sizes.
-    Size {
-        /// The source's size in bytes.
-        source: u64,
-        /// The destination's size in bytes.
-        dest: u64,
-    },
-    /// Regular files of one size whose bytes differ.
-    Content,
-    /// Symlinks to different targets.
-    SymlinkTarget,
-    /// Device nodes with different numbers.
-    DeviceNumber,
-}
-
-impl fmt::Display for Mismatch {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+impl Refusal {
+    /// A stable kebab-case name of the refusal, the same in every front
+    /// end and in `--json` (`refusal`); the text may change, this does not.
+    pub fn id(&self) -> &'static str {
         match self {
-            Mismatch::MissingInDestination => f.write_str("missing in destination"),
-            Mismatch::OnlyInDestination => f.write_str("only in destination"),
-            Mismatch::Kind { source, dest } => {
-                write!(f, "{source} in source, {dest} in destination")
-            }
-            Mismatch::Size { source, dest } => {
-                write!(f, "size differs: {source} vs {dest} bytes")
-            }
-            Mismatch::Content => f.write_str("content differs"),
-            Mismatch::SymlinkTarget => f.write_str("symlink target differs"),
-            Mismatch::DeviceNumber => f.write_str("device number differs"),
+            Refusal::SameFile { .. } => "same-file",
+            Refusal::IntoItself { .. } => "into-itself",
+            Refusal::DirOverNonDir { .. } => "directory-over-non-directory",
+            Refusal::NonDirOverDir { .. } => "non-directory-over-directory",
+            Refusal::NotADirectory => "not-a-directory",
+            Refusal::ChangedType => "changed-type",
+            Refusal::AlreadyCopied { .. } => "already-copied",
+            Refusal::KeptExisting => "kept-existing",
+            Refusal::Incomplete { .. } => "incomplete",
+            Refusal::HoldsProtected => "holds-protected",
+            Refusal::DanglingDestination => "dangling-destination",
+            Refusal::DeviceInUse { .. } => "device-in-use",
+            Refusal::Differs(_) => "differs",
+            Refusal::Busy => "busy",
+            Refusal::ShardFailed { .. } => "shard-failed",
+            Refusal::ShardListDiffers => "shard-list-differs",
+            Refusal::ShardErrors { .. } => "shard-errors",
+            Refusal::OutsideSource => "outside-source",
+            Refusal::NamedTwice { .. } => "named-twice",
+            Refusal::SameDestination { .. } => "same-destination",
+            Refusal::CannotClone { .. } => "cannot-clone",
+            Refusal::NoSuchDevice { .. } => "no-such-device",
+            Refusal::NotABlockDevice { .. } => "not-a-block-device",
+            Refusal::IsTheImage => "is-the-image",
+            Refusal::Partition => "partition",
+            Refusal::HoldsRootFs => "holds-root-filesystem",
+            Refusal::HoldsImage => "holds-image",
+            Refusal::Mounted { .. } => "mounted",
+            Refusal::InUse { .. } => "in-use",
+            Refusal::DeviceBusy => "device-busy",
+            Refusal::DeviceNamedTwice { .. } => "device-named-twice",
+            Refusal::TooSmall { .. } => "too-small",
+            Refusal::Bmap(_) => "bmap",
+            Refusal::NotAnImage(_) => "not-an-image",
+            Refusal::Image(r) => r.id(),
         }
     }
 }
@@ -468,7 +292,7 @@ impl fmt::Display for Refusal {
             Refusal::Busy => f.write_str(
                 "another kopiru is copying to this destination now (wait for it, or stop it)",
             ),
-            Refusal::ShardFailed { rank } => shard_failed(f, *rank),
+            Refusal::ShardFailed { rank } => copy::shard_failed(f, *rank),
             Refusal::ShardListDiffers => f.write_str(
                 "this rank listed the source differently from another (did it change?); \
                  nothing copied by this rank, and the copy is not put in place",
@@ -493,9 +317,9 @@ impl fmt::Display for Refusal {
                 f,
                 "cannot clone here ({why}); nothing was copied (--method auto falls back)"
             ),
-            Refusal::NoSuchDevice { under_dev } => f.write_str(no_such_device(*under_dev)),
+            Refusal::NoSuchDevice { under_dev } => f.write_str(flash::no_such_device(*under_dev)),
             Refusal::NotABlockDevice { regular_file } => {
-                f.write_str(not_a_block_device(*regular_file))
+                f.write_str(flash::not_a_block_device(*regular_file))
             }
             Refusal::IsTheImage => f.write_str("is the image itself"),
             Refusal::Partition => {
@@ -532,7 +356,7 @@ impl fmt::Display for Refusal {
                 image,
                 at_least,
                 device,
-            } => too_small(f, *image, *at_least, *device),
+            } => flash::too_small(f, *image, *at_least, *device),
             Refusal::Bmap(e) => e.fmt(f),
             Refusal::NotAnImage(e) => e.fmt(f),
             Refusal::Image(e) => e.fmt(f),
@@ -540,188 +364,4 @@ impl fmt::Display for Refusal {
     }
 }
 
-/// `Refusal::ShardFailed`'s text.
-fn shard_failed(f: &mut fmt::Formatter<'_>, rank: Option<usize>) -> fmt::Result {
-    match rank {
-        Some(r) => write!(f, "rank {r} failed, stopped or never started")?,
-        None => f.write_str("another rank failed, stopped or never started")?,
-    }
-    f.write_str(
-        ": the copy was not put in place; run the same command with --resume \
-         to finish it",
-    )
-}
-
-/// `Refusal::NoSuchDevice`'s text.
-fn no_such_device(under_dev: bool) -> &'static str {
-    match under_dev {
-        false => "no such device (give --file to write the image to a new file)",
-        true => "no such device (kopiru never creates files under /dev)",
-    }
-}
-
-/// `Refusal::NotABlockDevice`'s text.
-fn not_a_block_device(regular_file: bool) -> &'static str {
-    match regular_file {
-        false => "not a block device",
-        true => "not a block device (give --file to write a regular file)",
-    }
-}
-
-/// `Refusal::TooSmall`'s text.
-fn too_small(
-    f: &mut fmt::Formatter<'_>,
-    image: u64,
-    at_least: Option<LeastSize>,
-    device: u64,
-) -> fmt::Result {
-    match at_least {
-        None => write!(
-            f,
-            "too small: the image is {image} bytes, the device {device} bytes; \
-             nothing written"
-        ),
-        // A gzip trailer is only the size modulo 4 GiB, and a truncated
-        // file's last bytes are not a trailer at all.
-        Some(LeastSize::GzipTrailer) => write!(
-            f,
-            "too small: the gzip trailer says the image is at least {image} bytes, the \
-             device is {device} bytes; nothing written (a truncated or damaged file has \
-             no true trailer: `gzip -t` checks it)"
-        ),
-        Some(LeastSize::ZstdFrameHeader) => write!(
-            f,
-            "too small: the zstd frame header says the image is at least {image} bytes, \
-             the device is {device} bytes; nothing written"
-        ),
-    }
-}
-
-/// Why an operation failed.
-#[derive(Debug)]
-pub enum Cause {
-    /// The OS said no; kept whole (its raw error number included).
-    Io(io::Error),
-    /// The engine refused.
-    Refused(Refusal),
-}
-
-/// One file or directory that could not be copied, verified, deduplicated
-/// or flashed (or whose metadata could not be kept): `path: op: reason`.
-#[derive(Debug)]
-pub struct Error {
-    /// What was being done.
-    pub op: Op,
-    /// Which side `path` is on.
-    pub side: Side,
-    /// The path concerned, on `side`.
-    pub path: PathBuf,
-    /// Why.
-    pub cause: Cause,
-}
-
-impl Error {
-    /// An OS error of `op` on `path`.
-    pub fn io(side: Side, path: impl Into<PathBuf>, op: Op, err: io::Error) -> Error {
-        Error {
-            op,
-            side,
-            path: path.into(),
-            cause: Cause::Io(err),
-        }
-    }
-
-    /// A refusal of `op` on `path`.
-    pub fn refused(side: Side, path: impl Into<PathBuf>, op: Op, why: Refusal) -> Error {
-        Error {
-            op,
-            side,
-            path: path.into(),
-            cause: Cause::Refused(why),
-        }
-    }
-
-    /// The OS error number, when there is one.
-    pub fn errno(&self) -> Option<i32> {
-        match &self.cause {
-            Cause::Io(e) => e.raw_os_error(),
-            Cause::Refused(_) => None,
-        }
-    }
-
-    /// The OS error, when there is one.
-    pub fn io_error(&self) -> Option<&io::Error> {
-        match &self.cause {
-            Cause::Io(e) => Some(e),
-            Cause::Refused(_) => None,
-        }
-    }
-
-    /// The refusal, when the engine refused.
-    pub fn refusal(&self) -> Option<&Refusal> {
-        match &self.cause {
-            Cause::Refused(r) => Some(r),
-            Cause::Io(_) => None,
-        }
-    }
-
-    /// The reason as text: the OS's message (without Rust's
-    /// " (os error N)"), or the refusal's.
-    pub fn reason(&self) -> String {
-        match &self.cause {
-            Cause::Io(e) => reason(e),
-            Cause::Refused(r) => r.to_string(),
-        }
-    }
-}
-
-/// The OS's text for an error, without Rust's " (os error N)" suffix.
-pub fn reason(err: &io::Error) -> String {
-    let s = err.to_string();
-    match s.rfind(" (os error ") {
-        Some(i) => s[..i].to_string(),
-        None => s,
-    }
-}
-
-impl fmt::Display for Error {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(
-            f,
-            "{}: {}: {}",
-            crate::paths::Escaped(self.path.as_os_str()),
-            self.op,
-            self.reason()
-        )
-    }
-}
-
-impl std::error::Error for Error {
-    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
-        match &self.cause {
-            Cause::Io(e) => Some(e),
-            Cause::Refused(_) => None,
-        }
-    }
-}
-
-/// A copy of an `io::Error` for a second owner: the same raw OS error, or
-/// the same kind and text.
-pub(crate) fn copy_io(e: &io::Error) -> io::Error {
-    match e.raw_os_error() {
-        Some(n) => io::Error::from_raw_os_error(n),
-        None => io::Error::new(e.kind(), e.to_string()),
-    }
-}
-
-impl Error {
-    /// An OS error on the source side.
-    pub(crate) fn src(path: impl Into<PathBuf>, op: Op, e: &io::Error) -> Error {
-        Error::io(Side::Source, path, op, copy_io(e))
-    }
-
-    /// An OS error on the destination side.
-    pub(crate) fn dst(path: impl Into<PathBuf>, op: Op, e: &io::Error) -> Error {
-        Error::io(Side::Destination, path, op, copy_io(e))
-    }
-}
+impl std::error::Error for Refusal {}
