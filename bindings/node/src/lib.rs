@@ -68,7 +68,7 @@ pub fn choices() -> serde_json::Value {
     }
     // flash's `format`: `auto` (known by its bytes), then the codecs.
     let formats: Vec<&str> = std::iter::once("auto")
-        .chain(names::<kopiru::flash::Format>())
+        .chain(names::<kopiru::Format>())
         .collect();
     serde_json::json!({
         "method": names::<kopiru::MethodChoice>(),

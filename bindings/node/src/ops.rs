@@ -13,9 +13,10 @@ use kopiru::dedupe::DedupeOptions;
 #[cfg(unix)]
 use kopiru::flash::{self, Bmap, FlashEvents, FlashOptions};
 #[cfg(target_os = "linux")]
-use kopiru::image::{check_source, Format, ImageOptions};
+use kopiru::image::{check_source, ImageOptions};
 use kopiru::progress::{eta, Totals, Window, WINDOW_SECS};
 use kopiru::verify::VerifyOptions;
+use kopiru::Format;
 use kopiru::{
     Basis, BasisKind, Choice, CopyOptions, FileDone, Filter, Follow, MethodChoice, Phase, Preserve,
     Reporter, Rule, RuleKind, SparseMode, SyncMode,
@@ -490,7 +491,7 @@ pub fn flash<'e>(
         opts.cancel = cancel;
         let format = match o.format.as_deref() {
             None | Some("auto") => None,
-            Some(f) => match f.parse::<flash::Format>() {
+            Some(f) => match f.parse::<Format>() {
                 Ok(f) => Some(f),
                 // index.js lets only the formats' names through.
                 Err(why) => return json!({ "kind": "refused", "message": why, "errors": [] }),

@@ -327,12 +327,12 @@ pub struct CopyArgs {
 /// `--format`: `auto` (`None`: known by its bytes) or a format.
 #[derive(Clone, Copy, Debug)]
 #[cfg_attr(not(unix), allow(dead_code))] // flash is Unix-only
-pub struct FormatChoice(pub Option<kopiru::flash::Format>);
+pub struct FormatChoice(pub Option<kopiru::Format>);
 
 /// `--format`'s names and their help: `auto`, then the engine's codec
 /// table (`kopiru::Choice`), as the Node binding's `choices.format`.
 fn format_choices() -> impl TypedValueParser<Value = FormatChoice> {
-    use kopiru::flash::Format;
+    use kopiru::Format;
     let auto = PossibleValue::new("auto").help("Known by its bytes (and checked against its name)");
     let formats = Format::CHOICES.iter().map(|&(f, name, about)| {
         PossibleValue::new(name)

@@ -6,7 +6,8 @@ use crate::exit;
 use crate::progress;
 use crate::render;
 use crate::size::human;
-use kopiru::image::{check_source, image, Format, ImageOptions, ImageSummary};
+use kopiru::image::{check_source, image, ImageOptions, ImageSummary};
+use kopiru::Format;
 
 /// What a cancelled image says (after "kopiru: received SIGxxx: ").
 const STOPPED: &str = "stopped; no image written";

@@ -10,7 +10,8 @@
 //!     [--file] [--level N] [--no-verify] [--timeout SECONDS]
 //! ```
 
-use kopiru::image::{self, Format, ImageOptions};
+use kopiru::image::{self, ImageOptions};
+use kopiru::Format;
 use kopiru::{Cancel, DeviceProgress};
 use std::path::PathBuf;
 use std::process::ExitCode;

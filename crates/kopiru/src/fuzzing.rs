@@ -7,7 +7,8 @@ use crate::sys::DecodeSink;
 use std::io;
 use std::path::{Path, PathBuf};
 
-pub use crate::flash::{Bmap, BmapError, Format, NotAnImage};
+pub use crate::flash::{Bmap, BmapError, NotAnImage};
+pub use crate::Format;
 
 /// Whether `path` is an `http://` or `https://` URL (the flash's test).
 pub fn is_url(path: &Path) -> bool {

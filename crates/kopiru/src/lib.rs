@@ -95,6 +95,7 @@ pub(crate) mod sys;
 pub mod verify;
 
 pub use cancel::Cancel;
+pub use codec::Format;
 pub use copy::plan::{PlanError, Setting};
 pub use copy::record::default_path as default_copies_record;
 pub use copy::shard::Shard;

@@ -318,7 +318,8 @@ fn verify_and_probe_as_verbs() {
 fn dedupe_flash_and_image_as_verbs() {
     use kopiru::dedupe::DedupeOptions;
     use kopiru::flash::{check_targets, FlashOptions, Image};
-    use kopiru::image::{check_source, Format, ImageOptions};
+    use kopiru::image::{check_source, ImageOptions};
+    use kopiru::Format;
 
     let s = Scratch::new("devices");
     // Identical files: shared, or left alone on a filesystem that cannot

@@ -320,7 +320,8 @@ fn sha256_of(path: &Path, progress: &Progress, cancel: &Cancel) -> std::io::Resu
 
 #[cfg(target_os = "linux")]
 fn run_image(a: HelperImageArgs, cancel: Cancel) -> u8 {
-    use kopiru::image::{check_source, image, Format, ImageOptions};
+    use kopiru::image::{check_source, image, ImageOptions};
+    use kopiru::Format;
     let bmap = bmap_path(&a.output);
     // Elevated for a user, the image goes only into a folder of theirs, and
     // becomes theirs.

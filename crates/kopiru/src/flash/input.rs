@@ -6,10 +6,11 @@
 //! and given back first when it is decoded.
 
 use super::http::{self, Download, DownloadStats, HttpOptions};
-use super::sniff::{recognise, Format, SNIFF};
+use super::sniff::{recognise, SNIFF};
 use crate::codec::size;
 use crate::sys::FileExt;
 use crate::sys::{self, Stat};
+use crate::Format;
 use crate::{Error, Op, Refusal, Side};
 use std::io::{self, Read};
 use std::path::{Path, PathBuf};

@@ -40,7 +40,7 @@ pub use drives::{drives, Drive, DrivePartition};
 pub(crate) use http::is_url;
 pub use http::{get_text, HttpOptions};
 pub use input::Image;
-pub use sniff::{Format, Found, NotAnImage};
+pub use sniff::{Found, NotAnImage};
 pub use targets::{check_targets, Target};
 
 use crate::sys;

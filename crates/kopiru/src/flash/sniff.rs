@@ -7,7 +7,7 @@
 //! refused before anything is written. (A failed download saved under the
 //! image's name is the common case: an HTML page named `.img.xz`.)
 
-pub use crate::codec::Format;
+use crate::codec::Format;
 use std::path::Path;
 
 pub use crate::error::{Found, NotAnImage};

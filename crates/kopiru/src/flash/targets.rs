@@ -4,10 +4,10 @@
 //! device's topology.
 
 use super::input::Image;
-use super::sniff::Format;
 use super::{FlashOptions, HEAD, VERIFY_BLOCK};
 use crate::sys::AsFd;
 use crate::sys::{self, FileKind, Stat, Use};
+use crate::Format;
 use crate::{Error, LeastSize, Op, Refusal, Side};
 use std::path::{Path, PathBuf};
 

@@ -26,7 +26,7 @@ pub(crate) mod parts;
 mod run;
 mod verify;
 
-pub use crate::codec::Format;
+use crate::codec::Format;
 pub use check::{check_source, Source};
 pub use run::image;
 
