@@ -230,7 +230,9 @@ pub fn second_signal_exits(fs: Fs) -> R {
     let dst = w.join("dst");
     // Stopped, then sent two signals, then continued: both are pending
     // when it runs again, so the second is handled right after the first
-    // has only set the cancel flag (deterministic, whatever the timing).
+    // has only set the cancel flag. Which of the two is handled first is
+    // not fixed: each may be taken by a different thread of the process
+    // (it was SIGINT's turn to be second on a loaded machine).
     let child = start_slow_copy(&w, &src, &dst, &[])?;
     signal(&child, libc::SIGSTOP);
     signal(&child, libc::SIGINT);
@@ -238,12 +240,11 @@ pub fn second_signal_exits(fs: Fs) -> R {
     signal(&child, libc::SIGCONT);
     let (o, took) = wait_timed(child)?;
     ensure!(code(&o) == 20, "want exit 20: {}", show(&o));
-    // Only the second signal's handler exits, and says so.
-    ensure!(
-        String::from_utf8_lossy(&o.stderr).contains("kopiru: received SIGTERM again"),
-        "{}",
-        show(&o)
-    );
+    // Only the second signal's handler exits, and says so, once.
+    let err = String::from_utf8_lossy(&o.stderr);
+    let again = ["SIGINT", "SIGTERM"]
+        .map(|s| err.matches(&format!("kopiru: received {s} again")).count());
+    ensure!(again[0] + again[1] == 1, "{}", show(&o));
     ensure!(took < Duration::from_secs(30), "took {took:?} to exit");
 
     // verify of 512 MiB against itself, read from the device: long enough
