@@ -50,7 +50,7 @@ pub fn run(args: DedupeArgs) -> u8 {
         p.finish();
     }
     for e in &s.errors {
-        errln!("kopiru: {e}");
+        errln!("kopiru: {}", crate::render::error(e));
     }
     for u in &s.unsupported {
         errln!("kopiru: {}", unsupported_line(u));
@@ -67,7 +67,7 @@ pub fn run(args: DedupeArgs) -> u8 {
     if args.json {
         outln!(
             "{}",
-            kopiru::json::Json::COMMAND_LINE.dedupe(&s, args.dry_run)
+            crate::render::JSON.dedupe(&s, args.dry_run)
         );
     } else {
         out!("{}", text(&s, args.dry_run));

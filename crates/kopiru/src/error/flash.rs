@@ -139,18 +139,18 @@ impl fmt::Display for NotAnImage {
             ),
             NotAnImage::Mismatch { claimed, found, .. } => write!(
                 f,
-                "--format {claimed} was given, but its bytes are not {claimed}: {found}; nothing written"
+                "the {claimed} format was given, but its bytes are not {claimed}: {found}; nothing written"
             ),
             NotAnImage::Unrecognised(found @ (Found::Html | Found::Text | Found::Empty)) => {
                 write!(
                     f,
-                    "not a disk image: {found}; nothing written (--format raw writes it as it is)"
+                    "not a disk image: {found}; nothing written (the raw format writes it as it is)"
                 )
             }
             NotAnImage::Unrecognised(_) => f.write_str(
                 "not a known image format: no xz, gzip, zstd or bzip2 header, no partition \
                  table or filesystem at its start, and not named as a raw image (.img, .iso, \
-                 .raw, ...); nothing written (--format raw writes it as it is)",
+                 .raw, ...); nothing written (the raw format writes it as it is)",
             ),
         }
     }
@@ -159,7 +159,7 @@ impl fmt::Display for NotAnImage {
 /// `Refusal::NoSuchDevice`'s text.
 pub(super) fn no_such_device(under_dev: bool) -> &'static str {
     match under_dev {
-        false => "no such device (give --file to write the image to a new file)",
+        false => "no such device (allow a file target to write the image to a new file)",
         true => "no such device (kopiru never creates files under /dev)",
     }
 }
@@ -168,7 +168,7 @@ pub(super) fn no_such_device(under_dev: bool) -> &'static str {
 pub(super) fn not_a_block_device(regular_file: bool) -> &'static str {
     match regular_file {
         false => "not a block device",
-        true => "not a block device (give --file to write a regular file)",
+        true => "not a block device (allow a file target to write a regular file)",
     }
 }
 

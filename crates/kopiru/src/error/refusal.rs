@@ -263,13 +263,13 @@ impl fmt::Display for Refusal {
                     f,
                     "'{d}' is the copy of '{s}' that an earlier kopiru run made: nothing \
                      copied, so nothing changed in it since is overwritten (to update it \
-                     from '{s}': -T, kopiru copy -T '{s}' '{d}')"
+                     from '{s}': copy '{s}' to '{d}' with no target directory)"
                 )
             }
             Refusal::Incomplete { staged, failed } => write!(
                 f,
                 "not put in place: {failed} {} in it; what was copied is kept under '{}': \
-                 run the same command with --resume to finish it",
+                 run the same copy again, resuming, to finish it",
                 match failed {
                     1 => "failure",
                     _ => "failures",
@@ -277,8 +277,8 @@ impl fmt::Display for Refusal {
                 crate::paths::Escaped(staged.as_os_str())
             ),
             Refusal::HoldsProtected => f.write_str(
-                "cannot delete non-empty directory: it holds entries an --exclude protects \
-                 (--delete-excluded deletes them too)",
+                "cannot delete non-empty directory: it holds entries an exclude rule \
+                 protects (deleting excluded entries too deletes them)",
             ),
             Refusal::DanglingDestination => {
                 f.write_str("not writing through a dangling symbolic link")
@@ -302,7 +302,7 @@ impl fmt::Display for Refusal {
                 "{errors} entries failed on other ranks (see their messages); the rest is in place"
             ),
             Refusal::OutsideSource => f.write_str("not a path inside the source directory"),
-            Refusal::KeptExisting => f.write_str("kept as it is (--no-clobber or --update)"),
+            Refusal::KeptExisting => f.write_str("kept as it is (no-clobber or update)"),
             Refusal::NamedTwice { first } => write!(
                 f,
                 "the same source as '{}', named before: copied once",
@@ -315,7 +315,7 @@ impl fmt::Display for Refusal {
             ),
             Refusal::CannotClone { why } => write!(
                 f,
-                "cannot clone here ({why}); nothing was copied (--method auto falls back)"
+                "cannot clone here ({why}); nothing was copied (the auto method falls back)"
             ),
             Refusal::NoSuchDevice { under_dev } => f.write_str(flash::no_such_device(*under_dev)),
             Refusal::NotABlockDevice { regular_file } => {
@@ -323,20 +323,20 @@ impl fmt::Display for Refusal {
             }
             Refusal::IsTheImage => f.write_str("is the image itself"),
             Refusal::Partition => {
-                f.write_str("is a partition, not a whole device (--force to write it anyway)")
+                f.write_str("is a partition, not a whole device (force writes it anyway)")
             }
             Refusal::HoldsRootFs => {
-                f.write_str("holds the root filesystem (--force to write it anyway)")
+                f.write_str("holds the root filesystem (force writes it anyway)")
             }
             Refusal::HoldsImage => {
-                f.write_str("holds the image being written (--force to write it anyway)")
+                f.write_str("holds the image being written (force writes it anyway)")
             }
             Refusal::Mounted { at } => {
-                write!(f, "is mounted (at {at}); unmount it first, or --force")
+                write!(f, "is mounted (at {at}); unmount it first, or force")
             }
             Refusal::InUse { chain } => write!(
                 f,
-                "is in use: {chain}; nothing written (unmount or detach that first, or --force)"
+                "is in use: {chain}; nothing written (unmount or detach that first, or force)"
             ),
             Refusal::DeviceBusy => f.write_str(
                 "is in use: the kernel will not open it exclusively (Device or resource \
