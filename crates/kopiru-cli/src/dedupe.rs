@@ -65,10 +65,7 @@ pub fn run(args: DedupeArgs) -> u8 {
     }
     let code = s.outcome().code();
     if args.json {
-        outln!(
-            "{}",
-            crate::render::JSON.dedupe(&s, args.dry_run)
-        );
+        outln!("{}", crate::render::JSON.dedupe(&s, args.dry_run));
     } else {
         out!("{}", text(&s, args.dry_run));
     }

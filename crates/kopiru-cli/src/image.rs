@@ -66,13 +66,7 @@ pub fn run(args: ImageArgs) -> u8 {
     let code = s.outcome().code();
     report_failure(&s, &args);
     if args.json {
-        let j = render::JSON.image(
-            &s,
-            &src,
-            &args.device,
-            &args.output,
-            args.bmap.as_deref(),
-        );
+        let j = render::JSON.image(&s, &src, &args.device, &args.output, args.bmap.as_deref());
         outln!("{j}");
     }
     // As flash: where a bar was shown, one line says what it came to (in a

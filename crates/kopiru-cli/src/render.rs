@@ -172,7 +172,9 @@ pub fn refusal(r: &kopiru::Refusal) -> String {
         ),
         R::NotAnImage(NotAnImage::Unrecognised(
             found @ (Found::Html | Found::Text | Found::Empty),
-        )) => format!("not a disk image: {found}; nothing written (--format raw writes it as it is)"),
+        )) => {
+            format!("not a disk image: {found}; nothing written (--format raw writes it as it is)")
+        }
         R::NotAnImage(NotAnImage::Unrecognised(_)) => {
             "not a known image format: no xz, gzip, zstd or bzip2 header, no partition table \
              or filesystem at its start, and not named as a raw image (.img, .iso, .raw, ...); \
