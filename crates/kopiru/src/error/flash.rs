@@ -112,11 +112,11 @@ impl fmt::Display for Found {
 /// Why an image is refused before anything is written.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum NotAnImage {
-    /// Its name (or `--format`) says `claimed`; its bytes are not that.
+    /// Its name (or the format given) says `claimed`; its bytes are not that.
     Mismatch {
         /// The format claimed (its name: `xz`, `gzip`, ...).
         claimed: &'static str,
-        /// The claim is the name's extension (else `--format`).
+        /// The claim is the name's extension (else the format given).
         by_name: bool,
         /// What the bytes look like.
         found: Found,

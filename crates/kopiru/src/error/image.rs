@@ -9,7 +9,7 @@ use std::fmt;
 pub enum ImageRefusal {
     /// DEVICE is not a block device.
     NotADevice {
-        /// It is a regular file (`--file` would allow it).
+        /// It is a regular file (`allow_file` would allow it).
         regular_file: bool,
     },
     /// DEVICE, or one of its partitions, is mounted read-write.
@@ -19,7 +19,7 @@ pub enum ImageRefusal {
     },
     /// OUTPUT (or the block map) would go on a filesystem of DEVICE.
     OutputOnDevice,
-    /// OUTPUT is the file being read (`--file`).
+    /// OUTPUT is the file being read (`allow_file`).
     OutputIsSource,
     /// OUTPUT (or the block map) exists.
     OutputExists,
@@ -30,9 +30,9 @@ pub enum ImageRefusal {
     OutputIsSymlink,
     /// The block map's path is OUTPUT's.
     MapIsOutput,
-    /// `--partitions-only` on a device with no partition table.
+    /// `partitions_only` on a device with no partition table.
     NoPartitionTable,
-    /// `--partitions-only`: a partition ends past the device's end.
+    /// `partitions_only`: a partition ends past the device's end.
     PartitionPastEnd {
         /// "GPT" or "MBR".
         table: &'static str,

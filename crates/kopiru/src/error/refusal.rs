@@ -47,21 +47,21 @@ pub enum Refusal {
         /// The copy.
         dest: PathBuf,
     },
-    /// What DEST holds is kept as it is, as `--no-clobber` or `--update`
+    /// What DEST holds is kept as it is, as `no_clobber` or `update`
     /// asks (a directory where the source has a file): counted as
     /// skipped, without a warning, as cp says nothing.
     KeptExisting,
     /// A new tree was not put in place under its name, since entries in it
     /// failed: what was copied stays under its staged name, for the same
-    /// command (with `--resume`, keeping what is there) to finish.
+    /// command (with `resume`, keeping what is there) to finish.
     Incomplete {
         /// Where the copy is kept.
         staged: PathBuf,
         /// How many failures were reported in it.
         failed: usize,
     },
-    /// `--delete`: a directory the source lacks was not deleted, since it
-    /// holds entries an `--exclude` protects (rsync: "cannot delete
+    /// `delete`: a directory the source lacks was not deleted, since it
+    /// holds entries an exclude rule protects (rsync: "cannot delete
     /// non-empty directory").
     HoldsProtected,
     /// A file would be written through a symlink that points nowhere (cp:
@@ -78,8 +78,8 @@ pub enum Refusal {
     Differs(Mismatch),
     /// Another kopiru is copying to this destination now.
     Busy,
-    /// A sharded copy (`--shard`) was not published because another rank
-    /// failed or stopped; the same command with `--resume` finishes it.
+    /// A sharded copy (`shard`) was not published because another rank
+    /// failed or stopped; the same command with `resume` finishes it.
     ShardFailed {
         /// The rank that failed, when known.
         rank: Option<usize>,
@@ -93,7 +93,7 @@ pub enum Refusal {
         /// How many, on the other ranks.
         errors: u64,
     },
-    /// A `--files-from` path that does not name an entry inside the source
+    /// A `files_from` path that does not name an entry inside the source
     /// (`..`, or an absolute path outside it).
     OutsideSource,
     /// The same source named twice (cp: "specified more than once"): it is
@@ -107,20 +107,20 @@ pub enum Refusal {
         /// The source that was there first.
         first: PathBuf,
     },
-    /// `--method clone` where the two filesystems cannot clone.
+    /// The clone method where the two filesystems cannot clone.
     CannotClone {
         /// Why the clone was refused ("EXDEV", "ext4 cannot clone", ...).
         why: String,
     },
     /// `kopiru flash`: the target does not exist (and is not created: not
-    /// without `--file`, never under `/dev`).
+    /// without `allow_file`, never under `/dev`).
     NoSuchDevice {
-        /// It is under `/dev` and `--file` was given.
+        /// It is under `/dev` and `allow_file` was given.
         under_dev: bool,
     },
     /// `kopiru flash`: the target is not a block device.
     NotABlockDevice {
-        /// It is a regular file (`--file` would allow it).
+        /// It is a regular file (`allow_file` would allow it).
         regular_file: bool,
     },
     /// `kopiru flash`: the target file is the image itself.
@@ -169,7 +169,7 @@ pub enum Refusal {
     /// `kopiru flash`: a block map that cannot be used, or an image that
     /// does not match its block map.
     Bmap(BmapError),
-    /// `kopiru flash`: the image is not what its name (or `--format`)
+    /// `kopiru flash`: the image is not what its name (or the format given)
     /// says, or of no known format.
     NotAnImage(NotAnImage),
     /// `kopiru image`: the device (or its output) refused before anything
@@ -360,6 +360,69 @@ impl fmt::Display for Refusal {
             Refusal::Bmap(e) => e.fmt(f),
             Refusal::NotAnImage(e) => e.fmt(f),
             Refusal::Image(e) => e.fmt(f),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::error::{Found, ImageRefusal as I, NotAnImage};
+
+    /// The engine's text names settings neutrally: no front end's flag
+    /// (`--force`, `-T`); each front end spells them in its own words.
+    #[test]
+    fn texts_name_no_flag() {
+        let p = || PathBuf::from("p");
+        let all = [
+            Refusal::AlreadyCopied {
+                source: p(),
+                dest: p(),
+            },
+            Refusal::KeptExisting,
+            Refusal::Incomplete {
+                staged: p(),
+                failed: 2,
+            },
+            Refusal::HoldsProtected,
+            Refusal::ShardFailed { rank: Some(1) },
+            Refusal::ShardFailed { rank: None },
+            Refusal::CannotClone {
+                why: "EXDEV".into(),
+            },
+            Refusal::NoSuchDevice { under_dev: false },
+            Refusal::NoSuchDevice { under_dev: true },
+            Refusal::NotABlockDevice { regular_file: true },
+            Refusal::Partition,
+            Refusal::HoldsRootFs,
+            Refusal::HoldsImage,
+            Refusal::Mounted { at: "/m".into() },
+            Refusal::InUse { chain: "x".into() },
+            Refusal::NotAnImage(NotAnImage::Mismatch {
+                claimed: "xz",
+                by_name: false,
+                found: Found::Unknown,
+            }),
+            Refusal::NotAnImage(NotAnImage::Unrecognised(Found::Html)),
+            Refusal::NotAnImage(NotAnImage::Unrecognised(Found::Unknown)),
+            Refusal::Image(I::NotADevice { regular_file: true }),
+            Refusal::Image(I::MountedReadWrite { at: "/m".into() }),
+            Refusal::Image(I::OutputExists),
+            Refusal::Image(I::NoPartitionTable),
+            Refusal::Image(I::PartitionPastEnd {
+                table: "MBR",
+                number: 1,
+                end: 2,
+                device: 1,
+            }),
+        ];
+        for r in all {
+            let text = r.to_string();
+            assert!(
+                !text.contains("--") && !text.contains("-T"),
+                "{}: {text}",
+                r.id()
+            );
         }
     }
 }
