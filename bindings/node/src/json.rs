@@ -11,9 +11,109 @@ use kopiru::flash::FlashSummary;
 use kopiru::image::ImageSummary;
 use kopiru::json::Json;
 use kopiru::verify::VerifyReport;
-use kopiru::{Error, Summary};
+use kopiru::{Error, Refusal, Summary};
 use serde_json::{Map, Value};
 use std::path::Path;
+
+/// The binding's JSON: refusals in its words ([`refusal`]).
+const NODE: Json = Json::NODE.with_words(refusal);
+
+/// A refusal in the binding's words: its option names (`force`,
+/// `allowFile`, `format: 'raw'`), where the engine's text names settings
+/// neutrally; the engine's text for a refusal that names no setting.
+pub fn refusal(r: &Refusal) -> String {
+    use kopiru::flash::{Found, NotAnImage};
+    use kopiru::{image::ImageRefusal as I, Refusal as R};
+    let force = |what: &str| format!("{what} (force: true writes it anyway)");
+    let esc = |p: &Path| kopiru::paths::escape(p.as_os_str());
+    match r {
+        R::AlreadyCopied { source, dest } => {
+            let (s, d) = (esc(source), esc(dest));
+            format!(
+                "'{d}' is the copy of '{s}' that an earlier kopiru run made: nothing copied, \
+                 so nothing changed in it since is overwritten (to update it from '{s}': \
+                 noTargetDirectory, copy('{s}', '{d}', {{ noTargetDirectory: true }}))"
+            )
+        }
+        R::Incomplete { staged, failed } => format!(
+            "not put in place: {failed} {} in it; what was copied is kept under '{}': run \
+             the same copy with resume: true to finish it",
+            match failed {
+                1 => "failure",
+                _ => "failures",
+            },
+            esc(staged)
+        ),
+        R::HoldsProtected => {
+            "cannot delete non-empty directory: it holds entries an exclude protects".into()
+        }
+        R::KeptExisting => "kept as it is (noClobber or update)".into(),
+        R::CannotClone { why } => {
+            format!("cannot clone here ({why}); nothing was copied (method: 'auto' falls back)")
+        }
+        R::NoSuchDevice { under_dev: false } => {
+            "no such device (allowFile: true writes the image to a new file)".into()
+        }
+        R::NotABlockDevice { regular_file: true } => {
+            "not a block device (allowFile: true writes a regular file)".into()
+        }
+        R::Partition => force("is a partition, not a whole device"),
+        R::HoldsRootFs => force("holds the root filesystem"),
+        R::HoldsImage => force("holds the image being written"),
+        R::Mounted { at } => format!("is mounted (at {at}); unmount it first, or force: true"),
+        R::InUse { chain } => format!(
+            "is in use: {chain}; nothing written (unmount or detach that first, or force: true)"
+        ),
+        R::NotAnImage(NotAnImage::Mismatch {
+            claimed,
+            by_name: false,
+            found,
+        }) => format!(
+            "format: '{claimed}' was given, but its bytes are not {claimed}: {found}; nothing \
+             written"
+        ),
+        R::NotAnImage(NotAnImage::Unrecognised(
+            found @ (Found::Html | Found::Text | Found::Empty),
+        )) => {
+            format!("not a disk image: {found}; nothing written (format: 'raw' writes it as it is)")
+        }
+        R::NotAnImage(NotAnImage::Unrecognised(_)) => format!(
+            "not a known image format: no {} header, no partition table or filesystem at its \
+             start, and not named as a raw image (.img, .iso, .raw, ...); nothing written \
+             (format: 'raw' writes it as it is)",
+            kopiru::Format::compressed_names()
+        ),
+        R::Image(I::NotADevice { regular_file: true }) => {
+            "not a block device (allowFile: true reads a regular file)".into()
+        }
+        R::Image(I::MountedReadWrite { at }) => format!(
+            "is mounted read-write (at {at}): its image would not be consistent; unmount it \
+             or remount it read-only, or force: true"
+        ),
+        R::Image(I::OutputExists) => {
+            "exists (force: true replaces it, once the new image is complete and verified)".into()
+        }
+        R::Image(I::NoPartitionTable) => {
+            "partitionsOnly: no partition table (MBR or GPT) found".into()
+        }
+        R::Image(I::PartitionPastEnd {
+            table,
+            number,
+            end,
+            device,
+        }) => format!(
+            "partitionsOnly: {table} partition {number} ends at byte {end}, past the end \
+             of the device ({device} bytes): the table was made for a larger device"
+        ),
+        // The engine's text names no option here.
+        _ => r.to_string(),
+    }
+}
+
+/// An error as `path: operation: reason`, in the binding's words.
+pub fn error_text(e: &Error) -> String {
+    format!("{}: {}: {}", path(&e.path), e.op, e.reason_with(refusal))
+}
 
 /// `exit_code` -> `exitCode`.
 fn camel_key(k: &str) -> String {
@@ -63,7 +163,7 @@ fn camel(v: Value) -> Value {
 /// A path as a JavaScript string: as it is when it is UTF-8 (what `fs`
 /// gives back), else with kopiru's lossless escape.
 pub fn path(p: &Path) -> String {
-    Json::NODE.path(p)
+    NODE.path(p)
 }
 
 /// One error: `{ path, side, operation, reason, errno }` (`errno` null for
@@ -71,7 +171,7 @@ pub fn path(p: &Path) -> String {
 /// error code and `code` its name as Node's `fs` gives it; elsewhere the
 /// wrapper names the errno from `os.constants.errno`.
 pub fn error(e: &Error) -> Value {
-    camel(Json::NODE.error(e))
+    camel(NODE.error(e))
 }
 
 /// The `code` Node's `fs` (libuv's `uv_translate_sys_error`) gives a
@@ -110,24 +210,24 @@ fn windows_code(code: i32) -> Option<&'static str> {
 
 /// `kopiru copy --json`, in camelCase.
 pub fn copy_summary(s: &Summary, dry_run: bool) -> Value {
-    camel(Json::NODE.copy(s, dry_run))
+    camel(NODE.copy(s, dry_run))
 }
 
 /// `kopiru verify --json`, in camelCase.
 pub fn verify_report(r: &VerifyReport, dest: &Path) -> Value {
-    camel(Json::NODE.verify(r, dest))
+    camel(NODE.verify(r, dest))
 }
 
 /// `kopiru dedupe --json`, in camelCase.
 #[cfg(unix)]
 pub fn dedupe_summary(s: &DedupeSummary, dry_run: bool) -> Value {
-    camel(Json::NODE.dedupe(s, dry_run))
+    camel(NODE.dedupe(s, dry_run))
 }
 
 /// `kopiru flash --json`, in camelCase.
 #[cfg(unix)]
 pub fn flash_summary(s: &FlashSummary) -> Value {
-    camel(Json::NODE.flash(s))
+    camel(NODE.flash(s))
 }
 
 /// `kopiru image --json`, in camelCase.
@@ -139,5 +239,5 @@ pub fn image_summary(
     output: &Path,
     bmap: Option<&Path>,
 ) -> Value {
-    camel(Json::NODE.image(s, src, device, output, bmap))
+    camel(NODE.image(s, src, device, output, bmap))
 }

@@ -454,7 +454,7 @@ pub fn flash<'e>(
     let image = PathBuf::from(image);
     let devices: Vec<PathBuf> = devices.into_iter().map(PathBuf::from).collect();
     off_thread(env, "flash", move || {
-        let refused = |e: &KError| json!({ "kind": "refused", "message": e.to_string(), "errors": [json::error(e)] });
+        let refused = |e: &KError| json!({ "kind": "refused", "message": json::error_text(e), "errors": [json::error(e)] });
         let mut http = flash::HttpOptions::default();
         if let Some(t) = o.stall_timeout.filter(|t| *t > 0.0) {
             http.stall_timeout = std::time::Duration::from_secs_f64(t);
@@ -597,7 +597,7 @@ pub fn image<'e>(
         let src = match check_source(&device, &output, &opts) {
             Ok(s) => s,
             Err(e) => {
-                return json!({ "kind": "refused", "message": e.to_string(), "errors": [json::error(&e)] })
+                return json!({ "kind": "refused", "message": json::error_text(&e), "errors": [json::error(&e)] })
             }
         };
         let counts = Arc::new(Counts::default());
@@ -700,7 +700,7 @@ pub fn probe<'e>(env: &'e Env, path: String, other: Option<String>) -> Result<Ob
             &kopiru::Noop,
         ) {
             Err(e) => {
-                json!({ "kind": "error", "message": e.to_string(), "error": json::error(&e) })
+                json!({ "kind": "error", "message": json::error_text(&e), "error": json::error(&e) })
             }
             Ok(p) => {
                 let trial =

@@ -81,6 +81,10 @@ test('flash: the command\'s refusals, nothing written', async (t) => {
   await assert.rejects(flash(img, [file]), (e) => {
     assert.equal(e.code, 'KOPIRU_REFUSED')
     assert.match(e.message, /not a block device/)
+    // In this API's words: its option, not the command line's --file.
+    assert.match(e.message, /allowFile: true writes a regular file/)
+    assert.doesNotMatch(e.message, /--file/)
+    assert.equal(e.refusal, 'not-a-block-device')
     return true
   })
   assert.equal(readFileSync(file, 'utf8'), 'keep')
@@ -101,6 +105,8 @@ test('flash: the command\'s refusals, nothing written', async (t) => {
     await assert.rejects(flash(img, [dev]), (e) => {
       assert.equal(e.code, 'KOPIRU_REFUSED')
       assert.match(e.message, /mounted/)
+      assert.match(e.message, /or force: true/)
+      assert.doesNotMatch(e.message, /--force/)
       return true
     })
   }
@@ -129,6 +135,8 @@ test('flash: an image is known by its bytes, not its name', async (t) => {
   await assert.rejects(flash(`${img}.gz`, [loopdev], { format: 'zstd' }), (e) => {
     assert.equal(e.code, 'KOPIRU_REFUSED')
     assert.match(e.message, /its bytes are not zstd/)
+    assert.match(e.message, /format: 'zstd' was given/)
+    assert.doesNotMatch(e.message, /--format/)
     return true
   })
   assert.equal(sha(loopdev, size), before, 'the device was written')

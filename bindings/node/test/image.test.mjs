@@ -100,6 +100,10 @@ test('image: the refusals, nothing written or replaced', async (t) => {
   await assert.rejects(image(loopdev, existing), (e) => {
     assert.equal(e.code, 'KOPIRU_REFUSED')
     assert.match(e.message, /exists/)
+    // In this API's words: its option, not the command line's --force.
+    assert.match(e.message, /force: true replaces it/)
+    assert.doesNotMatch(e.message, /--force/)
+    assert.equal(e.refusal, 'output-exists')
     return true
   })
   assert.equal(readFileSync(existing, 'utf8'), 'keep')
@@ -111,6 +115,8 @@ test('image: the refusals, nothing written or replaced', async (t) => {
   await assert.rejects(image(existing, join(base, 'y.img')), (e) => {
     assert.equal(e.code, 'KOPIRU_REFUSED')
     assert.match(e.message, /not a block device/)
+    assert.match(e.message, /allowFile: true reads a regular file/)
+    assert.doesNotMatch(e.message, /--file/)
     return true
   })
   await assert.rejects(image(loopdev, join(base, 'z.img'), { level: 'high' }), TypeError)

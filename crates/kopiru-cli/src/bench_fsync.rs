@@ -121,7 +121,7 @@ fn bench(root: &Path, args: &FsyncArgs) -> Result<(), String> {
             let s = kopiru::copy(std::slice::from_ref(&src), &dst, &opts, &Noop)
                 .map_err(std::io::Error::other)?;
             if let Some(e) = s.errors.first() {
-                return Err(std::io::Error::other(e.to_string()));
+                return Err(std::io::Error::other(crate::render::error(e)));
             }
             if then_syncfs {
                 sync_filesystem(&File::open(&dst)?)?;

@@ -100,7 +100,7 @@ impl Reporter for CliReporter {
         if let Some(r) = &self.report {
             r.error(e);
         }
-        self.print(true, &format!("kopiru: {e}"));
+        self.print(true, &format!("kopiru: {}", crate::render::error(e)));
     }
 
     fn kept(&self, path: &Path) {
@@ -110,7 +110,7 @@ impl Reporter for CliReporter {
     }
 
     fn warning(&self, e: &Error) {
-        let line = format!("kopiru: warning: {e}");
+        let line = format!("kopiru: warning: {}", crate::render::error(e));
         let group_kept = match e.op {
             kopiru::Op::Chown => false,
             kopiru::Op::ChownGroupOnly => true,
@@ -126,7 +126,7 @@ impl Reporter for CliReporter {
         let mut owners = self.owners.lock().unwrap_or_else(|e| e.into_inner());
         let n = owners
             .groups
-            .entry((group_kept, e.reason(), eperm))
+            .entry((group_kept, crate::render::reason(e), eperm))
             .or_insert((0, line));
         n.0 += 1;
     }
@@ -534,7 +534,7 @@ fn count(n: u64, one: &str, many: &str) -> String {
 /// The summary as `--json` prints it, with the exit code the command
 /// chose (a report file that could not be finished makes it partial).
 fn json_summary(s: &Summary, code: u8, dry_run: bool) -> serde_json::Value {
-    let mut j = kopiru::json::Json::COMMAND_LINE.copy(s, dry_run);
+    let mut j = crate::render::JSON.copy(s, dry_run);
     j["exit_code"] = code.into();
     j
 }

@@ -50,7 +50,7 @@ pub fn run(args: DedupeArgs) -> u8 {
         p.finish();
     }
     for e in &s.errors {
-        errln!("kopiru: {e}");
+        errln!("kopiru: {}", crate::render::error(e));
     }
     for u in &s.unsupported {
         errln!("kopiru: {}", unsupported_line(u));
@@ -65,10 +65,7 @@ pub fn run(args: DedupeArgs) -> u8 {
     }
     let code = s.outcome().code();
     if args.json {
-        outln!(
-            "{}",
-            kopiru::json::Json::COMMAND_LINE.dedupe(&s, args.dry_run)
-        );
+        outln!("{}", crate::render::JSON.dedupe(&s, args.dry_run));
     } else {
         out!("{}", text(&s, args.dry_run));
     }

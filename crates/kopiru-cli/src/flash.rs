@@ -188,8 +188,8 @@ fn summary_line(s: &FlashSummary, verify: bool) -> String {
 /// `path: operation: reason`.
 pub(crate) fn text(e: &kopiru::Error) -> String {
     match e.refusal() {
-        Some(r) => format!("{}: {r}", render::path(&e.path)),
-        None => e.to_string(),
+        Some(r) => format!("{}: {}", render::path(&e.path), render::refusal(r)),
+        None => render::error(e),
     }
 }
 
@@ -265,7 +265,7 @@ fn report(s: &FlashSummary, json: bool) -> u8 {
         errln!("{}", crate::signals::stopped_line(STOPPED));
     }
     for d in &s.devices {
-        if let Some(e) = d.error_text() {
+        if let Some(e) = d.error_text_with(render::refusal) {
             errln!("kopiru: {}: {e}", render::path(&d.path));
         } else if let Some(off) = d.mismatch_at {
             errln!(
@@ -281,7 +281,7 @@ fn report(s: &FlashSummary, json: bool) -> u8 {
     }
     let code = s.outcome().code();
     if json {
-        let j = kopiru::json::Json::COMMAND_LINE.flash(s);
+        let j = render::JSON.flash(s);
         outln!("{j}");
     }
     code

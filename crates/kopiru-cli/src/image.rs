@@ -67,13 +67,7 @@ pub fn run(args: ImageArgs) -> u8 {
     let code = s.outcome().code();
     report_failure(&s, &args);
     if args.json {
-        let j = kopiru::json::Json::COMMAND_LINE.image(
-            &s,
-            &src,
-            &args.device,
-            &args.output,
-            args.bmap.as_deref(),
-        );
+        let j = render::JSON.image(&s, &src, &args.device, &args.output, args.bmap.as_deref());
         outln!("{j}");
     }
     // As flash: where a bar was shown, one line says what it came to (in a
@@ -140,7 +134,7 @@ fn report_failure(s: &ImageSummary, args: &ImageArgs) {
             "kopiru: {}: {}{at}: {}; no image written",
             render::path(&e.path),
             e.op,
-            e.reason()
+            render::reason(e)
         );
     }
     if s.cancelled {
@@ -185,7 +179,7 @@ fn summary_line(s: &ImageSummary, args: &ImageArgs) -> String {
 /// A refusal as `path: reason` (nothing was tried), else `path: op: reason`.
 fn text(e: &kopiru::Error) -> String {
     match e.refusal() {
-        Some(r) => format!("{}: {r}", render::path(&e.path)),
-        None => e.to_string(),
+        Some(r) => format!("{}: {}", render::path(&e.path), render::refusal(r)),
+        None => render::error(e),
     }
 }

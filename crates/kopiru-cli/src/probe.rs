@@ -10,7 +10,7 @@ pub fn run(args: ProbeArgs) -> u8 {
     let p = match kopiru::probe(from, to, &kopiru::probe::ProbeOptions::new(), &kopiru::Noop) {
         Ok(p) => p,
         Err(e) => {
-            errln!("kopiru: {e}");
+            errln!("kopiru: {}", crate::render::error(&e));
             return exit::FAILED;
         }
     };

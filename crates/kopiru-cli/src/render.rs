@@ -104,3 +104,117 @@ pub fn plan_error(e: &kopiru::PlanError) -> String {
         _ => e.to_string(),
     }
 }
+
+/// The command line's `--json`: refusals in its words ([`refusal`]).
+pub const JSON: kopiru::json::Json = kopiru::json::Json::COMMAND_LINE.with_words(refusal);
+
+/// A refusal in the command's words: its flags (`--force`, `-T`), where
+/// the engine's text names settings neutrally; the engine's text for a
+/// refusal that names no setting. Every place that prints a refusal
+/// (text, `--json`) spells it here.
+pub fn refusal(r: &kopiru::Refusal) -> String {
+    use kopiru::flash::{Found, NotAnImage};
+    use kopiru::{image::ImageRefusal as I, Refusal as R};
+    let force = |what: &str| format!("{what} (--force to write it anyway)");
+    match r {
+        R::AlreadyCopied { source, dest } => {
+            let (s, d) = (path(source), path(dest));
+            format!(
+                "'{d}' is the copy of '{s}' that an earlier kopiru run made: nothing copied, \
+                 so nothing changed in it since is overwritten (to update it from '{s}': -T, \
+                 kopiru copy -T '{s}' '{d}')"
+            )
+        }
+        R::Incomplete { staged, failed } => format!(
+            "not put in place: {failed} {} in it; what was copied is kept under '{}': run \
+             the same command with --resume to finish it",
+            match failed {
+                1 => "failure",
+                _ => "failures",
+            },
+            path(staged)
+        ),
+        R::ShardFailed { rank } => format!(
+            "{}: the copy was not put in place; run the same command with --resume to \
+             finish it",
+            match rank {
+                Some(r) => format!("rank {r} failed, stopped or never started"),
+                None => "another rank failed, stopped or never started".into(),
+            }
+        ),
+        R::HoldsProtected => "cannot delete non-empty directory: it holds entries an \
+                              --exclude protects (--delete-excluded deletes them too)"
+            .into(),
+        R::KeptExisting => "kept as it is (--no-clobber or --update)".into(),
+        R::CannotClone { why } => {
+            format!("cannot clone here ({why}); nothing was copied (--method auto falls back)")
+        }
+        R::NoSuchDevice { under_dev: false } => {
+            "no such device (give --file to write the image to a new file)".into()
+        }
+        R::NotABlockDevice { regular_file: true } => {
+            "not a block device (give --file to write a regular file)".into()
+        }
+        R::Partition => force("is a partition, not a whole device"),
+        R::HoldsRootFs => force("holds the root filesystem"),
+        R::HoldsImage => force("holds the image being written"),
+        R::Mounted { at } => format!("is mounted (at {at}); unmount it first, or --force"),
+        R::InUse { chain } => format!(
+            "is in use: {chain}; nothing written (unmount or detach that first, or --force)"
+        ),
+        R::NotAnImage(NotAnImage::Mismatch {
+            claimed,
+            by_name: false,
+            found,
+        }) => format!(
+            "--format {claimed} was given, but its bytes are not {claimed}: {found}; nothing \
+             written"
+        ),
+        R::NotAnImage(NotAnImage::Unrecognised(
+            found @ (Found::Html | Found::Text | Found::Empty),
+        )) => {
+            format!("not a disk image: {found}; nothing written (--format raw writes it as it is)")
+        }
+        R::NotAnImage(NotAnImage::Unrecognised(_)) => format!(
+            "not a known image format: no {} header, no partition table or filesystem at its \
+             start, and not named as a raw image (.img, .iso, .raw, ...); nothing written \
+             (--format raw writes it as it is)",
+            kopiru::Format::compressed_names()
+        ),
+        R::Image(I::NotADevice { regular_file: true }) => {
+            "not a block device (give --file to read a regular file)".into()
+        }
+        R::Image(I::MountedReadWrite { at }) => format!(
+            "is mounted read-write (at {at}): its image would not be consistent; unmount it \
+             or remount it read-only, or --force"
+        ),
+        R::Image(I::OutputExists) => {
+            "exists (--force replaces it, once the new image is complete and verified)".into()
+        }
+        R::Image(I::NoPartitionTable) => {
+            "--partitions-only: no partition table (MBR or GPT) found".into()
+        }
+        R::Image(I::PartitionPastEnd {
+            table,
+            number,
+            end,
+            device,
+        }) => format!(
+            "--partitions-only: {table} partition {number} ends at byte {end}, past the end \
+             of the device ({device} bytes): the table was made for a larger device"
+        ),
+        // The engine's text names no setting here.
+        _ => r.to_string(),
+    }
+}
+
+/// An error's reason in the command's words: the OS's message, or the
+/// refusal's ([`refusal`]).
+pub fn reason(e: &kopiru::Error) -> String {
+    e.reason_with(refusal)
+}
+
+/// An error as `path: operation: reason`, in the command's words.
+pub fn error(e: &kopiru::Error) -> String {
+    format!("{}: {}: {}", path(&e.path), e.op, reason(e))
+}

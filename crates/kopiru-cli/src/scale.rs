@@ -203,7 +203,7 @@ impl Report {
             "side": e.side.name(),
             "outcome": "failed",
             "operation": e.op.name(),
-            "error": e.reason(),
+            "error": render::reason(e),
             "errno": e.errno(),
         }));
     }

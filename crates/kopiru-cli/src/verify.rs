@@ -21,7 +21,7 @@ pub fn run(args: VerifyArgs) -> u8 {
     let code = report.outcome().code();
     let mut out = std::io::stdout().lock();
     if args.json {
-        let j = kopiru::json::Json::COMMAND_LINE.verify(&report, &args.dest);
+        let j = crate::render::JSON.verify(&report, &args.dest);
         let _ = writeln!(out, "{j}");
     } else {
         for d in &report.differences {
@@ -35,7 +35,7 @@ pub fn run(args: VerifyArgs) -> u8 {
     }
     drop(out);
     for e in &report.errors {
-        errln!("kopiru: {e}");
+        errln!("kopiru: {}", crate::render::error(e));
     }
     code
 }

@@ -5,7 +5,7 @@
 
 use crate::paths::Escaped;
 use crate::verify::VerifyReport;
-use crate::{Error, Method, Summary};
+use crate::{Error, Method, Refusal, Summary};
 use serde_json::{json, Map, Value};
 use std::path::Path;
 
@@ -25,15 +25,35 @@ pub(crate) enum Paths {
 pub struct Json {
     /// How paths are written.
     paths: Paths,
+    /// A refusal's `reason` (and a device's `message`) in the front end's
+    /// words: its flags or option names where the engine names a setting
+    /// neutrally. The `refusal` id is the same for every front end.
+    words: fn(&Refusal) -> String,
+}
+
+/// A refusal in the engine's neutral words.
+fn neutral(r: &Refusal) -> String {
+    r.to_string()
 }
 
 impl Json {
     /// The command line's `--json`.
     pub const COMMAND_LINE: Json = Json {
         paths: Paths::Escaped,
+        words: neutral,
     };
     /// The Node binding (whose keys it turns to camelCase).
-    pub const NODE: Json = Json { paths: Paths::Utf8 };
+    pub const NODE: Json = Json {
+        paths: Paths::Utf8,
+        words: neutral,
+    };
+
+    /// This writer with refusals in a front end's words (each front end
+    /// spells the settings a refusal names as its user gives them:
+    /// `--force`, `force`).
+    pub const fn with_words(self, words: fn(&Refusal) -> String) -> Json {
+        Json { words, ..self }
+    }
 
     /// A path, as the front end shows it.
     pub fn path(&self, p: &Path) -> String {
@@ -50,7 +70,7 @@ impl Json {
             "path": self.path(&e.path),
             "side": e.side.name(),
             "operation": e.op.name(),
-            "reason": e.reason(),
+            "reason": e.reason_with(self.words),
             "errno": e.errno(),
             // The refusal's stable name (null: the OS said no).
             "refusal": e.refusal().map(|r| r.id()),
@@ -178,7 +198,7 @@ impl Json {
                 "error": d.error.as_ref().map(|e| {
                     let mut v = self.error(e);
                     v["at"] = json!(d.error_at);
-                    v["message"] = json!(d.error_text());
+                    v["message"] = json!(d.error_text_with(self.words));
                     v
                 }),
             })).collect::<Vec<_>>(),

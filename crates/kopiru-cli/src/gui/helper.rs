@@ -269,7 +269,7 @@ fn run_flash(a: HelperFlashArgs, cancel: Cancel) -> u8 {
     }
     let mut devices = Vec::new();
     for d in &s.devices {
-        let message = match (d.error_text(), d.mismatch_at) {
+        let message = match (d.error_text_with(crate::render::refusal), d.mismatch_at) {
             (Some(e), _) => Some(e),
             (None, Some(off)) => Some(format!(
                 "verify: the device differs from the image at offset {off}"
@@ -288,7 +288,7 @@ fn run_flash(a: HelperFlashArgs, cancel: Cancel) -> u8 {
     let code = s.outcome().code();
     emit(&json!({
         "event": "result",
-        "summary": kopiru::json::Json::COMMAND_LINE.flash(&s),
+        "summary": crate::render::JSON.flash(&s),
         "messages": messages,
         "devices": devices,
         "exit_code": code,
@@ -360,7 +360,7 @@ fn run_image(a: HelperImageArgs, cancel: Cancel) -> u8 {
             "{}: {}{at}: {}; no image written",
             e.path.display(),
             e.op,
-            e.reason()
+            crate::render::reason(e)
         ));
     }
     if s.verified == Some(false) {
@@ -379,7 +379,7 @@ fn run_image(a: HelperImageArgs, cancel: Cancel) -> u8 {
     let code = s.outcome().code();
     emit(&json!({
         "event": "result",
-        "summary": kopiru::json::Json::COMMAND_LINE.image(&s, &src, &a.device, &a.output, Some(&bmap)),
+        "summary": crate::render::JSON.image(&s, &src, &a.device, &a.output, Some(&bmap)),
         "messages": messages,
         "exit_code": code,
         "peak_rss_kib": peak_rss_kib(),

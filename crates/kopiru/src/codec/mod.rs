@@ -307,8 +307,8 @@ impl Format {
     }
 
     /// The compressed formats' names, "xz, gzip, zstd or bzip2", for
-    /// messages.
-    pub(crate) fn compressed_names() -> String {
+    /// messages (each front end's words for a refused image name them).
+    pub fn compressed_names() -> String {
         let names: Vec<&str> = CODECS.iter().skip(1).map(|c| c.name).collect();
         match names.split_last() {
             Some((last, [])) => last.to_string(),

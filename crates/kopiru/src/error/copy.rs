@@ -58,7 +58,7 @@ pub(super) fn shard_failed(f: &mut fmt::Formatter<'_>, rank: Option<usize>) -> f
         None => f.write_str("another rank failed, stopped or never started")?,
     }
     f.write_str(
-        ": the copy was not put in place; run the same command with --resume \
+        ": the copy was not put in place; run the same copy again, resuming, \
          to finish it",
     )
 }

@@ -112,11 +112,11 @@ impl fmt::Display for Found {
 /// Why an image is refused before anything is written.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum NotAnImage {
-    /// Its name (or `--format`) says `claimed`; its bytes are not that.
+    /// Its name (or the format given) says `claimed`; its bytes are not that.
     Mismatch {
         /// The format claimed (its name: `xz`, `gzip`, ...).
         claimed: &'static str,
-        /// The claim is the name's extension (else `--format`).
+        /// The claim is the name's extension (else the format given).
         by_name: bool,
         /// What the bytes look like.
         found: Found,
@@ -141,12 +141,12 @@ impl fmt::Display for NotAnImage {
             ),
             NotAnImage::Mismatch { claimed, found, .. } => write!(
                 f,
-                "--format {claimed} was given, but its bytes are not {claimed}: {found}; nothing written"
+                "the {claimed} format was given, but its bytes are not {claimed}: {found}; nothing written"
             ),
             NotAnImage::Unrecognised(found @ (Found::Html | Found::Text | Found::Empty)) => {
                 write!(
                     f,
-                    "not a disk image: {found}; nothing written (--format raw writes it as it is)"
+                    "not a disk image: {found}; nothing written (the raw format writes it as it is)"
                 )
             }
             // The codec table names the formats (codec imports no command
@@ -155,7 +155,7 @@ impl fmt::Display for NotAnImage {
                 f,
                 "not a known image format: no {} header, no partition table or filesystem at \
                  its start, and not named as a raw image (.img, .iso, .raw, ...); nothing \
-                 written (--format raw writes it as it is)",
+                 written (the raw format writes it as it is)",
                 crate::codec::Format::compressed_names()
             ),
         }
@@ -165,7 +165,7 @@ impl fmt::Display for NotAnImage {
 /// `Refusal::NoSuchDevice`'s text.
 pub(super) fn no_such_device(under_dev: bool) -> &'static str {
     match under_dev {
-        false => "no such device (give --file to write the image to a new file)",
+        false => "no such device (allow a file target to write the image to a new file)",
         true => "no such device (kopiru never creates files under /dev)",
     }
 }
@@ -174,7 +174,7 @@ pub(super) fn no_such_device(under_dev: bool) -> &'static str {
 pub(super) fn not_a_block_device(regular_file: bool) -> &'static str {
     match regular_file {
         false => "not a block device",
-        true => "not a block device (give --file to write a regular file)",
+        true => "not a block device (allow a file target to write a regular file)",
     }
 }
 

@@ -9,7 +9,7 @@ use std::fmt;
 pub enum ImageRefusal {
     /// DEVICE is not a block device.
     NotADevice {
-        /// It is a regular file (`--file` would allow it).
+        /// It is a regular file (`allow_file` would allow it).
         regular_file: bool,
     },
     /// DEVICE, or one of its partitions, is mounted read-write.
@@ -19,7 +19,7 @@ pub enum ImageRefusal {
     },
     /// OUTPUT (or the block map) would go on a filesystem of DEVICE.
     OutputOnDevice,
-    /// OUTPUT is the file being read (`--file`).
+    /// OUTPUT is the file being read (`allow_file`).
     OutputIsSource,
     /// OUTPUT (or the block map) exists.
     OutputExists,
@@ -30,9 +30,9 @@ pub enum ImageRefusal {
     OutputIsSymlink,
     /// The block map's path is OUTPUT's.
     MapIsOutput,
-    /// `--partitions-only` on a device with no partition table.
+    /// `partitions_only` on a device with no partition table.
     NoPartitionTable,
-    /// `--partitions-only`: a partition ends past the device's end.
+    /// `partitions_only`: a partition ends past the device's end.
     PartitionPastEnd {
         /// "GPT" or "MBR".
         table: &'static str,
@@ -67,7 +67,7 @@ impl fmt::Display for ImageRefusal {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
             ImageRefusal::NotADevice { regular_file: true } => {
-                f.write_str("not a block device (give --file to read a regular file)")
+                f.write_str("not a block device (allow a file source to read a regular file)")
             }
             ImageRefusal::NotADevice {
                 regular_file: false,
@@ -75,14 +75,14 @@ impl fmt::Display for ImageRefusal {
             ImageRefusal::MountedReadWrite { at } => write!(
                 f,
                 "is mounted read-write (at {at}): its image would not be consistent; \
-                 unmount it or remount it read-only, or --force"
+                 unmount it or remount it read-only, or force"
             ),
             ImageRefusal::OutputOnDevice => {
                 f.write_str("is on the device being read: write the image to another disk")
             }
             ImageRefusal::OutputIsSource => f.write_str("is the file being read"),
             ImageRefusal::OutputExists => f.write_str(
-                "exists (--force replaces it, once the new image is complete and verified)",
+                "exists (force replaces it, once the new image is complete and verified)",
             ),
             ImageRefusal::OutputNotAFile => f.write_str("exists and is not a regular file"),
             ImageRefusal::OutputIsSymlink => f.write_str(
@@ -91,7 +91,7 @@ impl fmt::Display for ImageRefusal {
             ),
             ImageRefusal::MapIsOutput => f.write_str("the block map would overwrite the image"),
             ImageRefusal::NoPartitionTable => {
-                f.write_str("--partitions-only: no partition table (MBR or GPT) found")
+                f.write_str("partitions only: no partition table (MBR or GPT) found")
             }
             ImageRefusal::PartitionPastEnd {
                 table,
@@ -100,7 +100,7 @@ impl fmt::Display for ImageRefusal {
                 device,
             } => write!(
                 f,
-                "--partitions-only: {table} partition {number} ends at byte {end}, past the \
+                "partitions only: {table} partition {number} ends at byte {end}, past the \
                  end of the device ({device} bytes): the table was made for a larger device"
             ),
         }

@@ -251,11 +251,18 @@ impl Error {
     }
 
     /// The reason as text: the OS's message (without Rust's
-    /// " (os error N)"), or the refusal's.
+    /// " (os error N)"), or the refusal's, in the engine's neutral words.
     pub fn reason(&self) -> String {
+        self.reason_with(Refusal::to_string)
+    }
+
+    /// The reason as text, with a refusal in a front end's words
+    /// (`words`: its flags or option names where the engine names a
+    /// setting neutrally).
+    pub fn reason_with(&self, words: impl Fn(&Refusal) -> String) -> String {
         match &self.cause {
             Cause::Io(e) => reason(e),
-            Cause::Refused(r) => r.to_string(),
+            Cause::Refused(r) => words(r),
         }
     }
 }

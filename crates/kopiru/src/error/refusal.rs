@@ -47,21 +47,21 @@ pub enum Refusal {
         /// The copy.
         dest: PathBuf,
     },
-    /// What DEST holds is kept as it is, as `--no-clobber` or `--update`
+    /// What DEST holds is kept as it is, as `no_clobber` or `update`
     /// asks (a directory where the source has a file): counted as
     /// skipped, without a warning, as cp says nothing.
     KeptExisting,
     /// A new tree was not put in place under its name, since entries in it
     /// failed: what was copied stays under its staged name, for the same
-    /// command (with `--resume`, keeping what is there) to finish.
+    /// command (with `resume`, keeping what is there) to finish.
     Incomplete {
         /// Where the copy is kept.
         staged: PathBuf,
         /// How many failures were reported in it.
         failed: usize,
     },
-    /// `--delete`: a directory the source lacks was not deleted, since it
-    /// holds entries an `--exclude` protects (rsync: "cannot delete
+    /// `delete`: a directory the source lacks was not deleted, since it
+    /// holds entries an exclude rule protects (rsync: "cannot delete
     /// non-empty directory").
     HoldsProtected,
     /// A file would be written through a symlink that points nowhere (cp:
@@ -78,8 +78,8 @@ pub enum Refusal {
     Differs(Mismatch),
     /// Another kopiru is copying to this destination now.
     Busy,
-    /// A sharded copy (`--shard`) was not published because another rank
-    /// failed or stopped; the same command with `--resume` finishes it.
+    /// A sharded copy (`shard`) was not published because another rank
+    /// failed or stopped; the same command with `resume` finishes it.
     ShardFailed {
         /// The rank that failed, when known.
         rank: Option<usize>,
@@ -93,7 +93,7 @@ pub enum Refusal {
         /// How many, on the other ranks.
         errors: u64,
     },
-    /// A `--files-from` path that does not name an entry inside the source
+    /// A `files_from` path that does not name an entry inside the source
     /// (`..`, or an absolute path outside it).
     OutsideSource,
     /// The same source named twice (cp: "specified more than once"): it is
@@ -107,20 +107,20 @@ pub enum Refusal {
         /// The source that was there first.
         first: PathBuf,
     },
-    /// `--method clone` where the two filesystems cannot clone.
+    /// The clone method where the two filesystems cannot clone.
     CannotClone {
         /// Why the clone was refused ("EXDEV", "ext4 cannot clone", ...).
         why: String,
     },
     /// `kopiru flash`: the target does not exist (and is not created: not
-    /// without `--file`, never under `/dev`).
+    /// without `allow_file`, never under `/dev`).
     NoSuchDevice {
-        /// It is under `/dev` and `--file` was given.
+        /// It is under `/dev` and `allow_file` was given.
         under_dev: bool,
     },
     /// `kopiru flash`: the target is not a block device.
     NotABlockDevice {
-        /// It is a regular file (`--file` would allow it).
+        /// It is a regular file (`allow_file` would allow it).
         regular_file: bool,
     },
     /// `kopiru flash`: the target file is the image itself.
@@ -169,7 +169,7 @@ pub enum Refusal {
     /// `kopiru flash`: a block map that cannot be used, or an image that
     /// does not match its block map.
     Bmap(BmapError),
-    /// `kopiru flash`: the image is not what its name (or `--format`)
+    /// `kopiru flash`: the image is not what its name (or the format given)
     /// says, or of no known format.
     NotAnImage(NotAnImage),
     /// `kopiru image`: the device (or its output) refused before anything
@@ -263,13 +263,13 @@ impl fmt::Display for Refusal {
                     f,
                     "'{d}' is the copy of '{s}' that an earlier kopiru run made: nothing \
                      copied, so nothing changed in it since is overwritten (to update it \
-                     from '{s}': -T, kopiru copy -T '{s}' '{d}')"
+                     from '{s}': copy '{s}' to '{d}' with no target directory)"
                 )
             }
             Refusal::Incomplete { staged, failed } => write!(
                 f,
                 "not put in place: {failed} {} in it; what was copied is kept under '{}': \
-                 run the same command with --resume to finish it",
+                 run the same copy again, resuming, to finish it",
                 match failed {
                     1 => "failure",
                     _ => "failures",
@@ -277,8 +277,8 @@ impl fmt::Display for Refusal {
                 crate::paths::Escaped(staged.as_os_str())
             ),
             Refusal::HoldsProtected => f.write_str(
-                "cannot delete non-empty directory: it holds entries an --exclude protects \
-                 (--delete-excluded deletes them too)",
+                "cannot delete non-empty directory: it holds entries an exclude rule \
+                 protects (deleting excluded entries too deletes them)",
             ),
             Refusal::DanglingDestination => {
                 f.write_str("not writing through a dangling symbolic link")
@@ -302,7 +302,7 @@ impl fmt::Display for Refusal {
                 "{errors} entries failed on other ranks (see their messages); the rest is in place"
             ),
             Refusal::OutsideSource => f.write_str("not a path inside the source directory"),
-            Refusal::KeptExisting => f.write_str("kept as it is (--no-clobber or --update)"),
+            Refusal::KeptExisting => f.write_str("kept as it is (no-clobber or update)"),
             Refusal::NamedTwice { first } => write!(
                 f,
                 "the same source as '{}', named before: copied once",
@@ -315,7 +315,7 @@ impl fmt::Display for Refusal {
             ),
             Refusal::CannotClone { why } => write!(
                 f,
-                "cannot clone here ({why}); nothing was copied (--method auto falls back)"
+                "cannot clone here ({why}); nothing was copied (the auto method falls back)"
             ),
             Refusal::NoSuchDevice { under_dev } => f.write_str(flash::no_such_device(*under_dev)),
             Refusal::NotABlockDevice { regular_file } => {
@@ -323,20 +323,20 @@ impl fmt::Display for Refusal {
             }
             Refusal::IsTheImage => f.write_str("is the image itself"),
             Refusal::Partition => {
-                f.write_str("is a partition, not a whole device (--force to write it anyway)")
+                f.write_str("is a partition, not a whole device (force writes it anyway)")
             }
             Refusal::HoldsRootFs => {
-                f.write_str("holds the root filesystem (--force to write it anyway)")
+                f.write_str("holds the root filesystem (force writes it anyway)")
             }
             Refusal::HoldsImage => {
-                f.write_str("holds the image being written (--force to write it anyway)")
+                f.write_str("holds the image being written (force writes it anyway)")
             }
             Refusal::Mounted { at } => {
-                write!(f, "is mounted (at {at}); unmount it first, or --force")
+                write!(f, "is mounted (at {at}); unmount it first, or force")
             }
             Refusal::InUse { chain } => write!(
                 f,
-                "is in use: {chain}; nothing written (unmount or detach that first, or --force)"
+                "is in use: {chain}; nothing written (unmount or detach that first, or force)"
             ),
             Refusal::DeviceBusy => f.write_str(
                 "is in use: the kernel will not open it exclusively (Device or resource \
@@ -365,3 +365,66 @@ impl fmt::Display for Refusal {
 }
 
 impl std::error::Error for Refusal {}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::error::{Found, ImageRefusal as I, NotAnImage};
+
+    /// The engine's text names settings neutrally: no front end's flag
+    /// (`--force`, `-T`); each front end spells them in its own words.
+    #[test]
+    fn texts_name_no_flag() {
+        let p = || PathBuf::from("p");
+        let all = [
+            Refusal::AlreadyCopied {
+                source: p(),
+                dest: p(),
+            },
+            Refusal::KeptExisting,
+            Refusal::Incomplete {
+                staged: p(),
+                failed: 2,
+            },
+            Refusal::HoldsProtected,
+            Refusal::ShardFailed { rank: Some(1) },
+            Refusal::ShardFailed { rank: None },
+            Refusal::CannotClone {
+                why: "EXDEV".into(),
+            },
+            Refusal::NoSuchDevice { under_dev: false },
+            Refusal::NoSuchDevice { under_dev: true },
+            Refusal::NotABlockDevice { regular_file: true },
+            Refusal::Partition,
+            Refusal::HoldsRootFs,
+            Refusal::HoldsImage,
+            Refusal::Mounted { at: "/m".into() },
+            Refusal::InUse { chain: "x".into() },
+            Refusal::NotAnImage(NotAnImage::Mismatch {
+                claimed: "xz",
+                by_name: false,
+                found: Found::Unknown,
+            }),
+            Refusal::NotAnImage(NotAnImage::Unrecognised(Found::Html)),
+            Refusal::NotAnImage(NotAnImage::Unrecognised(Found::Unknown)),
+            Refusal::Image(I::NotADevice { regular_file: true }),
+            Refusal::Image(I::MountedReadWrite { at: "/m".into() }),
+            Refusal::Image(I::OutputExists),
+            Refusal::Image(I::NoPartitionTable),
+            Refusal::Image(I::PartitionPastEnd {
+                table: "MBR",
+                number: 1,
+                end: 2,
+                device: 1,
+            }),
+        ];
+        for r in all {
+            let text = r.to_string();
+            assert!(
+                !text.contains("--") && !text.contains("-T"),
+                "{}: {text}",
+                r.id()
+            );
+        }
+    }
+}

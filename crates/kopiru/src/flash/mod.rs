@@ -173,6 +173,12 @@ impl DeviceResult {
     /// offset (`write at offset N: reason`, `too small: ...`, `the device
     /// disappeared ...`), anything else as `operation: reason`.
     pub fn error_text(&self) -> Option<String> {
+        self.error_text_with(Refusal::to_string)
+    }
+
+    /// [`DeviceResult::error_text`] with a refusal in a front end's words
+    /// ([`crate::Error::reason_with`]).
+    pub fn error_text_with(&self, words: impl Fn(&Refusal) -> String) -> Option<String> {
         let e = self.error.as_ref()?;
         Some(match (e.op, self.error_at) {
             (Op::Write, Some(off)) => match e.io_error() {
@@ -182,9 +188,9 @@ impl DeviceResult {
                 Some(io) if sys::no_space(io) => {
                     format!("too small: the image goes on past offset {off}")
                 }
-                _ => format!("write at offset {off}: {}", e.reason()),
+                _ => format!("write at offset {off}: {}", e.reason_with(&words)),
             },
-            _ => format!("{}: {}", e.op, e.reason()),
+            _ => format!("{}: {}", e.op, e.reason_with(&words)),
         })
     }
 
