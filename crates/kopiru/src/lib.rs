@@ -118,3 +118,9 @@ pub use flash::flash;
 pub use image::image;
 pub use probe::probe;
 pub use verify::verify;
+
+// The README's Rust example is compiled as a doctest (`no_run`: it names
+// paths of the reader's), so it cannot drift from the API.
+#[doc = include_str!("../../../README.md")]
+#[cfg(doctest)]
+pub struct ReadmeDoctests;
