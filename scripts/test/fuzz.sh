@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Fuzzes the engine's parsers of bytes from outside (fuzz/, cargo-fuzz and
-# libFuzzer; docs/TESTING.md says what each target checks): builds every
+# libFuzzer; docs/FUZZING.md says what each target checks): builds every
 # target, then runs each for a fixed time over a scratch copy of its
 # committed corpus (fuzz/corpus/TARGET), two at a time. A target that finds
 # a crash, a panic, a hang or an allocation over the limit fails, and its

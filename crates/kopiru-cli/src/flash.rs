@@ -204,7 +204,7 @@ pub(crate) fn partly_written(d: &DeviceResult) -> Option<String> {
              MiB was not written and holds what it held before (so it does not boot half \
              an image): flash it again with a whole image",
             human(n),
-            // What was written past the held-back first MiB.
+            // Where the written part starts: after the held-back first MiB.
             d.written_to - n,
             d.written_to
         )

@@ -22,6 +22,7 @@ use std::path::Path;
 /// An image's format (raw, or how it is compressed): the rows of the
 /// codec table (`CODECS` in crates/kopiru/src/codec/mod.rs).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+#[non_exhaustive]
 pub enum Format {
     /// Written as it is.
     Raw,
@@ -99,7 +100,7 @@ pub(crate) struct Encoder {
 /// lists the new name), prose that names formats (`--help` texts in
 /// kopiru-cli's args.rs, docs/, the gui page's hint), the fuzz target
 /// `decoded_size`'s per-format expectations, and, for a format whose size
-/// is only a lower bound, `LeastSize` (error.rs) and flash/targets.rs,
+/// is only a lower bound, `LeastSize` (error/flash.rs) and flash/targets.rs,
 /// which name where that bound comes from.
 ///
 /// Default levels, chosen by measurement (C tools on two threads, `-T2`,
