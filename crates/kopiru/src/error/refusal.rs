@@ -304,4 +304,56 @@ mod tests {
             );
         }
     }
+
+    /// The nested refusals keep the ids they had as `Refusal`'s own
+    /// variants (programs match on them), and `Refusal` shows their text.
+    #[test]
+    fn nested_ids_are_stable() {
+        let p = || PathBuf::from("p");
+        let s = |r: ShardRefusal| Refusal::Shard(r);
+        let d = |r: D| Refusal::Device(r);
+        let all = [
+            (s(ShardRefusal::ShardFailed { rank: None }), "shard-failed"),
+            (s(ShardRefusal::ShardListDiffers), "shard-list-differs"),
+            (s(ShardRefusal::ShardErrors { errors: 2 }), "shard-errors"),
+            (d(D::NoSuchDevice { under_dev: true }), "no-such-device"),
+            (
+                d(D::NotABlockDevice {
+                    regular_file: false,
+                }),
+                "not-a-block-device",
+            ),
+            (d(D::IsTheImage), "is-the-image"),
+            (d(D::Partition), "partition"),
+            (d(D::HoldsRootFs), "holds-root-filesystem"),
+            (d(D::HoldsImage), "holds-image"),
+            (d(D::Mounted { at: "/m".into() }), "mounted"),
+            (d(D::InUse { chain: "x".into() }), "in-use"),
+            (d(D::DeviceBusy), "device-busy"),
+            (
+                d(D::DeviceNamedTwice {
+                    first: p(),
+                    partition: true,
+                }),
+                "device-named-twice",
+            ),
+            (
+                d(D::TooSmall {
+                    image: 2,
+                    at_least: None,
+                    device: 1,
+                }),
+                "too-small",
+            ),
+        ];
+        for (r, id) in all {
+            assert_eq!(r.id(), id);
+            let inner = match &r {
+                Refusal::Shard(e) => e.to_string(),
+                Refusal::Device(e) => e.to_string(),
+                _ => unreachable!(),
+            };
+            assert_eq!(r.to_string(), inner, "{id}");
+        }
+    }
 }
