@@ -23,7 +23,7 @@ const NODE: Json = Json::NODE.with_words(refusal);
 /// neutrally; the engine's text for a refusal that names no setting.
 pub fn refusal(r: &Refusal) -> String {
     use kopiru::flash::{Found, NotAnImage};
-    use kopiru::{image::ImageRefusal as I, Refusal as R};
+    use kopiru::{image::ImageRefusal as I, DeviceRefusal as D, Refusal as R};
     let force = |what: &str| format!("{what} (force: true writes it anyway)");
     let esc = |p: &Path| kopiru::paths::escape(p.as_os_str());
     match r {
@@ -51,17 +51,19 @@ pub fn refusal(r: &Refusal) -> String {
         R::CannotClone { why } => {
             format!("cannot clone here ({why}); nothing was copied (method: 'auto' falls back)")
         }
-        R::NoSuchDevice { under_dev: false } => {
+        R::Device(D::NoSuchDevice { under_dev: false }) => {
             "no such device (allowFile: true writes the image to a new file)".into()
         }
-        R::NotABlockDevice { regular_file: true } => {
+        R::Device(D::NotABlockDevice { regular_file: true }) => {
             "not a block device (allowFile: true writes a regular file)".into()
         }
-        R::Partition => force("is a partition, not a whole device"),
-        R::HoldsRootFs => force("holds the root filesystem"),
-        R::HoldsImage => force("holds the image being written"),
-        R::Mounted { at } => format!("is mounted (at {at}); unmount it first, or force: true"),
-        R::InUse { chain } => format!(
+        R::Device(D::Partition) => force("is a partition, not a whole device"),
+        R::Device(D::HoldsRootFs) => force("holds the root filesystem"),
+        R::Device(D::HoldsImage) => force("holds the image being written"),
+        R::Device(D::Mounted { at }) => {
+            format!("is mounted (at {at}); unmount it first, or force: true")
+        }
+        R::Device(D::InUse { chain }) => format!(
             "is in use: {chain}; nothing written (unmount or detach that first, or force: true)"
         ),
         R::NotAnImage(NotAnImage::Mismatch {

@@ -114,7 +114,7 @@ pub const JSON: kopiru::json::Json = kopiru::json::Json::COMMAND_LINE.with_words
 /// (text, `--json`) spells it here.
 pub fn refusal(r: &kopiru::Refusal) -> String {
     use kopiru::flash::{Found, NotAnImage};
-    use kopiru::{image::ImageRefusal as I, Refusal as R};
+    use kopiru::{image::ImageRefusal as I, DeviceRefusal as D, Refusal as R, ShardRefusal as S};
     let force = |what: &str| format!("{what} (--force to write it anyway)");
     match r {
         R::AlreadyCopied { source, dest } => {
@@ -134,7 +134,7 @@ pub fn refusal(r: &kopiru::Refusal) -> String {
             },
             path(staged)
         ),
-        R::ShardFailed { rank } => format!(
+        R::Shard(S::ShardFailed { rank }) => format!(
             "{}: the copy was not put in place; run the same command with --resume to \
              finish it",
             match rank {
@@ -149,17 +149,19 @@ pub fn refusal(r: &kopiru::Refusal) -> String {
         R::CannotClone { why } => {
             format!("cannot clone here ({why}); nothing was copied (--method auto falls back)")
         }
-        R::NoSuchDevice { under_dev: false } => {
+        R::Device(D::NoSuchDevice { under_dev: false }) => {
             "no such device (give --file to write the image to a new file)".into()
         }
-        R::NotABlockDevice { regular_file: true } => {
+        R::Device(D::NotABlockDevice { regular_file: true }) => {
             "not a block device (give --file to write a regular file)".into()
         }
-        R::Partition => force("is a partition, not a whole device"),
-        R::HoldsRootFs => force("holds the root filesystem"),
-        R::HoldsImage => force("holds the image being written"),
-        R::Mounted { at } => format!("is mounted (at {at}); unmount it first, or --force"),
-        R::InUse { chain } => format!(
+        R::Device(D::Partition) => force("is a partition, not a whole device"),
+        R::Device(D::HoldsRootFs) => force("holds the root filesystem"),
+        R::Device(D::HoldsImage) => force("holds the image being written"),
+        R::Device(D::Mounted { at }) => {
+            format!("is mounted (at {at}); unmount it first, or --force")
+        }
+        R::Device(D::InUse { chain }) => format!(
             "is in use: {chain}; nothing written (unmount or detach that first, or --force)"
         ),
         R::NotAnImage(NotAnImage::Mismatch {

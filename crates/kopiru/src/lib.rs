@@ -99,7 +99,9 @@ pub use codec::Format;
 pub use copy::plan::{PlanError, Setting};
 pub use copy::record::default_path as default_copies_record;
 pub use copy::shard::Shard;
-pub use error::{reason, Cause, Error, LeastSize, Mismatch, Op, Refusal, Side};
+pub use error::{
+    reason, Cause, DeviceRefusal, Error, LeastSize, Mismatch, Op, Refusal, ShardRefusal, Side,
+};
 pub use events::{
     Change, ChangeKind, DeviceProgress, EntryKind, FileDone, Method, Noop, Phase, Reporter,
     Summary, WorkerStep,

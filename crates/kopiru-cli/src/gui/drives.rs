@@ -4,7 +4,7 @@
 //! plugged in or out shows up without a reload.
 
 use super::Shared;
-use kopiru::Refusal;
+use kopiru::{DeviceRefusal, Refusal};
 use serde_json::{json, Value};
 use std::sync::Arc;
 use std::time::Duration;
@@ -17,10 +17,12 @@ const EVERY: Duration = Duration::from_secs(1);
 /// mention `--force`, which the page does not offer).
 fn why(r: &Refusal) -> String {
     match r {
-        Refusal::Mounted { at } => format!("mounted at {at}: unmount it first"),
-        Refusal::InUse { chain } => format!("in use: {chain}"),
-        Refusal::HoldsRootFs => "holds the system".into(),
-        Refusal::Partition => "a partition, not a whole drive".into(),
+        Refusal::Device(DeviceRefusal::Mounted { at }) => {
+            format!("mounted at {at}: unmount it first")
+        }
+        Refusal::Device(DeviceRefusal::InUse { chain }) => format!("in use: {chain}"),
+        Refusal::Device(DeviceRefusal::HoldsRootFs) => "holds the system".into(),
+        Refusal::Device(DeviceRefusal::Partition) => "a partition, not a whole drive".into(),
         other => other.to_string(),
     }
 }

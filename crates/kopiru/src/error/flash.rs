@@ -1,7 +1,8 @@
 //! A flash's refusal data: a block map that cannot be used, an image that
-//! is not one, and the words of the device refusals.
+//! is not one, and the target device's refusals.
 
 use std::fmt;
+use std::path::PathBuf;
 
 /// Where a size that an image has at least came from (its format keeps
 /// no exact size where it can be read before writing).
@@ -162,24 +163,24 @@ impl fmt::Display for NotAnImage {
     }
 }
 
-/// `Refusal::NoSuchDevice`'s text.
-pub(super) fn no_such_device(under_dev: bool) -> &'static str {
+/// `DeviceRefusal::NoSuchDevice`'s text.
+fn no_such_device(under_dev: bool) -> &'static str {
     match under_dev {
         false => "no such device (allow a file target to write the image to a new file)",
         true => "no such device (kopiru never creates files under /dev)",
     }
 }
 
-/// `Refusal::NotABlockDevice`'s text.
-pub(super) fn not_a_block_device(regular_file: bool) -> &'static str {
+/// `DeviceRefusal::NotABlockDevice`'s text.
+fn not_a_block_device(regular_file: bool) -> &'static str {
     match regular_file {
         false => "not a block device",
         true => "not a block device (allow a file target to write a regular file)",
     }
 }
 
-/// `Refusal::TooSmall`'s text.
-pub(super) fn too_small(
+/// `DeviceRefusal::TooSmall`'s text.
+fn too_small(
     f: &mut fmt::Formatter<'_>,
     image: u64,
     at_least: Option<LeastSize>,
@@ -206,3 +207,133 @@ pub(super) fn too_small(
         ),
     }
 }
+
+/// `kopiru flash`: why a target is refused before anything is written
+/// (`kopiru image` refuses a device that does not exist with
+/// [`DeviceRefusal::NoSuchDevice`] too).
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum DeviceRefusal {
+    /// `kopiru flash`: the target does not exist (and is not created: not
+    /// without `allow_file`, never under `/dev`).
+    NoSuchDevice {
+        /// It is under `/dev` and `allow_file` was given.
+        under_dev: bool,
+    },
+    /// `kopiru flash`: the target is not a block device.
+    NotABlockDevice {
+        /// It is a regular file (`allow_file` would allow it).
+        regular_file: bool,
+    },
+    /// `kopiru flash`: the target file is the image itself.
+    IsTheImage,
+    /// `kopiru flash`: the target is a partition, not a whole device.
+    Partition,
+    /// `kopiru flash`: the target holds the root filesystem.
+    HoldsRootFs,
+    /// `kopiru flash`: the target holds the image being written.
+    HoldsImage,
+    /// `kopiru flash`: the target (or one of its partitions) is mounted.
+    Mounted {
+        /// Where.
+        at: String,
+    },
+    /// `kopiru flash`: something built on the target (or on one of its
+    /// partitions) is mounted or holds it.
+    InUse {
+        /// The chain, as a sentence: "/dev/loop3 is mounted on /mnt/x and
+        /// is backed by /dev/sdb".
+        chain: String,
+    },
+    /// `kopiru flash`: the kernel will not open the target exclusively
+    /// (EBUSY): a filesystem, a device-mapper or RAID set, or another
+    /// program holds it.
+    DeviceBusy,
+    /// `kopiru flash`: the target was named already, under this name or
+    /// another (a symlink such as `/dev/disk/by-id/...`), or it is a
+    /// partition of a device named too.
+    DeviceNamedTwice {
+        /// The name given first.
+        first: PathBuf,
+        /// It is a partition of `first` (else the same device).
+        partition: bool,
+    },
+    /// `kopiru flash`: the target is smaller than the image.
+    TooSmall {
+        /// The image's size in bytes.
+        image: u64,
+        /// `image` is only a size it has at least, and where it came from
+        /// (`None`: it is the image's size).
+        at_least: Option<LeastSize>,
+        /// The device's size in bytes.
+        device: u64,
+    },
+}
+
+impl DeviceRefusal {
+    /// A stable kebab-case name ([`crate::Refusal::id`]).
+    pub fn id(&self) -> &'static str {
+        match self {
+            DeviceRefusal::NoSuchDevice { .. } => "no-such-device",
+            DeviceRefusal::NotABlockDevice { .. } => "not-a-block-device",
+            DeviceRefusal::IsTheImage => "is-the-image",
+            DeviceRefusal::Partition => "partition",
+            DeviceRefusal::HoldsRootFs => "holds-root-filesystem",
+            DeviceRefusal::HoldsImage => "holds-image",
+            DeviceRefusal::Mounted { .. } => "mounted",
+            DeviceRefusal::InUse { .. } => "in-use",
+            DeviceRefusal::DeviceBusy => "device-busy",
+            DeviceRefusal::DeviceNamedTwice { .. } => "device-named-twice",
+            DeviceRefusal::TooSmall { .. } => "too-small",
+        }
+    }
+}
+
+impl fmt::Display for DeviceRefusal {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            DeviceRefusal::NoSuchDevice { under_dev } => f.write_str(no_such_device(*under_dev)),
+            DeviceRefusal::NotABlockDevice { regular_file } => {
+                f.write_str(not_a_block_device(*regular_file))
+            }
+            DeviceRefusal::IsTheImage => f.write_str("is the image itself"),
+            DeviceRefusal::Partition => {
+                f.write_str("is a partition, not a whole device (force writes it anyway)")
+            }
+            DeviceRefusal::HoldsRootFs => {
+                f.write_str("holds the root filesystem (force writes it anyway)")
+            }
+            DeviceRefusal::HoldsImage => {
+                f.write_str("holds the image being written (force writes it anyway)")
+            }
+            DeviceRefusal::Mounted { at } => {
+                write!(f, "is mounted (at {at}); unmount it first, or force")
+            }
+            DeviceRefusal::InUse { chain } => write!(
+                f,
+                "is in use: {chain}; nothing written (unmount or detach that first, or force)"
+            ),
+            DeviceRefusal::DeviceBusy => f.write_str(
+                "is in use: the kernel will not open it exclusively (Device or resource \
+                 busy): a filesystem, a device-mapper or RAID set, or another program \
+                 holds it; nothing written",
+            ),
+            DeviceRefusal::DeviceNamedTwice { first, partition } => write!(
+                f,
+                "{} '{}'; nothing written",
+                match partition {
+                    false => "is named twice: it is the same device as",
+                    true => "is named twice over: it is a partition of",
+                },
+                crate::paths::Escaped(first.as_os_str())
+            ),
+            DeviceRefusal::TooSmall {
+                image,
+                at_least,
+                device,
+            } => too_small(f, *image, *at_least, *device),
+        }
+    }
+}
+
+impl std::error::Error for DeviceRefusal {}

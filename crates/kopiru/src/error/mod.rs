@@ -4,8 +4,9 @@
 //! flash all report it; text is made only when it is displayed.
 //!
 //! The refusals live beside it, each command's data in its own file
-//! (`copy.rs`: how a copy differs; `flash.rs`: block maps, images that are
-//! not one; `image.rs`: the image command's). This folder imports no
+//! (`copy.rs`: how a copy differs, a sharded copy's refusals; `flash.rs`:
+//! block maps, images that are not one, the target device's refusals;
+//! `image.rs`: the image command's). This folder imports no
 //! command module: the commands import it.
 
 mod copy;
@@ -13,8 +14,8 @@ mod flash;
 mod image;
 mod refusal;
 
-pub use copy::Mismatch;
-pub use flash::{BmapError, Found, LeastSize, NotAnImage};
+pub use copy::{Mismatch, ShardRefusal};
+pub use flash::{BmapError, DeviceRefusal, Found, LeastSize, NotAnImage};
 pub use image::ImageRefusal;
 pub use refusal::Refusal;
 

@@ -1,9 +1,9 @@
 //! [`Refusal`]: a request the engine turned down itself. Its variants'
-//! data of a command's own (a block map's error, an image's refusal) are in
-//! that command's file of this folder.
+//! data of a command's own (a block map's error, a flash target's, a
+//! sharded copy's or an image's refusal) are in that command's file of
+//! this folder.
 
-use super::{copy, flash};
-use super::{BmapError, ImageRefusal, LeastSize, Mismatch, NotAnImage};
+use super::{BmapError, DeviceRefusal, ImageRefusal, Mismatch, NotAnImage, ShardRefusal};
 use std::fmt;
 use std::path::PathBuf;
 
@@ -78,21 +78,8 @@ pub enum Refusal {
     Differs(Mismatch),
     /// Another kopiru is copying to this destination now.
     Busy,
-    /// A sharded copy (`shard`) was not published because another rank
-    /// failed or stopped; the same command with `resume` finishes it.
-    ShardFailed {
-        /// The rank that failed, when known.
-        rank: Option<usize>,
-    },
-    /// This rank listed the source differently from the rank that listed it
-    /// first (it changed meanwhile, or a directory could be read by one and
-    /// not the other): their pieces would not match.
-    ShardListDiffers,
-    /// A sharded copy was put in place, but entries failed on other ranks.
-    ShardErrors {
-        /// How many, on the other ranks.
-        errors: u64,
-    },
+    /// A sharded copy (`shard`) was not published, or its ranks disagree.
+    Shard(ShardRefusal),
     /// A `files_from` path that does not name an entry inside the source
     /// (`..`, or an absolute path outside it).
     OutsideSource,
@@ -112,60 +99,9 @@ pub enum Refusal {
         /// Why the clone was refused ("EXDEV", "ext4 cannot clone", ...).
         why: String,
     },
-    /// `kopiru flash`: the target does not exist (and is not created: not
-    /// without `allow_file`, never under `/dev`).
-    NoSuchDevice {
-        /// It is under `/dev` and `allow_file` was given.
-        under_dev: bool,
-    },
-    /// `kopiru flash`: the target is not a block device.
-    NotABlockDevice {
-        /// It is a regular file (`allow_file` would allow it).
-        regular_file: bool,
-    },
-    /// `kopiru flash`: the target file is the image itself.
-    IsTheImage,
-    /// `kopiru flash`: the target is a partition, not a whole device.
-    Partition,
-    /// `kopiru flash`: the target holds the root filesystem.
-    HoldsRootFs,
-    /// `kopiru flash`: the target holds the image being written.
-    HoldsImage,
-    /// `kopiru flash`: the target (or one of its partitions) is mounted.
-    Mounted {
-        /// Where.
-        at: String,
-    },
-    /// `kopiru flash`: something built on the target (or on one of its
-    /// partitions) is mounted or holds it.
-    InUse {
-        /// The chain, as a sentence: "/dev/loop3 is mounted on /mnt/x and
-        /// is backed by /dev/sdb".
-        chain: String,
-    },
-    /// `kopiru flash`: the kernel will not open the target exclusively
-    /// (EBUSY): a filesystem, a device-mapper or RAID set, or another
-    /// program holds it.
-    DeviceBusy,
-    /// `kopiru flash`: the target was named already, under this name or
-    /// another (a symlink such as `/dev/disk/by-id/...`), or it is a
-    /// partition of a device named too.
-    DeviceNamedTwice {
-        /// The name given first.
-        first: PathBuf,
-        /// It is a partition of `first` (else the same device).
-        partition: bool,
-    },
-    /// `kopiru flash`: the target is smaller than the image.
-    TooSmall {
-        /// The image's size in bytes.
-        image: u64,
-        /// `image` is only a size it has at least, and where it came from
-        /// (`None`: it is the image's size).
-        at_least: Option<LeastSize>,
-        /// The device's size in bytes.
-        device: u64,
-    },
+    /// `kopiru flash`: the target refused before anything is written
+    /// (and `kopiru image`'s device that does not exist).
+    Device(DeviceRefusal),
     /// `kopiru flash`: a block map that cannot be used, or an image that
     /// does not match its block map.
     Bmap(BmapError),
@@ -196,24 +132,12 @@ impl Refusal {
             Refusal::DeviceInUse { .. } => "device-in-use",
             Refusal::Differs(_) => "differs",
             Refusal::Busy => "busy",
-            Refusal::ShardFailed { .. } => "shard-failed",
-            Refusal::ShardListDiffers => "shard-list-differs",
-            Refusal::ShardErrors { .. } => "shard-errors",
+            Refusal::Shard(r) => r.id(),
             Refusal::OutsideSource => "outside-source",
             Refusal::NamedTwice { .. } => "named-twice",
             Refusal::SameDestination { .. } => "same-destination",
             Refusal::CannotClone { .. } => "cannot-clone",
-            Refusal::NoSuchDevice { .. } => "no-such-device",
-            Refusal::NotABlockDevice { .. } => "not-a-block-device",
-            Refusal::IsTheImage => "is-the-image",
-            Refusal::Partition => "partition",
-            Refusal::HoldsRootFs => "holds-root-filesystem",
-            Refusal::HoldsImage => "holds-image",
-            Refusal::Mounted { .. } => "mounted",
-            Refusal::InUse { .. } => "in-use",
-            Refusal::DeviceBusy => "device-busy",
-            Refusal::DeviceNamedTwice { .. } => "device-named-twice",
-            Refusal::TooSmall { .. } => "too-small",
+            Refusal::Device(r) => r.id(),
             Refusal::Bmap(_) => "bmap",
             Refusal::NotAnImage(_) => "not-an-image",
             Refusal::Image(r) => r.id(),
@@ -292,15 +216,7 @@ impl fmt::Display for Refusal {
             Refusal::Busy => f.write_str(
                 "another kopiru is copying to this destination now (wait for it, or stop it)",
             ),
-            Refusal::ShardFailed { rank } => copy::shard_failed(f, *rank),
-            Refusal::ShardListDiffers => f.write_str(
-                "this rank listed the source differently from another (did it change?); \
-                 nothing copied by this rank, and the copy is not put in place",
-            ),
-            Refusal::ShardErrors { errors } => write!(
-                f,
-                "{errors} entries failed on other ranks (see their messages); the rest is in place"
-            ),
+            Refusal::Shard(e) => e.fmt(f),
             Refusal::OutsideSource => f.write_str("not a path inside the source directory"),
             Refusal::KeptExisting => f.write_str("kept as it is (no-clobber or update)"),
             Refusal::NamedTwice { first } => write!(
@@ -317,46 +233,7 @@ impl fmt::Display for Refusal {
                 f,
                 "cannot clone here ({why}); nothing was copied (the auto method falls back)"
             ),
-            Refusal::NoSuchDevice { under_dev } => f.write_str(flash::no_such_device(*under_dev)),
-            Refusal::NotABlockDevice { regular_file } => {
-                f.write_str(flash::not_a_block_device(*regular_file))
-            }
-            Refusal::IsTheImage => f.write_str("is the image itself"),
-            Refusal::Partition => {
-                f.write_str("is a partition, not a whole device (force writes it anyway)")
-            }
-            Refusal::HoldsRootFs => {
-                f.write_str("holds the root filesystem (force writes it anyway)")
-            }
-            Refusal::HoldsImage => {
-                f.write_str("holds the image being written (force writes it anyway)")
-            }
-            Refusal::Mounted { at } => {
-                write!(f, "is mounted (at {at}); unmount it first, or force")
-            }
-            Refusal::InUse { chain } => write!(
-                f,
-                "is in use: {chain}; nothing written (unmount or detach that first, or force)"
-            ),
-            Refusal::DeviceBusy => f.write_str(
-                "is in use: the kernel will not open it exclusively (Device or resource \
-                 busy): a filesystem, a device-mapper or RAID set, or another program \
-                 holds it; nothing written",
-            ),
-            Refusal::DeviceNamedTwice { first, partition } => write!(
-                f,
-                "{} '{}'; nothing written",
-                match partition {
-                    false => "is named twice: it is the same device as",
-                    true => "is named twice over: it is a partition of",
-                },
-                crate::paths::Escaped(first.as_os_str())
-            ),
-            Refusal::TooSmall {
-                image,
-                at_least,
-                device,
-            } => flash::too_small(f, *image, *at_least, *device),
+            Refusal::Device(e) => e.fmt(f),
             Refusal::Bmap(e) => e.fmt(f),
             Refusal::NotAnImage(e) => e.fmt(f),
             Refusal::Image(e) => e.fmt(f),
@@ -369,7 +246,7 @@ impl std::error::Error for Refusal {}
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::error::{Found, ImageRefusal as I, NotAnImage};
+    use crate::error::{DeviceRefusal as D, Found, ImageRefusal as I, NotAnImage, ShardRefusal};
 
     /// The engine's text names settings neutrally: no front end's flag
     /// (`--force`, `-T`); each front end spells them in its own words.
@@ -387,19 +264,19 @@ mod tests {
                 failed: 2,
             },
             Refusal::HoldsProtected,
-            Refusal::ShardFailed { rank: Some(1) },
-            Refusal::ShardFailed { rank: None },
+            Refusal::Shard(ShardRefusal::ShardFailed { rank: Some(1) }),
+            Refusal::Shard(ShardRefusal::ShardFailed { rank: None }),
             Refusal::CannotClone {
                 why: "EXDEV".into(),
             },
-            Refusal::NoSuchDevice { under_dev: false },
-            Refusal::NoSuchDevice { under_dev: true },
-            Refusal::NotABlockDevice { regular_file: true },
-            Refusal::Partition,
-            Refusal::HoldsRootFs,
-            Refusal::HoldsImage,
-            Refusal::Mounted { at: "/m".into() },
-            Refusal::InUse { chain: "x".into() },
+            Refusal::Device(D::NoSuchDevice { under_dev: false }),
+            Refusal::Device(D::NoSuchDevice { under_dev: true }),
+            Refusal::Device(D::NotABlockDevice { regular_file: true }),
+            Refusal::Device(D::Partition),
+            Refusal::Device(D::HoldsRootFs),
+            Refusal::Device(D::HoldsImage),
+            Refusal::Device(D::Mounted { at: "/m".into() }),
+            Refusal::Device(D::InUse { chain: "x".into() }),
             Refusal::NotAnImage(NotAnImage::Mismatch {
                 claimed: "xz",
                 by_name: false,
@@ -425,6 +302,58 @@ mod tests {
                 "{}: {text}",
                 r.id()
             );
+        }
+    }
+
+    /// The nested refusals keep the ids they had as `Refusal`'s own
+    /// variants (programs match on them), and `Refusal` shows their text.
+    #[test]
+    fn nested_ids_are_stable() {
+        let p = || PathBuf::from("p");
+        let s = |r: ShardRefusal| Refusal::Shard(r);
+        let d = |r: D| Refusal::Device(r);
+        let all = [
+            (s(ShardRefusal::ShardFailed { rank: None }), "shard-failed"),
+            (s(ShardRefusal::ShardListDiffers), "shard-list-differs"),
+            (s(ShardRefusal::ShardErrors { errors: 2 }), "shard-errors"),
+            (d(D::NoSuchDevice { under_dev: true }), "no-such-device"),
+            (
+                d(D::NotABlockDevice {
+                    regular_file: false,
+                }),
+                "not-a-block-device",
+            ),
+            (d(D::IsTheImage), "is-the-image"),
+            (d(D::Partition), "partition"),
+            (d(D::HoldsRootFs), "holds-root-filesystem"),
+            (d(D::HoldsImage), "holds-image"),
+            (d(D::Mounted { at: "/m".into() }), "mounted"),
+            (d(D::InUse { chain: "x".into() }), "in-use"),
+            (d(D::DeviceBusy), "device-busy"),
+            (
+                d(D::DeviceNamedTwice {
+                    first: p(),
+                    partition: true,
+                }),
+                "device-named-twice",
+            ),
+            (
+                d(D::TooSmall {
+                    image: 2,
+                    at_least: None,
+                    device: 1,
+                }),
+                "too-small",
+            ),
+        ];
+        for (r, id) in all {
+            assert_eq!(r.id(), id);
+            let inner = match &r {
+                Refusal::Shard(e) => e.to_string(),
+                Refusal::Device(e) => e.to_string(),
+                _ => unreachable!(),
+            };
+            assert_eq!(r.to_string(), inner, "{id}");
         }
     }
 }

@@ -8,7 +8,7 @@ use super::{FlashOptions, HEAD, VERIFY_BLOCK};
 use crate::sys::AsFd;
 use crate::sys::{self, FileKind, Stat, Use};
 use crate::Format;
-use crate::{Error, LeastSize, Op, Refusal, Side};
+use crate::{DeviceRefusal, Error, LeastSize, Op, Refusal, Side};
 use std::path::{Path, PathBuf};
 
 /// A target, checked and described, ready to be written.
@@ -36,8 +36,8 @@ pub struct Target {
 }
 
 /// A target refused before anything is written.
-fn refuse(dev: &Path, why: Refusal) -> Error {
-    Error::refused(Side::Destination, dev, Op::Flash, why)
+fn refuse(dev: &Path, why: DeviceRefusal) -> Error {
+    Error::refused(Side::Destination, dev, Op::Flash, Refusal::Device(why))
 }
 
 /// An OS error checking a target.
@@ -121,7 +121,7 @@ fn named_twice(devices: &[PathBuf]) -> Result<(), Error> {
             };
             let part = sys::partitions(*b).contains(a) || sys::partitions(*a).contains(b);
             if a == b || part {
-                let why = Refusal::DeviceNamedTwice {
+                let why = DeviceRefusal::DeviceNamedTwice {
                     first: devices[j].clone(),
                     partition: a != b,
                 };
@@ -159,7 +159,7 @@ fn check_distinct(targets: &[Target]) -> Result<(), Error> {
             };
             let same = ids[i] == ids[j];
             if same || partition(t, first) || partition(first, t) {
-                let why = Refusal::DeviceNamedTwice {
+                let why = DeviceRefusal::DeviceNamedTwice {
                     first: first.path.clone(),
                     partition: !same,
                 };
@@ -186,13 +186,13 @@ fn check_one(dev: &Path, cx: &Context, opts: &FlashOptions) -> Result<Target, Er
         Ok(st) => st,
         Err(e) if sys::is_not_found(&e) && opts.allow_file => {
             if dev.starts_with("/dev") {
-                return Err(refuse(dev, Refusal::NoSuchDevice { under_dev: true }));
+                return Err(refuse(dev, DeviceRefusal::NoSuchDevice { under_dev: true }));
             }
             return Ok(file(0, "new file"));
         }
         Err(e) if sys::is_not_found(&e) => {
             let under_dev = dev.starts_with("/dev");
-            return Err(refuse(dev, Refusal::NoSuchDevice { under_dev }));
+            return Err(refuse(dev, DeviceRefusal::NoSuchDevice { under_dev }));
         }
         Err(e) => return Err(failed(dev, Op::Stat, e)),
     };
@@ -200,15 +200,20 @@ fn check_one(dev: &Path, cx: &Context, opts: &FlashOptions) -> Result<Target, Er
         FileKind::BlockDevice => {}
         FileKind::File if opts.allow_file => {
             if cx.image.is_some_and(|i| (i.dev, i.ino) == (st.dev, st.ino)) {
-                return Err(refuse(dev, Refusal::IsTheImage));
+                return Err(refuse(dev, DeviceRefusal::IsTheImage));
             }
             return Ok(file(st.size, "regular file"));
         }
-        FileKind::File => return Err(refuse(dev, Refusal::NotABlockDevice { regular_file: true })),
+        FileKind::File => {
+            return Err(refuse(
+                dev,
+                DeviceRefusal::NotABlockDevice { regular_file: true },
+            ))
+        }
         _ => {
             return Err(refuse(
                 dev,
-                Refusal::NotABlockDevice {
+                DeviceRefusal::NotABlockDevice {
                     regular_file: false,
                 },
             ))
@@ -225,7 +230,7 @@ fn check_one(dev: &Path, cx: &Context, opts: &FlashOptions) -> Result<Target, Er
     // by another program) is refused now, not when it is opened to write.
     let fd = match sys::open_path_mode(&device, sys::O_RDONLY | sys::O_EXCLUSIVE_PROBE, 0) {
         Ok(fd) => fd,
-        Err(e) if sys::is_busy(&e) => return Err(refuse(dev, Refusal::DeviceBusy)),
+        Err(e) if sys::is_busy(&e) => return Err(refuse(dev, DeviceRefusal::DeviceBusy)),
         Err(e) => return Err(failed(dev, Op::Open, e)),
     };
     let now = sys::fstat(fd.as_fd()).map_err(|e| failed(dev, Op::Stat, e))?;
@@ -236,7 +241,7 @@ fn check_one(dev: &Path, cx: &Context, opts: &FlashOptions) -> Result<Target, Er
     let info = sys::block_info(fd.as_fd(), st.rdev).map_err(|e| failed(dev, Op::Stat, e))?;
     if let Some((n, at_least)) = cx.image_size {
         if n > info.size {
-            let why = Refusal::TooSmall {
+            let why = DeviceRefusal::TooSmall {
                 image: n,
                 at_least,
                 device: info.size,
@@ -264,19 +269,19 @@ pub(super) fn check_unused(dev: &Path, st: &Stat, cx: &Context) -> Result<(), Er
     let mut ours = vec![st.rdev];
     ours.extend(sys::partitions(st.rdev));
     if sys::is_partition(st.rdev) {
-        return Err(refuse(dev, Refusal::Partition));
+        return Err(refuse(dev, DeviceRefusal::Partition));
     }
     if cx.root_dev.is_some_and(|r| ours.contains(&r)) {
-        return Err(refuse(dev, Refusal::HoldsRootFs));
+        return Err(refuse(dev, DeviceRefusal::HoldsRootFs));
     }
     if cx.image.is_some_and(|i| ours.contains(&i.dev)) {
-        return Err(refuse(dev, Refusal::HoldsImage));
+        return Err(refuse(dev, DeviceRefusal::HoldsImage));
     }
     if let Some((_, at)) = cx.mounts.iter().find(|(d, _)| ours.contains(d)) {
-        return Err(refuse(dev, Refusal::Mounted { at: at.clone() }));
+        return Err(refuse(dev, DeviceRefusal::Mounted { at: at.clone() }));
     }
     if let Some(chain) = used_through(dev, st.rdev, &cx.mounts, 0) {
-        return Err(refuse(dev, Refusal::InUse { chain }));
+        return Err(refuse(dev, DeviceRefusal::InUse { chain }));
     }
     Ok(())
 }

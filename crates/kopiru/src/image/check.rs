@@ -6,7 +6,7 @@ use super::{ImageOptions, ImageRefusal};
 use crate::sys::AsFd;
 use crate::sys::FileExt;
 use crate::sys::{self, FileKind, Stat};
-use crate::{Error, Op, Refusal, Side};
+use crate::{DeviceRefusal, Error, Op, Refusal, Side};
 use std::path::{Path, PathBuf};
 
 /// The device (or file) to read, checked and described.
@@ -63,7 +63,7 @@ pub fn check_source(device: &Path, output: &Path, opts: &ImageOptions) -> Result
                 Side::Source,
                 device,
                 Op::Image,
-                Refusal::NoSuchDevice { under_dev: false },
+                Refusal::Device(DeviceRefusal::NoSuchDevice { under_dev: false }),
             ))
         }
         Err(e) => return Err(Error::io(Side::Source, device, Op::Stat, e)),

@@ -7,7 +7,7 @@ use super::{piece_of, pieces, Shard};
 use crate::copy::listed::{self, Listed, Root};
 use crate::copy::place::{self, remove_tree, staged_name, StagedTree};
 use crate::copy::plan::{PlanError, Setting};
-use crate::error::{Error, Op, Refusal, Side};
+use crate::error::{Error, Op, Refusal, ShardRefusal, Side};
 use crate::events::{Phase, Reporter, Summary};
 use crate::options::{CopyOptions, Follow};
 use crate::paths::join_name;
@@ -149,7 +149,7 @@ fn walk_agreed(
         Ok(true) => Ok(walked),
         Ok(false) => {
             done(b"failed");
-            let why = Refusal::ShardListDiffers;
+            let why = Refusal::Shard(ShardRefusal::ShardListDiffers);
             Err(Error::refused(Side::Source, src, Op::ReadDirectory, why))
         }
         Err(e) => {
@@ -274,11 +274,13 @@ impl Rank<'_> {
 fn meet(outcome: Outcome, dst_path: &Path, summary: &mut Summary, reporter: &dyn Reporter) {
     let own = summary.errors.len() as u64;
     let why = match outcome {
-        Outcome::Published { errors } if errors > own => Refusal::ShardErrors {
-            errors: errors - own,
-        },
+        Outcome::Published { errors } if errors > own => {
+            Refusal::Shard(ShardRefusal::ShardErrors {
+                errors: errors - own,
+            })
+        }
         Outcome::Published { .. } => return,
-        Outcome::Failed { rank } => Refusal::ShardFailed { rank },
+        Outcome::Failed { rank } => Refusal::Shard(ShardRefusal::ShardFailed { rank }),
         Outcome::Cancelled => {
             summary.cancelled = true;
             return;
