@@ -360,4 +360,12 @@ fn dedupe_flash_and_image_as_verbs() {
     )
     .unwrap_err();
     assert_eq!(e.refusal().map(|r| r.id()), Some("not-a-device"), "{e}");
+
+    // A format with no encoder is refused before anything is made.
+    let mut bz = ImageOptions::new();
+    bz.allow_file = true;
+    bz.format = Format::Bzip2;
+    let e = check_source(&s.path("disk.bin"), &s.path("disk.img.bz2"), &bz).unwrap_err();
+    assert_eq!(e.refusal().map(|r| r.id()), Some("cannot-encode"), "{e}");
+    assert!(!s.path("disk.img.bz2").exists());
 }

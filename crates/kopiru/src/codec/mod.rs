@@ -288,6 +288,7 @@ impl Format {
         match self.levels() {
             Some((lo, hi)) if (lo..=hi).contains(&level) => Ok(()),
             Some((lo, hi)) => Err(format!("{self} takes {lo} to {hi}")),
+            None if self != Format::Raw => Err(format!("images are not written as {self}")),
             None => {
                 let exts: Vec<String> = CODECS
                     .iter()
@@ -398,6 +399,11 @@ mod tests {
                 "a raw image is not compressed (the output's extension: .xz, .gz, .zst, .zstd)"
                     .into()
             )
+        );
+        // A format read but never written has no levels to check.
+        assert_eq!(
+            Format::Bzip2.check_level(9),
+            Err("images are not written as bzip2".into())
         );
         assert_eq!(Format::Zstd.levels(), Some((1, 19)));
     }

@@ -43,6 +43,12 @@ pub enum ImageRefusal {
         /// The device's size in bytes.
         device: u64,
     },
+    /// The format asked for has no encoder (it is read, by flash, but
+    /// images are not written in it).
+    CannotEncode {
+        /// The format's name.
+        format: &'static str,
+    },
 }
 
 impl ImageRefusal {
@@ -59,6 +65,7 @@ impl ImageRefusal {
             ImageRefusal::MapIsOutput => "map-is-output",
             ImageRefusal::NoPartitionTable => "no-partition-table",
             ImageRefusal::PartitionPastEnd { .. } => "partition-past-end",
+            ImageRefusal::CannotEncode { .. } => "cannot-encode",
         }
     }
 }
@@ -66,6 +73,10 @@ impl ImageRefusal {
 impl fmt::Display for ImageRefusal {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
+            ImageRefusal::CannotEncode { format } => write!(
+                f,
+                "images are not written as {format} (it is read, but has no encoder here)"
+            ),
             ImageRefusal::NotADevice { regular_file: true } => {
                 f.write_str("not a block device (allow a file source to read a regular file)")
             }

@@ -6,7 +6,7 @@ use super::{ImageOptions, ImageRefusal};
 use crate::sys::AsFd;
 use crate::sys::FileExt;
 use crate::sys::{self, FileKind, Stat};
-use crate::{DeviceRefusal, Error, Op, Refusal, Side};
+use crate::{DeviceRefusal, Error, Format, Op, Refusal, Side};
 use std::path::{Path, PathBuf};
 
 /// The device (or file) to read, checked and described.
@@ -56,6 +56,10 @@ fn refuse_output(path: &Path, why: ImageRefusal) -> Error {
 pub fn check_source(device: &Path, output: &Path, opts: &ImageOptions) -> Result<Source, Error> {
     sys::available(sys::Feature::Image)
         .map_err(|e| Error::io(Side::Source, device, Op::Image, e))?;
+    if opts.format != Format::Raw && opts.format.codec().encoder.is_none() {
+        let format = opts.format.name();
+        return Err(refuse_output(output, ImageRefusal::CannotEncode { format }));
+    }
     let st = match sys::stat_path(device, true) {
         Ok(st) => st,
         Err(e) if sys::is_not_found(&e) => {
