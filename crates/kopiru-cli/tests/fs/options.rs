@@ -658,6 +658,60 @@ pub fn dry_run_unreadable(fs: Fs) -> R {
     Ok(())
 }
 
+/// Requests refused whole speak the command line's flags (the engine's
+/// `PlanError` names settings neutrally; the CLI spells them), exit 2,
+/// and write nothing.
+pub fn plan_refusals(fs: Fs) -> R {
+    let w = fixture::workdir(fs, "plan-refusals")?;
+    let src = w.join("src");
+    make(&src, &["a/f", "b"])?;
+    let list = w.join("list");
+    std::fs::write(&list, "a/f\n")?;
+    let dst = w.join("dst");
+    let list_s = list.to_str().ok_or("path")?;
+    let nope = w.join("nope");
+    let inside = src.join("a");
+    let cases: [(Vec<&str>, Vec<&Path>, String); 5] = [
+        (
+            vec!["-S", ".bak", "-n"],
+            vec![&src, &dst],
+            "-S makes backups, and -n (--no-clobber) replaces nothing to back up: use one \
+             of them"
+                .into(),
+        ),
+        (
+            vec!["--files-from", list_s, "--dry-run"],
+            vec![&src, &dst],
+            "--files-from does not work with --dry-run yet".into(),
+        ),
+        (
+            vec!["--files-from", list_s, "--verify"],
+            vec![&src, &dst],
+            "--files-from does not work with --verify yet".into(),
+        ),
+        (
+            vec!["-r", "--delete", "-T"],
+            vec![&src, &inside],
+            format!(
+                "--delete: the destination '{}' is inside the source '{}'; nothing was copied",
+                inside.display(),
+                src.display()
+            ),
+        ),
+        (
+            vec!["-T", "--link-dest", nope.to_str().ok_or("path")?],
+            vec![&src, &dst],
+            format!("--link-dest {}: ", nope.display()),
+        ),
+    ];
+    for (args, paths, want) in &cases {
+        let o = copy(args, paths);
+        fails_with(&o, 2, &format!("kopiru: {want}"))?;
+        ensure!(!dst.exists(), "{args:?} made DEST: {}", show(&o));
+    }
+    Ok(())
+}
+
 /// Registers this module's trials.
 pub fn trials(add: Add) {
     for fs in Fs::ALL {
@@ -672,6 +726,13 @@ pub fn trials(add: Add) {
             why.clone(),
             Box::new(move || dry_run(fs)),
         );
+        if fs == Fs::Ext4 {
+            add(
+                format!("options_plan_refusals::{n}"),
+                why.clone(),
+                Box::new(move || plan_refusals(fs)),
+            );
+        }
         if fs == Fs::Ext4 {
             add(
                 format!("options_dry_run_unreadable::{n}"),
