@@ -243,3 +243,71 @@ pub fn image_summary(
 ) -> Value {
     camel(NODE.image(s, src, device, output, bmap))
 }
+
+/// An option as Node spells it.
+fn option_name(s: kopiru::Setting) -> &'static str {
+    use kopiru::Setting;
+    match s {
+        Setting::NoTargetDirectory => "noTargetDirectory",
+        Setting::Delete => "delete",
+        Setting::DryRun => "dryRun",
+        Setting::Verify => "verify",
+        Setting::NoClobber => "noClobber",
+        Setting::LinkDest => "linkDest",
+        Setting::CloneDest => "cloneDest",
+        Setting::CloneMethod => "method: 'clone'",
+        // Not options of the binding: the engine's neutral names.
+        _ => s.id(),
+    }
+}
+
+/// A refused request in the binding's words: its option names
+/// (`noTargetDirectory`, `delete`), where the engine's text names
+/// settings neutrally.
+pub(crate) fn plan_error(e: &kopiru::PlanError) -> String {
+    use kopiru::PlanError as P;
+    let esc = |p: &Path| kopiru::paths::escape(p.as_os_str());
+    match e {
+        P::OneSourceAsItself => "noTargetDirectory takes one source and one destination".into(),
+        P::DeleteNeedsItself => "delete removes from dest what the source does not have, so \
+                                 dest must be the copy itself: set noTargetDirectory, or write \
+                                 source/. to copy the contents of source into dest"
+            .into(),
+        P::DeleteNested {
+            source,
+            dest,
+            source_inside: true,
+        } => format!(
+            "delete: the source '{}' is '{}' or inside it, so deleting what the source \
+             lacks would delete the source itself; nothing was copied",
+            esc(source),
+            esc(dest)
+        ),
+        P::DeleteNested { source, dest, .. } => format!(
+            "delete: the destination '{}' is inside the source '{}'; nothing was copied",
+            esc(dest),
+            esc(source)
+        ),
+        P::BasisNotADirectory {
+            setting,
+            given,
+            looked,
+        } => format!(
+            "{} {}: {} is not a directory{}",
+            option_name(*setting),
+            esc(given),
+            esc(looked),
+            match given.is_relative() {
+                true => " (a relative directory is taken from dest, as rsync takes it)",
+                false => "",
+            }
+        ),
+        P::Excludes { first, second } => format!(
+            "{} and {} exclude each other: use one of them",
+            option_name(*first),
+            option_name(*second)
+        ),
+        // The engine's text names no option here.
+        _ => e.to_string(),
+    }
+}

@@ -27,7 +27,7 @@ pub fn run(args: FlashArgs) -> u8 {
                 None
             }
             Err(e) => {
-                errln!("kopiru: {}", text(&e));
+                errln!("kopiru: {}", render::refused(&e));
                 return exit::USAGE;
             }
         },
@@ -49,14 +49,14 @@ pub fn run(args: FlashArgs) -> u8 {
     let image = match Image::open_with(&args.image, args.format.0, &http) {
         Ok(i) => i,
         Err(e) => {
-            errln!("kopiru: {}", text(&e));
+            errln!("kopiru: {}", render::refused(&e));
             return exit::USAGE;
         }
     };
     let targets = match check_targets(&image, &args.devices, &opts) {
         Ok(t) => t,
         Err(e) => {
-            errln!("kopiru: {}", text(&e));
+            errln!("kopiru: {}", render::refused(&e));
             return exit::USAGE;
         }
     };
@@ -184,15 +184,6 @@ fn summary_line(s: &FlashSummary, verify: bool) -> String {
     )
 }
 
-/// An error as `path: reason` for a refusal (nothing was tried), else
-/// `path: operation: reason`.
-pub(crate) fn text(e: &kopiru::Error) -> String {
-    match e.refusal() {
-        Some(r) => format!("{}: {}", render::path(&e.path), render::refusal(r)),
-        None => render::error(e),
-    }
-}
-
 /// What a device holds when the image or the device failed part-way and
 /// bytes of the image went to it: how far, and that its first MiB (written
 /// last) was not, so it keeps its old partition table.
@@ -257,7 +248,7 @@ const STOPPED: &str =
 
 fn report(s: &FlashSummary, json: bool) -> u8 {
     if let Some(e) = &s.source_error {
-        errln!("kopiru: {}", text(e));
+        errln!("kopiru: {}", render::refused(e));
     }
     if s.cancelled {
         // Stopped while writing: the first MiB (written last) is not there;

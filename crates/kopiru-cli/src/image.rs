@@ -40,7 +40,7 @@ pub fn run(args: ImageArgs) -> u8 {
     let src = match check_source(&args.device, &args.output, &opts) {
         Ok(s) => s,
         Err(e) => {
-            errln!("kopiru: {}", text(&e));
+            errln!("kopiru: {}", render::refused(&e));
             return exit::USAGE;
         }
     };
@@ -111,9 +111,11 @@ fn is_standard_output(out: &std::path::Path) -> bool {
 
 /// Refuses a `--level` that OUTPUT's format does not take, and `-j 0`.
 fn check_numbers(args: &ImageArgs, format: Format) -> Result<(), u8> {
-    if let Some(Err(why)) = args.level.map(|l| format.check_level(l)) {
-        errln!("kopiru: --level {}: {why}", args.level.unwrap_or_default());
-        return Err(exit::USAGE);
+    if let Some(level) = args.level {
+        if let Err(why) = format.check_level(level) {
+            errln!("kopiru: --level {level}: {why}");
+            return Err(exit::USAGE);
+        }
     }
     if args.jobs == Some(0) {
         errln!("kopiru: -j 0: at least one thread");
@@ -174,12 +176,4 @@ fn summary_line(s: &ImageSummary, args: &ImageArgs) -> String {
         human(s.output_bytes),
         s.sha256.map(|sum| sum.to_string()).unwrap_or_default(),
     )
-}
-
-/// A refusal as `path: reason` (nothing was tried), else `path: op: reason`.
-fn text(e: &kopiru::Error) -> String {
-    match e.refusal() {
-        Some(r) => format!("{}: {}", render::path(&e.path), render::refusal(r)),
-        None => render::error(e),
-    }
 }

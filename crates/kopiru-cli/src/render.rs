@@ -105,6 +105,15 @@ pub fn plan_error(e: &kopiru::PlanError) -> String {
     }
 }
 
+/// An error of flash or image as `path: reason` for a refusal (nothing
+/// was tried), else `path: operation: reason`.
+pub fn refused(e: &kopiru::Error) -> String {
+    match e.refusal() {
+        Some(r) => format!("{}: {}", path(&e.path), refusal(r)),
+        None => error(e),
+    }
+}
+
 /// The command line's `--json`: refusals in its words ([`refusal`]).
 pub const JSON: kopiru::json::Json = kopiru::json::Json::COMMAND_LINE.with_words(refusal);
 

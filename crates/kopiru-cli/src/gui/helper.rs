@@ -200,14 +200,14 @@ fn run_flash(a: HelperFlashArgs, cancel: Cancel) -> u8 {
     let http = HttpOptions::default();
     let image = match Image::open_with(&a.image, None, &http) {
         Ok(i) => i,
-        Err(e) => return refused(crate::flash::text(&e), exit::USAGE),
+        Err(e) => return refused(crate::render::refused(&e), exit::USAGE),
     };
     let mut opts = FlashOptions::new();
     opts.sha256 = a.sha256;
     opts.cancel = cancel.clone();
     let targets = match check_targets(&image, &a.devices, &opts) {
         Ok(t) => t,
-        Err(e) => return refused(crate::flash::text(&e), exit::USAGE),
+        Err(e) => return refused(crate::render::refused(&e), exit::USAGE),
     };
     emit(&json!({
         "event": "checked",
@@ -265,7 +265,7 @@ fn run_flash(a: HelperFlashArgs, cancel: Cancel) -> u8 {
     drop(ticker);
     let mut messages = Vec::new();
     if let Some(e) = &s.source_error {
-        messages.push(crate::flash::text(e));
+        messages.push(crate::render::refused(e));
     }
     let mut devices = Vec::new();
     for d in &s.devices {
@@ -337,7 +337,7 @@ fn run_image(a: HelperImageArgs, cancel: Cancel) -> u8 {
     opts.cancel = cancel;
     let src = match check_source(&a.device, &a.output, &opts) {
         Ok(s) => s,
-        Err(e) => return refused(crate::flash::text(&e), exit::USAGE),
+        Err(e) => return refused(crate::render::refused(&e), exit::USAGE),
     };
     emit(&json!({
         "event": "checked",
