@@ -43,7 +43,8 @@ fn refuse_output(path: &Path, why: ImageRefusal) -> Error {
 /// Checks DEVICE, OUTPUT and the block map's path before anything is
 /// written; reads the partition table with `--partitions-only`.
 ///
-/// Refused: DEVICE missing, or not a block device (a regular file only with
+/// Refused: a format with no encoder (bzip2: read by flash, never
+/// written); DEVICE missing, or not a block device (a regular file only with
 /// `--file`); DEVICE, or one of its partitions, mounted read-write (unless
 /// `--force`); OUTPUT (or the map) on a filesystem of DEVICE, or DEVICE
 /// itself; OUTPUT (or the map) existing, unless `--force`, and never when it
